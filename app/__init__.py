@@ -1,0 +1,1 @@
+"""The surfaces people touch: CLI, batch runner, export, Streamlit UI pages, settings."""

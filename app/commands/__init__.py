@@ -1,0 +1,1 @@
+"""CLI sub-commands, one module per pipeline or subsystem; each exposes `register(app)`."""

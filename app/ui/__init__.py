@@ -1,0 +1,1 @@
+"""Streamlit UI pages (see streamlit_app.py for the navigation)."""

@@ -1,0 +1,1 @@
+"""The long-context LLM engine (models, loading, paged KV cache, generation, attribution)."""

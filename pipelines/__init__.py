@@ -1,0 +1,6 @@
+"""Domain pipelines of longdoc and the shared document model they all stand on.
+
+`pipelines.documents` holds the document model (Document, Page, SourceSpan) and ingest of
+txt/md/docx/pdf; each subpackage (`patents`, `contracts`, `medical`, `reports`) is one domain
+pipeline registered in `pipelines.registry`.
+"""

@@ -1,0 +1,99 @@
+"""What every pipeline is: a name, a version, a result model, a way to find its inputs in a
+folder, and a function from documents to a result.
+
+The batch runner, the CLI, the export and the UI only talk to pipelines through this interface,
+so a new pipeline is a subclass plus one line in `pipelines.registry`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from pipelines.documents import Document, IngestLimits, load_document
+from pipelines.documents.ingest import SUPPORTED_SUFFIXES
+
+
+class ResultBase(BaseModel):
+    """Fields every export carries. `input_sha256` and `pipeline_version` let a batch skip an input
+    whose output is already up to date."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: str
+    pipeline: str
+    pipeline_version: str
+    input_sha256: str
+
+
+@dataclass(frozen=True)
+class PipelineInput:
+    """One unit of work: a single file, or a group of files analysed together (a contract pair,
+    one patient's documents)."""
+
+    input_id: str
+    paths: tuple[Path, ...]
+
+    def content_sha256(self) -> str:
+        """Hash over the names (relative to each other) and bytes of all files of the input."""
+        h = hashlib.sha256()
+        for p in sorted(self.paths, key=lambda p: p.name):
+            h.update(p.name.encode("utf-8") + b"\0")
+            h.update(hashlib.sha256(p.read_bytes()).digest())
+        return h.hexdigest()
+
+
+def is_candidate_file(path: Path) -> bool:
+    return path.is_file() and not path.name.startswith(".") and path.suffix.lower() in SUPPORTED_SUFFIXES
+
+
+class Pipeline(ABC):
+    """A domain pipeline. Subclasses set the class attributes and implement `run_documents`."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    version: ClassVar[str]
+    schema_version: ClassVar[str]
+    result_model: ClassVar[type[ResultBase]]
+
+    def discover(self, folder: Path) -> list[PipelineInput]:
+        """Inputs under `folder`: by default every supported file, recursively, one input each.
+        Files named like provenance notes (PROVENANCE*, README*, *.truth.json) are skipped."""
+        inputs = []
+        for path in sorted(folder.rglob("*")):
+            if not is_candidate_file(path) or any(part.startswith(".") for part in path.relative_to(folder).parts):
+                continue
+            if path.name.upper().startswith(("PROVENANCE", "README", "LICENSE")):
+                continue
+            inputs.append(PipelineInput(path.relative_to(folder).as_posix(), (path,)))
+        return inputs
+
+    def load(self, inp: PipelineInput, limits: IngestLimits | None = None) -> list[Document]:
+        return [load_document(p, limits=limits) for p in inp.paths]
+
+    def run_input(self, inp: PipelineInput, limits: IngestLimits | None = None) -> ResultBase:
+        """Ingest the input's files and run the pipeline on them."""
+        docs = self.load(inp, limits)
+        return self.run_documents(docs, input_sha256=inp.content_sha256())
+
+    @abstractmethod
+    def run_documents(self, docs: list[Document], input_sha256: str = "") -> ResultBase:
+        """The pipeline proper: documents in, a result out."""
+
+    def header(self, input_sha256: str) -> dict:
+        """The ResultBase fields, for subclasses building their result."""
+        return {
+            "schema_version": self.schema_version,
+            "pipeline": self.name,
+            "pipeline_version": self.version,
+            "input_sha256": input_sha256,
+        }
+
+    def summary_line(self, result: ResultBase) -> str:
+        """A short human description of a result (batch log, UI)."""
+        return ""

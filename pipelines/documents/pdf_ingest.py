@@ -1,0 +1,334 @@
+"""PDF ingest with pdfplumber: one box per character, reading order, and page furniture recognised.
+
+Steps per page: words with their characters -> line numbers (a column of small integers stepping
+evenly down the page) set aside -> lines (words grouped by their vertical position) -> a gutter
+between two text columns found if there is one, so the left column reads before the right ->
+across pages, running headers and footers (the same top or bottom line, digits ignored, on at
+least half of the pages) and page numbers set aside as `Furniture`. The text is assembled from
+the remaining words: a space between words (none between two CJK characters), a newline between
+lines, an empty line where the gap between lines is clearly larger than the line spacing.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipelines.documents.model import Document, Furniture, Page
+
+_LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl", "\ufb05": "st", "\ufb06": "st"}
+_PAGE_NUMBER = re.compile(
+    r"^(?:(?:page|p\.)\s*\d+(?:\s*(?:of|/)\s*\d+)?|[-–—]?\s*\d{1,4}\s*[-–—]?|\d+\s*/\s*\d+|第\s*\d+\s*页(?:\s*[,，/]?\s*共\s*\d+\s*页)?|[ivxlcdm]{1,6})$",
+    re.IGNORECASE,
+)
+
+
+def _is_cjk(ch: str) -> bool:
+    o = ord(ch)
+    return 0x3000 <= o <= 0x9FFF or 0xF900 <= o <= 0xFAFF or 0xFF00 <= o <= 0xFFEF or 0x20000 <= o <= 0x2FFFF
+
+
+@dataclass
+class _Word:
+    text: str
+    x0: float
+    top: float
+    x1: float
+    bottom: float
+    chars: list[tuple[str, tuple[float, float, float, float]]]
+
+    @property
+    def height(self) -> float:
+        return max(self.bottom - self.top, 0.1)
+
+
+@dataclass
+class _Line:
+    words: list[_Word] = field(default_factory=list)
+
+    @property
+    def top(self) -> float:
+        return min(w.top for w in self.words)
+
+    @property
+    def bottom(self) -> float:
+        return max(w.bottom for w in self.words)
+
+    @property
+    def x0(self) -> float:
+        return min(w.x0 for w in self.words)
+
+    @property
+    def x1(self) -> float:
+        return max(w.x1 for w in self.words)
+
+    @property
+    def text(self) -> str:
+        return " ".join(w.text for w in self.words)
+
+    def bbox(self) -> tuple[float, float, float, float]:
+        return (round(self.x0, 2), round(self.top, 2), round(self.x1, 2), round(self.bottom, 2))
+
+
+def _words_of(page) -> list[_Word]:
+    words = []
+    for w in page.extract_words(keep_blank_chars=False, use_text_flow=False, return_chars=True, x_tolerance_ratio=0.15):
+        chars = []
+        for c in w.get("chars", []):
+            t = c.get("text", "")
+            t = "".join(_LIGATURES.get(ch, ch) for ch in t)
+            box = (float(c["x0"]), float(c["top"]), float(c["x1"]), float(c["bottom"]))
+            for ch in t:
+                if ch.isspace():
+                    continue
+                chars.append((ch, box))
+        if not chars:
+            continue
+        words.append(
+            _Word("".join(ch for ch, _ in chars), float(w["x0"]), float(w["top"]), float(w["x1"]), float(w["bottom"]), chars)
+        )
+    return words
+
+
+def _split_line_numbers(words: list[_Word]) -> tuple[list[_Word], list[_Word]]:
+    """Set aside margin/gutter line numbers: >= 4 small integers in one narrow x band, increasing
+    down the page with a constant step, each alone on its line."""
+    numeric = [w for w in words if w.text.isdigit() and len(w.text) <= 3]
+    if len(numeric) < 4:
+        return words, []
+    bands: dict[int, list[_Word]] = {}
+    for w in numeric:
+        bands.setdefault(round((w.x0 + w.x1) / 2 / 6), []).append(w)
+    found: set[int] = set()
+    merged: list[list[_Word]] = []
+    for key in sorted(bands):
+        if merged and key - merged[-1][0] <= 1:
+            merged[-1][1].extend(bands[key])
+            merged[-1][0] = key
+        else:
+            merged.append([key, list(bands[key])])
+    for _, group in merged:
+        group = sorted(group, key=lambda w: w.top)
+        if len(group) < 4:
+            continue
+        values = [int(w.text) for w in group]
+        steps = {b - a for a, b in zip(values, values[1:], strict=False)}
+        if len(steps) != 1 or next(iter(steps)) not in (1, 2, 5, 10):
+            continue
+        # a constant pitch: the distance down the page per unit of the number stays the same
+        pitch = [(b.top - a.top) / (int(b.text) - int(a.text)) for a, b in zip(group, group[1:], strict=False)]
+        if min(pitch) <= 0 or max(pitch) > 1.15 * min(pitch):
+            continue
+        # each number stands alone: no other word close to it on its line
+        if all(_isolated(w, words) for w in group):
+            found.update(id(w) for w in group)
+    if not found:
+        return words, []
+    return [w for w in words if id(w) not in found], [w for w in words if id(w) in found]
+
+
+def _isolated(w: _Word, words: list[_Word]) -> bool:
+    gap = 2.0 * w.height
+    for o in words:
+        if o is w or o.bottom < w.top or o.top > w.bottom:
+            continue
+        if o.x1 > w.x0 - gap and o.x0 < w.x1 + gap:
+            return False
+    return True
+
+
+def _group_lines(words: list[_Word]) -> list[_Line]:
+    lines: list[_Line] = []
+    for w in sorted(words, key=lambda w: (w.top, w.x0)):
+        mid = (w.top + w.bottom) / 2
+        for line in reversed(lines[-3:]):
+            if line.top - 0.5 <= mid <= line.bottom + 0.5 and abs(line.top - w.top) <= 0.6 * w.height:
+                line.words.append(w)
+                break
+        else:
+            lines.append(_Line([w]))
+    for line in lines:
+        line.words.sort(key=lambda w: w.x0)
+    return lines
+
+
+def _find_gutter(lines: list[_Line], width: float) -> float | None:
+    """x of a vertical gap that splits most lines into two columns, or None."""
+    if len(lines) < 8 or width <= 0:
+        return None
+    words = [w for line in lines for w in line.words]
+    best = None
+    for x in np.arange(0.3 * width, 0.7 * width, 2.0):
+        crossing = sum(1 for w in words if w.x0 < x < w.x1)
+        left = sum(1 for w in words if w.x1 <= x)
+        right = len(words) - left - crossing
+        if crossing <= 0.02 * len(words) and left > 0.08 * len(words) and right > 0.08 * len(words):
+            # both sides must hold text on many lines at the same height (true columns)
+            both = sum(1 for ln in lines if any(w.x1 <= x for w in ln.words) and any(w.x0 >= x for w in ln.words))
+            if both >= 0.3 * len(lines) and (best is None or crossing < best[1]):
+                best = (float(x), crossing)
+    return best[0] if best else None
+
+
+def _reading_order(lines: list[_Line], width: float) -> list[_Line]:
+    gutter = _find_gutter(lines, width)
+    if gutter is None:
+        return lines
+    ordered: list[_Line] = []
+    left: list[_Line] = []
+    right: list[_Line] = []
+
+    def flush() -> None:
+        ordered.extend(left)
+        ordered.extend(right)
+        left.clear()
+        right.clear()
+
+    for line in lines:
+        if any(w.x0 < gutter < w.x1 for w in line.words):
+            flush()
+            ordered.append(line)
+            continue
+        lw = [w for w in line.words if w.x1 <= gutter]
+        rw = [w for w in line.words if w.x0 >= gutter]
+        if lw:
+            left.append(_Line(lw))
+        if rw:
+            right.append(_Line(rw))
+    flush()
+    return ordered
+
+
+def _norm_furniture(text: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"\d+", "#", text)).strip().lower()
+
+
+def _split_furniture(pages_lines: list[list[_Line]], heights: list[float]) -> list[list[tuple[_Line, str | None]]]:
+    """Tag each line with a furniture kind (header/footer/page_number) or None."""
+    n = len(pages_lines)
+    counts: Counter[str] = Counter()
+    for lines, h in zip(pages_lines, heights, strict=True):
+        seen = set()
+        for ln in lines[:3] + lines[-3:]:
+            if ln.top < 0.12 * h or ln.bottom > 0.88 * h:
+                seen.add(_norm_furniture(ln.text))
+        counts.update(seen)
+    threshold = max(2, (n + 1) // 2)
+    tagged = []
+    for lines, h in zip(pages_lines, heights, strict=True):
+        out = []
+        for i, ln in enumerate(lines):
+            kind = None
+            edge = i < 3 or i >= len(lines) - 3
+            top_zone, bottom_zone = ln.top < 0.12 * h, ln.bottom > 0.88 * h
+            if edge and (top_zone or bottom_zone):
+                text = ln.text.strip()
+                if _PAGE_NUMBER.match(text) and n >= 1 and (n >= 2 or bottom_zone):
+                    kind = "page_number"
+                elif n >= 2 and counts[_norm_furniture(text)] >= threshold:
+                    kind = "header" if top_zone else "footer"
+            out.append((ln, kind))
+        tagged.append(out)
+    return tagged
+
+
+def load_pdf(data: bytes, name: str, doc_id: str, max_pages: int = 2000) -> Document:
+    import pdfplumber
+    from pdfminer.pdfdocument import PDFPasswordIncorrect
+    from pdfminer.pdfparser import PDFSyntaxError
+
+    from pipelines.documents.ingest import IngestError
+
+    if not data.lstrip()[:5].startswith(b"%PDF"):
+        raise IngestError(name, "not a PDF file (no %PDF header)")
+    try:
+        pdf = pdfplumber.open(io.BytesIO(data))
+    except PDFPasswordIncorrect:
+        raise IngestError(name, "encrypted PDF: a password is needed to read it") from None
+    except PDFSyntaxError as exc:
+        raise IngestError(name, f"broken PDF ({exc})") from None
+    except Exception as exc:
+        msg = str(exc) or type(exc).__name__
+        if "password" in msg.lower() or "encrypt" in msg.lower():
+            raise IngestError(name, "encrypted PDF: a password is needed to read it") from None
+        raise IngestError(name, f"broken PDF ({msg.splitlines()[0][:160]})") from None
+    with pdf:
+        try:
+            n_pages = len(pdf.pages)
+        except Exception as exc:
+            raise IngestError(name, f"broken PDF ({str(exc)[:160] or type(exc).__name__})") from None
+        if n_pages == 0:
+            raise IngestError(name, "PDF has no pages")
+        if n_pages > max_pages:
+            raise IngestError(name, f"PDF has {n_pages} pages, over the {max_pages}-page limit")
+        pages_lines: list[list[_Line]] = []
+        numbers: list[list[_Word]] = []
+        sizes: list[tuple[float, float]] = []
+        for page in pdf.pages:
+            words = _words_of(page)
+            words, line_numbers = _split_line_numbers(words)
+            lines = _reading_order(_group_lines(words), float(page.width))
+            pages_lines.append(lines)
+            numbers.append(line_numbers)
+            sizes.append((float(page.width), float(page.height)))
+    if not any(pages_lines):
+        raise IngestError(name, "PDF has no text layer (a scanned image?); OCR is not supported")
+
+    tagged = _split_furniture(pages_lines, [h for _, h in sizes])
+    text_parts: list[str] = []
+    boxes: list[tuple[float, float, float, float]] = []
+    nan = (np.nan, np.nan, np.nan, np.nan)
+    pages: list[Page] = []
+    furniture: list[Furniture] = []
+    empty_pages: list[int] = []
+    pos = 0
+
+    def emit(s: str, box=nan) -> None:
+        nonlocal pos
+        text_parts.append(s)
+        boxes.extend([box] * len(s))
+        pos += len(s)
+
+    for pno, (lines, line_numbers, (width, height)) in enumerate(zip(tagged, numbers, sizes, strict=True), start=1):
+        if pno > 1:
+            emit("\n")
+        start = pos
+        body = [ln for ln, kind in lines if kind is None]
+        furniture += [Furniture(kind, pno, ln.text, ln.bbox()) for ln, kind in lines if kind is not None]
+        furniture += [Furniture("line_number", pno, w.text, (w.x0, w.top, w.x1, w.bottom)) for w in line_numbers]
+        if not body:
+            empty_pages.append(pno)
+        spacing = [b.top - a.top for a, b in zip(body, body[1:], strict=False) if b.top > a.top]
+        typical = statistics.median(spacing) if spacing else 0.0
+        prev: _Line | None = None
+        for ln in body:
+            if prev is not None:
+                gap = ln.top - prev.top
+                emit("\n\n" if typical and gap > 1.6 * typical else "\n")
+            last = ""
+            for w in ln.words:
+                if last and not (_is_cjk(last) and _is_cjk(w.text[0])):
+                    emit(" ")
+                for ch, box in w.chars:
+                    emit(ch, box)
+                last = w.text[-1]
+            prev = ln
+        pages.append(Page(pno, start, pos, width, height))
+    text = "".join(text_parts)
+    doc = Document(
+        doc_id=doc_id,
+        text=text,
+        pages=pages,
+        source_name=name.rsplit("/", 1)[-1],
+        source_format="pdf",
+        char_boxes=np.asarray(boxes, dtype=np.float32).reshape(-1, 4),
+        furniture=furniture,
+    )
+    if empty_pages:
+        doc.metadata["pages_without_text"] = ",".join(map(str, empty_pages))
+    return doc
