@@ -1,0 +1,107 @@
+"""The patent claim-tree page: input -> tree drawing, claim viewer with its parts highlighted,
+findings with their spans, JSON download.
+
+Tests call `run_input(name, data)` directly, or put `(name, data)` in
+`st.session_state[PENDING]` before an AppTest run; people use the upload/paste/sample widgets.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.export import to_json
+from app.ui.common import document_input, highlight, ingest
+
+PENDING = "patents_pending_input"
+RESULT = "patents_result"
+COLOURS = {"preamble": "#dbeafe", "transition": "#fde68a", "element": "#dcfce7", "reference": "#fbcfe8", "finding": "#fecaca"}
+
+
+@st.cache_resource
+def _pipeline():
+    from pipelines.patents.pipeline import PatentsPipeline
+
+    return PatentsPipeline()
+
+
+def run_input(name: str, data: bytes):
+    """Ingest and analyse one document; returns (result, document), or None after showing the error."""
+    doc = ingest(name, data)
+    if doc is None:
+        return None
+    result = _pipeline().run_documents([doc], input_sha256=doc.sha256)
+    return result, doc
+
+
+def render(result, doc) -> None:
+    from pipelines.patents.pipeline import to_dot
+
+    claims = result.claims
+    n_ind = sum(1 for c in claims if c.independent)
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Claims", len(claims))
+    c2.metric("Independent", n_ind)
+    c3.metric("Dependent", len(claims) - n_ind)
+    c4.metric("Findings", len(result.findings))
+    st.download_button(
+        "Download JSON", to_json(result), file_name=f"{doc.doc_id}.patents.json", mime="application/json", key="patents_download"
+    )
+
+    st.subheader("Claim tree")
+    st.graphviz_chart(to_dot(result), use_container_width=True)
+
+    st.subheader("Claim")
+    numbers = [c.number for c in claims]
+    if numbers:
+        chosen = st.selectbox("Choose a claim", numbers, format_func=lambda n: _claim_label(result, n), key="patents_claim")
+        claim = next(c for c in claims if c.number == chosen)
+        marks = []
+        if claim.preamble:
+            marks.append((claim.preamble.char_start, claim.preamble.char_end, COLOURS["preamble"], "preamble"))
+        if claim.transition:
+            marks.append((claim.transition.char_start, claim.transition.char_end, COLOURS["transition"], "transition"))
+        for ref in getattr(claim, "references", []) or []:
+            marks.append((ref.span.char_start, ref.span.char_end, COLOURS["reference"], "reference"))
+        for el in claim.elements:
+            marks.append((el.char_start, el.char_end, COLOURS["element"], "element"))
+        st.markdown(
+            " ".join(f'<mark style="background:{c}">{k}</mark>' for k, c in COLOURS.items() if k != "finding"),
+            unsafe_allow_html=True,
+        )
+        st.html(highlight(claim.span.text, claim.span.char_start, marks))
+        meta = f"status: {claim.status} · category: {claim.category} · "
+        meta += "independent" if claim.independent else f"depends on {', '.join(map(str, claim.depends_on))}"
+        st.caption(meta)
+        own = [f for f in result.findings if chosen in f.claims]
+        for f in own:
+            st.warning(f"{f.code}: {f.message}")
+
+    st.subheader("Findings")
+    if not result.findings:
+        st.success("No findings: the claim set is consistent.")
+    for f in result.findings:
+        with st.expander(f"{f.code} · claims {', '.join(map(str, f.claims))}: {f.message}"):
+            for s in f.spans:
+                st.html(
+                    f"<p>page {s.page}, chars {s.char_start}–{s.char_end}: "
+                    + highlight(s.text, s.char_start, [(s.char_start, s.char_end, COLOURS["finding"], f.code)])
+                    + "</p>"
+                )
+
+
+def _claim_label(result, number: int) -> str:
+    claim = next(c for c in result.claims if c.number == number)
+    words = " ".join(claim.text.split()[:8])
+    return f"{number}. {words}…"
+
+
+def page() -> None:
+    st.title("Patent claim trees")
+    st.caption("Claims parsed into a dependency tree, with the preamble, transition and elements of each claim and validation findings.")
+    chosen = st.session_state.pop(PENDING, None) or document_input("patents", "patents")
+    if chosen is not None:
+        with st.spinner("Parsing claims…"):
+            st.session_state[RESULT] = run_input(*chosen)
+    out = st.session_state.get(RESULT)
+    if out:
+        render(*out)
