@@ -2,7 +2,8 @@
 
 Steps per page: words with their characters -> line numbers (a column of small integers stepping
 evenly down the page) set aside -> lines (words grouped by their vertical position) -> a gutter
-between two text columns found if there is one, so the left column reads before the right ->
+between two text columns found if there is one, so the left column reads before the right (a
+narrow side column, such as a journal's margin with editors and dates, is read as one block) ->
 across pages, running headers and footers (the same top or bottom line, digits ignored, on at
 least half of the pages) and page numbers set aside as `Furniture`. The text is assembled from
 the remaining words: a space between words (none between two CJK characters), a newline between
@@ -157,11 +158,40 @@ def _group_lines(words: list[_Word]) -> list[_Line]:
     return lines
 
 
+def _side_segments(line: _Line, x: float) -> tuple[list[_Word], list[_Word]]:
+    return [w for w in line.words if w.x1 <= x], [w for w in line.words if w.x0 >= x]
+
+
+def _fill(words: list[_Word], lo: float, hi: float) -> float:
+    """Share of the band [lo, hi] that a line segment spans (1.0 for a full justified line)."""
+    if not words or hi <= lo:
+        return 0.0
+    return (max(w.x1 for w in words) - min(w.x0 for w in words)) / (hi - lo)
+
+
+def _is_prose(segments: list[list[_Word]]) -> bool:
+    """Whether line segments read as running text: words separated by word spaces, not table
+    cells separated by wide gaps (median over segments of the widest gap <= 1.5 x word height)."""
+    widest = []
+    for seg in segments:
+        seg = sorted(seg, key=lambda w: w.x0)
+        gaps = [b.x0 - a.x1 for a, b in zip(seg, seg[1:], strict=False)]
+        if gaps:
+            widest.append(max(gaps) / statistics.median(w.height for w in seg))
+    return not widest or statistics.median(widest) <= 1.5
+
+
 def _find_gutter(lines: list[_Line], width: float) -> float | None:
-    """x of a vertical gap that splits most lines into two columns, or None."""
+    """x of a vertical gap that splits most lines into two text columns, or None.
+
+    A table (short cells separated by wide gaps) is not two columns: on the lines holding text on
+    both sides of the gap, the typical segment must fill most of its column's width.
+    """
     if len(lines) < 8 or width <= 0:
         return None
     words = [w for line in lines for w in line.words]
+    x_min = min(w.x0 for w in words)
+    x_max = max(w.x1 for w in words)
     best = None
     for x in np.arange(0.3 * width, 0.7 * width, 2.0):
         crossing = sum(1 for w in words if w.x0 < x < w.x1)
@@ -169,13 +199,62 @@ def _find_gutter(lines: list[_Line], width: float) -> float | None:
         right = len(words) - left - crossing
         if crossing <= 0.02 * len(words) and left > 0.08 * len(words) and right > 0.08 * len(words):
             # both sides must hold text on many lines at the same height (true columns)
-            both = sum(1 for ln in lines if any(w.x1 <= x for w in ln.words) and any(w.x0 >= x for w in ln.words))
-            if both >= 0.3 * len(lines) and (best is None or crossing < best[1]):
+            both = [_side_segments(ln, x) for ln in lines]
+            both = [(lw, rw) for lw, rw in both if lw and rw]
+            if len(both) < 0.3 * len(lines) or (best is not None and crossing >= best[1]):
+                continue
+            gap_l = max(max(w.x1 for w in lw) for lw, _ in both)
+            gap_r = min(min(w.x0 for w in rw) for _, rw in both)
+            # each column is wide enough for running text (>= 12 character heights)
+            size = statistics.median(w.height for w in words)
+            if gap_l - x_min < 12 * size or x_max - gap_r < 12 * size:
+                continue
+            fill_l = statistics.median(_fill(lw, x_min, gap_l) for lw, _ in both)
+            fill_r = statistics.median(_fill(rw, gap_r, x_max) for _, rw in both)
+            if fill_l >= 0.6 and fill_r >= 0.6 and _is_prose([lw for lw, _ in both] + [rw for _, rw in both]):
                 best = (float(x), crossing)
     return best[0] if best else None
 
 
-def _reading_order(lines: list[_Line], width: float) -> list[_Line]:
+def _find_side_column(lines: list[_Line], width: float) -> tuple[str, float, float, float] | None:
+    """A narrow column of text beside the body (a margin column: "Edited by / Received / DOI",
+    marginal notes): ("left"|"right", x of the gap, top, bottom of the band it occupies), or None.
+
+    Within the band no word crosses the gap, the gap is clear whitespace (>= 8 pt), the narrow
+    side holds >= 3 lines mostly of words (not equation numbers) and the body side >= 3 lines.
+    """
+    if len(lines) < 6 or width <= 0:
+        return None
+    words = [w for ln in lines for w in ln.words]
+    for side in ("left", "right"):
+        xs = np.arange(0.08 * width, 0.36 * width, 2.0) if side == "left" else np.arange(0.92 * width, 0.64 * width, -2.0)
+        for x in xs:
+            narrow = [w for w in words if (w.x1 <= x - 4 if side == "left" else w.x0 >= x + 4)]
+            if len(narrow) < 3:
+                continue
+            top = min(w.top for w in narrow)
+            bottom = max(w.bottom for w in narrow)
+            band = [w for w in words if w.bottom > top and w.top < bottom]
+            if any(w.x0 < x + 4 and w.x1 > x - 4 for w in band):
+                continue
+            narrow_lines = {round(w.top) for w in narrow}
+            body = [w for w in band if w not in narrow]
+            body_lines = {round(w.top) for w in body}
+            letters = sum(1 for w in narrow if sum(c.isalpha() for c in w.text) >= 2)
+            if len(narrow_lines) < 3 or len(body_lines) < 3 or letters < 0.5 * len(narrow):
+                continue
+            # the body beside it is running text (lines filling the body's width), not table cells
+            b0, b1 = min(w.x0 for w in body), max(w.x1 for w in body)
+            rows: dict[int, list[_Word]] = {}
+            for w in body:
+                rows.setdefault(round(w.top), []).append(w)
+            full = statistics.median(_fill(r, b0, b1) for r in rows.values()) >= 0.6
+            if full and b1 - b0 > 0.4 * width and _is_prose(list(rows.values())):
+                return side, float(x), top, bottom
+    return None
+
+
+def _two_columns(lines: list[_Line], width: float) -> list[_Line]:
     gutter = _find_gutter(lines, width)
     if gutter is None:
         return lines
@@ -204,8 +283,37 @@ def _reading_order(lines: list[_Line], width: float) -> list[_Line]:
     return ordered
 
 
+def _reading_order(lines: list[_Line], width: float) -> list[_Line]:
+    """Lines in reading order: a narrow side column, if any, is read as one block (left: before the
+    body lines beside it; right: after them), then the body is split at a two-column gutter."""
+    side = _find_side_column(lines, width)
+    if side is None:
+        return _two_columns(lines, width)
+    where, x, top, bottom = side
+    margin: list[_Line] = []
+    body: list[_Line] = []
+    for line in lines:
+        mw = [w for w in line.words if (w.x1 <= x if where == "left" else w.x0 >= x) and w.bottom > top and w.top < bottom]
+        rest = [w for w in line.words if w not in mw]
+        if mw:
+            margin.append(_Line(mw))
+        if rest:
+            body.append(_Line(rest))
+    body = _two_columns(body, width)
+    if where == "left":
+        i = next((k for k, ln in enumerate(body) if ln.bottom > top), len(body))
+    else:
+        i = next((k for k, ln in enumerate(body) if ln.top >= bottom), len(body))
+    return body[:i] + margin + body[i:]
+
+
 def _norm_furniture(text: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"\d+", "#", text)).strip().lower()
+
+
+def _furniture_key(line: _Line) -> tuple[str, int]:
+    """Running headers repeat with the same words (numbers aside) at the same height."""
+    return _norm_furniture(line.text), round(line.top / 4)
 
 
 def _split_furniture(pages_lines: list[list[_Line]], heights: list[float]) -> list[list[tuple[_Line, str | None]]]:
@@ -214,9 +322,9 @@ def _split_furniture(pages_lines: list[list[_Line]], heights: list[float]) -> li
     counts: Counter[str] = Counter()
     for lines, h in zip(pages_lines, heights, strict=True):
         seen = set()
-        for ln in lines[:3] + lines[-3:]:
+        for ln in lines[:2] + lines[-2:]:
             if ln.top < 0.12 * h or ln.bottom > 0.88 * h:
-                seen.add(_norm_furniture(ln.text))
+                seen.add(_furniture_key(ln))
         counts.update(seen)
     threshold = max(2, (n + 1) // 2)
     tagged = []
