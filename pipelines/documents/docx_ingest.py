@@ -127,14 +127,25 @@ class _Numbering:
 
 
 def _paragraph_num(p) -> tuple[str, int] | None:
+    """(numId, level) of a paragraph: its own numPr, else its style's (following base styles)."""
     ppr = p._p.pPr
-    if ppr is None or ppr.numPr is None:
+    num_pr = ppr.numPr if ppr is not None else None
+    style = p.style
+    ilvl_val = None
+    if num_pr is not None and num_pr.ilvl is not None:
+        ilvl_val = int(num_pr.ilvl.val)
+    depth = 0
+    while (num_pr is None or num_pr.numId is None) and style is not None and depth < 10:
+        sppr = style.element.pPr
+        if sppr is not None and sppr.numPr is not None:
+            num_pr = sppr.numPr
+            if ilvl_val is None and num_pr.ilvl is not None:
+                ilvl_val = int(num_pr.ilvl.val)
+        style = style.base_style
+        depth += 1
+    if num_pr is None or num_pr.numId is None or num_pr.numId.val == 0:
         return None
-    num_id = ppr.numPr.numId
-    ilvl = ppr.numPr.ilvl
-    if num_id is None:
-        return None
-    return str(num_id.val), int(ilvl.val) if ilvl is not None else 0
+    return str(num_pr.numId.val), ilvl_val or 0
 
 
 def load_docx(data: bytes, name: str, doc_id: str) -> Document:

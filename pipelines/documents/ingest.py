@@ -113,16 +113,18 @@ def decode_text(data: bytes, name: str) -> tuple[str, str]:
         except UnicodeDecodeError:
             pass
     else:
-        # UTF-16 without BOM: every other byte NUL for mostly-ASCII text.
-        even, odd = data[0::2], data[1::2]
-        for enc, zeros in (("utf-16-le", odd), ("utf-16-be", even)):
-            if zeros.count(0) > 0.3 * len(zeros):
-                try:
-                    text = data.decode(enc)
-                except UnicodeDecodeError:
-                    continue
-                if _looks_like_text(text):
-                    return text, enc
+        # UTF-16 without BOM: pick the byte order whose characters are common ones.
+        best_text, best_enc, best_score = None, None, 0.0
+        for enc in ("utf-16-le", "utf-16-be"):
+            try:
+                text = data[: len(data) // 2 * 2].decode(enc)
+            except UnicodeDecodeError:
+                continue
+            score = sum(1 for c in text if _common_char(c)) / max(len(text), 1)
+            if score > best_score:
+                best_text, best_enc, best_score = text, enc, score
+        if best_text is not None and best_score > 0.9 and _looks_like_text(best_text):
+            return best_text, best_enc
         raise IngestError(name, "binary data, not text (NUL bytes found)")
     from charset_normalizer import from_bytes
 
@@ -137,6 +139,14 @@ def decode_text(data: bytes, name: str) -> tuple[str, str]:
     if not _looks_like_text(text):
         raise IngestError(name, "binary data, not text (mostly unprintable characters)")
     return text, encoding
+
+
+def _common_char(c: str) -> bool:
+    o = ord(c)
+    return (
+        32 <= o < 127 or c in "\t\n\r\f" or 0xA0 <= o < 0x250 or 0x4E00 <= o <= 0x9FFF
+        or 0x3000 <= o <= 0x303F or 0xFF00 <= o <= 0xFFEF or 0x2000 <= o <= 0x206F
+    )
 
 
 def _looks_like_text(text: str) -> bool:

@@ -332,23 +332,41 @@ def _split_furniture(pages_lines: list[list[_Line]], heights: list[float]) -> li
         out = []
         for i, ln in enumerate(lines):
             kind = None
-            edge = i < 3 or i >= len(lines) - 3
+            edge = i < 2 or i >= len(lines) - 2
             top_zone, bottom_zone = ln.top < 0.12 * h, ln.bottom > 0.88 * h
             if edge and (top_zone or bottom_zone):
                 text = ln.text.strip()
                 if _PAGE_NUMBER.match(text) and n >= 1 and (n >= 2 or bottom_zone):
                     kind = "page_number"
-                elif n >= 2 and counts[_norm_furniture(text)] >= threshold:
+                elif n >= 2 and counts[_furniture_key(ln)] >= threshold:
                     kind = "header" if top_zone else "footer"
             out.append((ln, kind))
         tagged.append(out)
     return tagged
 
 
+def _open_failure(exc: BaseException) -> str:
+    """The reason a PDF could not be opened, looking through pdfplumber's wrapping exception."""
+    from pdfminer.pdfdocument import PDFEncryptionError, PDFPasswordIncorrect
+
+    seen: list[BaseException] = []
+    todo: list[object] = [exc]
+    while todo:
+        e = todo.pop()
+        if not isinstance(e, BaseException) or e in seen:
+            continue
+        seen.append(e)
+        todo += [e.__cause__, e.__context__, *e.args]
+    for e in seen:
+        text = f"{type(e).__name__} {e}".lower()
+        if isinstance(e, PDFPasswordIncorrect | PDFEncryptionError) or "password" in text or "encrypt" in text:
+            return "encrypted PDF: a password is needed to read it"
+    detail = next((str(e) for e in reversed(seen) if str(e).strip()), type(exc).__name__)
+    return f"broken PDF ({detail.strip().splitlines()[0][:160]})"
+
+
 def load_pdf(data: bytes, name: str, doc_id: str, max_pages: int = 2000) -> Document:
     import pdfplumber
-    from pdfminer.pdfdocument import PDFPasswordIncorrect
-    from pdfminer.pdfparser import PDFSyntaxError
 
     from pipelines.documents.ingest import IngestError
 
@@ -356,15 +374,8 @@ def load_pdf(data: bytes, name: str, doc_id: str, max_pages: int = 2000) -> Docu
         raise IngestError(name, "not a PDF file (no %PDF header)")
     try:
         pdf = pdfplumber.open(io.BytesIO(data))
-    except PDFPasswordIncorrect:
-        raise IngestError(name, "encrypted PDF: a password is needed to read it") from None
-    except PDFSyntaxError as exc:
-        raise IngestError(name, f"broken PDF ({exc})") from None
     except Exception as exc:
-        msg = str(exc) or type(exc).__name__
-        if "password" in msg.lower() or "encrypt" in msg.lower():
-            raise IngestError(name, "encrypted PDF: a password is needed to read it") from None
-        raise IngestError(name, f"broken PDF ({msg.splitlines()[0][:160]})") from None
+        raise IngestError(name, _open_failure(exc)) from None
     with pdf:
         try:
             n_pages = len(pdf.pages)

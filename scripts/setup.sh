@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Create .venv (Python >= 3.11) and install longdoc with its dev extras. Idempotent: re-installs
+# only when pyproject.toml changed since the last install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=""
+for cand in python3.13 python3.12 python3.11 python3; do
+  if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    PY="$cand"; break
+  fi
+done
+[ -n "$PY" ] || { echo "setup: Python >= 3.11 is needed" >&2; exit 1; }
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+stamp=.venv/.longdoc-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  # torch is pinned in pyproject.toml (==2.13.0): on a CPU machine with the local CPU wheel it
+  # takes that; see README for a GPU machine.
+  .venv/bin/python -m pip install --quiet -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
