@@ -176,6 +176,17 @@ def plan(folder: Path, out_dir: Path, pipeline: str | None = None, force: bool =
     return tasks
 
 
+def ignored_files(folder: Path, tasks: list[Task]) -> list[str]:
+    """Files under `folder` that no task reads (unsupported types, notes), for the summary."""
+    used = {p.resolve() for t in tasks for p in t.input.paths}
+    out = []
+    for path in sorted(Path(folder).rglob("*")):
+        rel = path.relative_to(folder)
+        if path.is_file() and path.resolve() not in used and not any(part.startswith(".") for part in rel.parts):
+            out.append(rel.as_posix())
+    return out
+
+
 @dataclass
 class BatchReport:
     folder: str
@@ -185,6 +196,7 @@ class BatchReport:
     outcomes: list[Outcome] = field(default_factory=list)
     total: int = 0
     interrupted: bool = False
+    ignored: list[str] = field(default_factory=list)
     finished_at: str | None = None
     elapsed_s: float = 0.0
 
@@ -224,6 +236,7 @@ class BatchReport:
                 for o in outcomes
                 if o.status == "failed"
             ],
+            "ignored_files": self.ignored,
             "inputs": [
                 {k: v for k, v in asdict(o).items() if k not in ("traceback", "files") and v is not None}
                 for o in outcomes
@@ -253,7 +266,7 @@ def run_batch(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     executor = executor or LocalExecutor(jobs)
-    report = BatchReport(str(folder), str(out_dir), jobs, _now(), total=len(tasks))
+    report = BatchReport(str(folder), str(out_dir), jobs, _now(), total=len(tasks), ignored=ignored_files(folder, tasks))
     t0 = time.perf_counter()
     last_write = 0.0
 

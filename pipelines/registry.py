@@ -1,8 +1,13 @@
-"""The pipelines longdoc knows, by name. Imports are lazy: naming a pipeline loads only it."""
+"""The pipelines longdoc knows, by name. Imports are lazy: naming a pipeline loads only it.
+
+More pipelines can be plugged in without editing this file through the environment variable
+LONGDOC_PIPELINES="name=package.module:Class[,name2=...]" (worker processes inherit it).
+"""
 
 from __future__ import annotations
 
 import importlib
+import os
 
 from pipelines.base import Pipeline
 
@@ -11,12 +16,22 @@ _PIPELINES: dict[str, str] = {
 }
 
 
+def _table() -> dict[str, str]:
+    table = dict(_PIPELINES)
+    for item in os.environ.get("LONGDOC_PIPELINES", "").split(","):
+        name, _, target = item.partition("=")
+        if name.strip() and ":" in target:
+            table[name.strip()] = target.strip()
+    return table
+
+
 def available() -> list[str]:
-    return sorted(_PIPELINES)
+    return sorted(_table())
 
 
 def get_pipeline(name: str) -> Pipeline:
-    if name not in _PIPELINES:
-        raise KeyError(f"unknown pipeline {name!r}; available: {', '.join(available())}")
-    module, cls = _PIPELINES[name].split(":")
+    table = _table()
+    if name not in table:
+        raise KeyError(f"unknown pipeline {name!r}; available: {', '.join(sorted(table))}")
+    module, cls = table[name].split(":")
     return getattr(importlib.import_module(module), cls)()

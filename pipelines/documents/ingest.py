@@ -135,10 +135,26 @@ def decode_text(data: bytes, name: str) -> tuple[str, str]:
     # GBK is a subset of GB18030: decode with the superset so rare characters survive.
     if encoding.lower() in {"gbk", "gb2312", "cp936", "hz"}:
         encoding = "gb18030"
+    elif encoding.lower() not in {"big5", "cp950", "big5hkscs"} and _reads_as_gb18030(data):
+        # On short texts the detector often takes GBK bytes for Korean or Cyrillic; Chinese
+        # documents are what longdoc expects, so strict GB18030 that reads as hanzi wins.
+        encoding = "gb18030"
     text = data.decode(encoding, errors="replace")
     if not _looks_like_text(text):
         raise IngestError(name, "binary data, not text (mostly unprintable characters)")
     return text, encoding
+
+
+def _reads_as_gb18030(data: bytes) -> bool:
+    try:
+        text = data.decode("gb18030")
+    except UnicodeDecodeError:
+        return False
+    wide = [c for c in text if ord(c) > 127]
+    if not wide:
+        return False
+    hanzi = sum(1 for c in wide if 0x4E00 <= ord(c) <= 0x9FFF or 0x3000 <= ord(c) <= 0x303F or 0xFF00 <= ord(c) <= 0xFFEF)
+    return hanzi >= 0.95 * len(wide)
 
 
 def _common_char(c: str) -> bool:
