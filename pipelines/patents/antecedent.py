@@ -1,0 +1,143 @@
+"""Antecedent basis: "the X" / "said X" (所述X) with no earlier mention of X in the claim or its
+chain of parents.
+
+Deliberately conservative, to keep noise out of a reviewer's list: the head of the noun phrase
+after "the"/"said" (its last word before a preposition, verb or punctuation, singular form) is
+looked for among all words that came before it in the claim and in the whole text of every
+ancestor claim, with or without an article. Phrases the idiom allows without antecedent ("the
+same", "the group consisting of", "the steps of", "the art") are skipped, as are noun phrases
+that run into "and"/"or" ("the first and second housing portions") or end on an ordinal or a
+number. Reference numerals "(10)" and reference phrases are ignored. Chinese: "所述X" is flagged
+only when not even the first two characters of X occur earlier.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z\-]*")
+_STOP = frozenset(
+    """a an the said of for to in on at by with from into onto over under between among within without through
+    via per as and or nor but than that which who whom whose where when while wherein whereby whereof thereof
+    therein thereto thereby is are was were be been being has have had having do does did can could may might
+    must shall should will would comprising comprises comprise comprised including includes include consisting
+    consists containing contains characterized characterised such each further configured adapted arranged
+    operable capable so not also only both either neither about around after before during upon against along
+    across behind beyond toward towards up down out off if then thus i ii iii""".split()
+)
+_IDIOMS = frozenset(
+    """same other others former latter art group steps step following above below foregoing preceding
+    invention claim claims rest remainder total sum end ends one ones case way manner extent purpose course basis
+    form presence absence use order time times number amount value values range ranges like type types respective
+    user operator person patient ground air atmosphere environment earth world outside inside interior exterior
+    front back top bottom left right side sides center centre middle surface edge first second third fourth fifth
+    sixth seventh eighth ninth tenth plurality majority entirety whole result method process apparatus device
+    system composition medium help aid art position positions direction directions level levels""".split()
+)
+_ORDINALS = frozenset("first second third fourth fifth sixth seventh eighth ninth tenth last next other".split())
+_DEFINITE = re.compile(r"\b(?:the|said)\s+", re.IGNORECASE)
+
+
+def singular(w: str) -> str:
+    """A crude singular form of an English noun, good enough to match plural and singular heads."""
+    w = w.lower()
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 4 and w.endswith(("sses", "xes", "ches", "shes", "zes")):
+        return w[:-2]
+    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
+    return w
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A definite noun phrase [start, end) whose head `head` has no antecedent."""
+
+    start: int
+    end: int
+    head: str
+
+
+def words_of(text: str) -> set[str]:
+    """Every word of `text`, lower-cased and singular."""
+    return {singular(w) for w in _WORD.findall(text)}
+
+
+def check_english(norm: str, start: int, end: int, skip: list[tuple[int, int]], inherited: set[str]) -> list[Missing]:
+    """Definite noun phrases in norm[start:end] without antecedent (see the module docstring).
+
+    `skip`: ranges (reference phrases) to ignore; `inherited`: words of the ancestor claims.
+    """
+    seg = norm[start:end]
+    seen: set[str] = set()
+    out: list[Missing] = []
+    last = 0
+    for m in _DEFINITE.finditer(seg):
+        s = m.start()
+        if any(a <= start + s < b for a, b in skip):
+            continue
+        # words before this phrase join the seen set
+        for w in _WORD.findall(seg[last:s]):
+            seen.add(singular(w))
+        last = s
+        head = None
+        head_end = None
+        pos = m.end()
+        np_words: list[tuple[str, int]] = []
+        for wm in re.finditer(r"[A-Za-z][A-Za-z\-]*|\(\s*\d+[a-z']?\s*\)|\S", seg[pos : pos + 120]):
+            tok = wm.group()
+            if tok.startswith("(") and len(tok) > 1:
+                break  # reference numeral ends the phrase
+            if not tok[0].isalpha():
+                np_words.append((tok, -1))
+                break
+            if tok.lower() in _STOP:
+                np_words.append((tok.lower(), -1))
+                break
+            np_words.append((tok, pos + wm.end()))
+            if len(np_words) >= 6:
+                break
+        content = [(w, e) for w, e in np_words if e >= 0]
+        if not content:
+            continue
+        terminator = np_words[-1][0] if np_words[-1][1] < 0 else ""
+        if terminator in ("and", "or", "-") and content[-1][0].lower() in _ORDINALS:
+            continue
+        head, head_end = content[-1]
+        h = singular(head)
+        if h in _IDIOMS or head.lower() in _ORDINALS or len(h) < 3 or head.isupper():
+            continue
+        if h in seen or h in inherited:
+            continue
+        # an earlier compound ("foot-containing") or the same word later in a hyphenated form
+        if any(h in w.split("-") for w in seen):
+            continue
+        out.append(Missing(start + s, start + head_end, h))
+        seen.add(h)  # flag each missing head once per claim
+    return out
+
+
+_CN_TERM_STOP = re.compile(r"[的在与和及上中内为是对将,;:。()、\s\d]|进行|包括|设置|固定|连接|通过")
+
+
+def check_chinese(norm: str, start: int, end: int, skip: list[tuple[int, int]], inherited_text: str) -> list[Missing]:
+    """"所述X" in norm[start:end] where even X's first two characters occur nowhere earlier."""
+    out: list[Missing] = []
+    seg = norm[start:end]
+    i = seg.find("所述")
+    while i >= 0:
+        abs_i = start + i
+        if not any(a <= abs_i < b for a, b in skip):
+            j = i + 2
+            m = _CN_TERM_STOP.search(seg, j, min(len(seg), j + 16))
+            term_end = m.start() if m else min(len(seg), j + 16)
+            term = seg[j:term_end]
+            if len(term) >= 2:
+                probe = term[:2]
+                earlier = seg[:i].replace("所述", "  ")
+                if probe not in earlier and probe not in inherited_text:
+                    out.append(Missing(abs_i, start + term_end, term))
+        i = seg.find("所述", i + 2)
+    return out

@@ -1,0 +1,171 @@
+"""Reference phrases inside a claim: which claims a claim refers to, with the referring words.
+
+English: "claim 1", "claims 1 and 2", "claim 1 or 2", "claims 1, 3 or 5", "any one of claims 1 to
+5", "any of claims 1-5", "claims 2 through 4", "claim 1 or claim 2", "as claimed in claim 1",
+"any preceding claim", "any one of the preceding claims", "according to one or more of the
+previous claims" (all earlier claims), "the preceding claim" (the one just before).
+Chinese: "如权利要求1所述", "根据权利要求1或2所述", "如权利要求1至5中任一项所述", "权利要求1-3任一项",
+"如权利要求2-4之一所述", "权利要求1~3", "前述任一项权利要求".
+Only these phrases make dependencies. "claim 3 of U.S. Pat. No. ..." is kept as an `external`
+reference that makes none.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_UNIT = r"(?!\s*(?:%|°|(?:mm|cm|nm|um|µm|m|km|kg|mg|g|ml|l|wt|vol|mol|degrees?|percent|times|seconds?|minutes?|hours?|days?)\b))"
+_N = r"\d{1,3}(?!\d)(?!\.\d)"
+_EN_SEP = r"(?:\s*,\s*(?:and/or\s+|and\s+|or\s+)?|\s+and/or\s+|\s+and\s+|\s+or\s+|\s*(?:-|~)\s*|\s+(?:to|through|thru)\s+)"
+_EN_SEP_CLAIM = r"(?:(?:any\s+(?:one\s+)?of\s+|either\s+of\s+)?claims?\s+)?"
+_LEAD = (
+    r"(?:(?:as\s+(?:claimed|recited|defined|set\s+forth|described|specified|characteri[sz]ed|stated|disclosed)\s+in"
+    r"|according\s+to|in\s+accordance\s+with|as\s+in)\s+)?"
+)
+_QUANT = (
+    r"(?:(?:any|either|each|all|one|at\s+least\s+one)(?:\s+one)?(?:\s+or\s+more)?\s+of\s+(?:the\s+)?"
+    r"(?:(?:preceding|previous|prior|foregoing|above)\s+)?)?"
+)
+_EN_NUMBERED = re.compile(
+    rf"\b(?P<lead>{_LEAD}){_QUANT}claims?\s+(?P<nums>{_N}(?:{_EN_SEP}{_EN_SEP_CLAIM}{_N}{_UNIT})*)\b",
+    re.IGNORECASE,
+)
+_EN_ALL_PRECEDING = re.compile(
+    rf"\b{_LEAD}(?:(?:any|either|each|all|one|a)(?:\s+one)?(?:\s+or\s+more)?\s+(?:of\s+)?(?:the\s+)?"
+    r"(?:preceding|previous|prior|foregoing|above|aforementioned|above-mentioned|earlier)\s+claims?"
+    r"|(?:the\s+)?(?:preceding|previous|foregoing|above)\s+claims|any\s+(?:one\s+)?claim\s+(?:above|hereinbefore|before))\b",
+    re.IGNORECASE,
+)
+_EN_PRECEDING_ONE = re.compile(
+    rf"\b{_LEAD}the\s+(?:immediately\s+)?(?:preceding|previous|prior|foregoing)\s+claim\b(?!s)", re.IGNORECASE
+)
+_EXTERNAL_AFTER = re.compile(
+    r"\s+(?:of|in)\s+(?:(?:the|a|said|U\.?\s?S\.?|European|PCT|international|parent|co-?pending|related|prior|earlier|issued)\s+)*"
+    r"(?:patent|application|pat\.|publication|serial|[A-Z]{2}\s*\d)",
+    re.IGNORECASE,
+)
+_NUM_IN = re.compile(r"\d{1,3}")
+_EN_TOKENS = re.compile(r"\d{1,3}|and/or|and|or|to|through|thru|-|~|,", re.IGNORECASE)
+
+_CN_SEP = r"(?:\s*(?:,|、|或者|或|以及|和|及|与|至|到|-|~)\s*(?:权利要求\s*)?)"
+_CN_NUMBERED = re.compile(
+    r"(?P<lead>(?:如|根据|按照|依据|依照|按|基于|使用|采用|利用|用|由)?\s*)(?:前述|上述)?\s*"
+    rf"权利要求(?:书)?\s*(?:第\s*)?(?P<nums>\d{{1,3}}(?:{_CN_SEP}\d{{1,3}})*)\s*(?:项)?"
+    r"(?P<tail>\s*(?:中|所述)?\s*(?:的)?\s*(?:任意一项|任一项|任何一项|任意项|任一|之一|一项或多项|至少一项)(?:权利要求)?)?"
+    r"(?P<end>\s*(?:中)?所(?:述|限定|记载)(?:的)?)?"
+)
+_CN_ALL_PRECEDING = re.compile(
+    r"(?:如|根据|按照|依据|依照|按)?\s*(?:前述|上述|前面|以上)(?:的)?\s*(?:任意一项|任一项|任一|各项|所有)?\s*权利要求"
+    r"(?:\s*(?:中)?\s*(?:任意一项|任一项|任一|之一))?(?:\s*(?:中)?所(?:述|限定)(?:的)?)?"
+)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A reference phrase: [start, end) in the text, the claims it names, and its kind.
+
+    kind: single | alternative | conjunctive | range | all_preceding | preceding | external
+    """
+
+    start: int
+    end: int
+    claims: tuple[int, ...]
+    kind: str
+
+
+def _expand(tokens: list[str]) -> tuple[list[int], bool, bool, bool]:
+    """Numbers named by a token list like ['1', ',', '3', 'or', '5'] or ['1', 'to', '5'];
+    with flags (had 'and', had 'or', had a range)."""
+    nums: list[int] = []
+    has_and = has_or = has_range = False
+    pending_range = False
+    for t in tokens:
+        tl = t.lower()
+        if tl.isdigit():
+            n = int(tl)
+            if pending_range and nums:
+                a = nums[-1]
+                lo, hi = (a, n) if a <= n else (n, a)
+                if hi - lo <= 500:
+                    nums.extend(range(lo + 1, hi + 1) if a <= n else range(lo, hi))
+                else:
+                    nums.append(n)
+                pending_range = False
+            else:
+                nums.append(n)
+        elif tl in ("to", "through", "thru", "-", "~", "至", "到"):
+            pending_range = True
+            has_range = True
+        elif tl in ("and", "和", "及", "与", "以及"):
+            has_and = True
+        elif tl in ("or", "and/or", "或", "或者"):
+            has_or = True
+    return nums, has_and, has_or, has_range
+
+
+def _kind(nums: list[int], has_and: bool, has_or: bool, has_range: bool, alternative_words: bool) -> str:
+    if len(set(nums)) <= 1:
+        return "single"
+    if alternative_words or has_or:
+        return "alternative"
+    if has_and:
+        return "conjunctive"
+    if has_range:
+        return "range"
+    return "alternative"
+
+
+def _overlaps(taken: list[tuple[int, int]], a: int, b: int) -> bool:
+    return any(a < y and x < b for x, y in taken)
+
+
+def find_references(norm: str, start: int, end: int, number: int, zh: bool | None = None) -> list[Ref]:
+    """Reference phrases in norm[start:end] of claim `number`, in text order."""
+    refs: list[Ref] = []
+    taken: list[tuple[int, int]] = []
+    segment = norm[start:end]
+    lower = segment.lower()
+    if "claim" in lower:
+        for m in _EN_NUMBERED.finditer(norm, start, end):
+            a, b = m.start(), m.end()
+            tokens = _EN_TOKENS.findall(m.group("nums"))
+            nums, has_and, has_or, has_range = _expand(tokens)
+            head = norm[a : m.start("nums")].lower()
+            alt = bool(re.search(r"\b(?:any|either|one)\b", head))
+            if _EXTERNAL_AFTER.match(norm, b, end):
+                kind = "external"
+            else:
+                kind = _kind(nums, has_and, has_or, has_range, alt)
+            refs.append(Ref(a, b, tuple(nums), kind))
+            taken.append((a, b))
+        for m in _EN_ALL_PRECEDING.finditer(norm, start, end):
+            if not _overlaps(taken, m.start(), m.end()):
+                refs.append(Ref(m.start(), m.end(), tuple(range(1, number)), "all_preceding"))
+                taken.append((m.start(), m.end()))
+        for m in _EN_PRECEDING_ONE.finditer(norm, start, end):
+            if not _overlaps(taken, m.start(), m.end()):
+                refs.append(Ref(m.start(), m.end(), (number - 1,) if number > 1 else (), "preceding"))
+                taken.append((m.start(), m.end()))
+    if "权利要求" in segment:
+        for m in _CN_NUMBERED.finditer(norm, start, end):
+            a, b = m.start(), m.end()
+            while a < b and norm[a].isspace():
+                a += 1
+            while b > a and norm[b - 1].isspace():
+                b -= 1
+            if _overlaps(taken, a, b):
+                continue
+            raw = m.group("nums")
+            tokens = re.findall(r"\d{1,3}|或者|以及|或|和|及|与|至|到|-|~|,|、", raw)
+            nums, has_and, has_or, has_range = _expand(tokens)
+            alt = bool(m.group("tail"))
+            refs.append(Ref(a, b, tuple(nums), _kind(nums, has_and, has_or, has_range, alt)))
+            taken.append((a, b))
+        for m in _CN_ALL_PRECEDING.finditer(norm, start, end):
+            a, b = m.start(), m.end()
+            if not _overlaps(taken, a, b):
+                refs.append(Ref(a, b, tuple(range(1, number)), "all_preceding"))
+                taken.append((a, b))
+    refs.sort(key=lambda r: (r.start, r.end))
+    return refs

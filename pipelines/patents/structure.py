@@ -1,0 +1,208 @@
+"""The structure of one claim: category, preamble, transitional phrase and body elements.
+
+Category comes from the subject of the preamble (the noun phrase before "for", "of",
+"according to", ...): its last keyword decides (English heads come last, and so do Chinese ones),
+and an English subject without a keyword is an apparatus (a thing). The transitional phrase of
+an independent claim is the first one that ends in a colon, else the first strong one
+(comprising, consisting (essentially) of, including, characterised in that/by, wherein), else a
+weak one (having, containing); of a dependent claim, the first one after its reference phrase.
+Elements are the body after the transition, split on ";", line breaks, ":" and "(a)" / "a)"
+markers, and for Chinese on "；" and "。".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pipelines.patents.text import trim
+
+CATEGORIES = ("method", "apparatus", "composition", "medium", "use", "unknown")
+
+_EN_CATEGORY_WORDS = {
+    "method": "method", "methods": "method", "process": "method", "processes": "method", "procedure": "method",
+    "apparatus": "apparatus", "device": "apparatus", "devices": "apparatus", "system": "apparatus",
+    "systems": "apparatus", "machine": "apparatus", "assembly": "apparatus", "circuit": "apparatus",
+    "composition": "composition", "compositions": "composition", "compound": "composition",
+    "compounds": "composition", "formulation": "composition", "mixture": "composition", "alloy": "composition",
+    "emulsion": "composition", "blend": "composition", "medicament": "composition", "vaccine": "composition",
+    "medium": "medium", "media": "medium", "product": "apparatus", "program": "medium", "software": "medium",
+    "use": "use",
+}
+_EN_SUBJECT_STOP = re.compile(
+    r"\s(?:for|of|to|in|on|at|by|with|which|that|wherein|whereby|according|as|comprising|comprises|consisting"
+    r"|including|includes|having|characteri[sz]ed|containing|configured|adapted|operable|being|using|when)\b|[,:;(]",
+    re.IGNORECASE,
+)
+_CN_CATEGORY = [
+    ("方法", "method"), ("工艺", "method"), ("用途", "use"), ("应用", "use"), ("组合物", "composition"),
+    ("化合物", "composition"), ("制剂", "composition"), ("合金", "composition"), ("混合物", "composition"),
+    ("药物", "composition"), ("介质", "medium"), ("程序产品", "medium"), ("计算机程序", "medium"),
+    ("装置", "apparatus"), ("设备", "apparatus"), ("系统", "apparatus"), ("器", "apparatus"), ("机", "apparatus"),
+    ("仪", "apparatus"), ("结构", "apparatus"), ("组件", "apparatus"), ("电路", "apparatus"), ("终端", "apparatus"),
+    ("模块", "apparatus"), ("芯片", "apparatus"), ("产品", "apparatus"), ("材料", "composition"),
+]
+_CN_SUBJECT_STOP = re.compile(r"[,:;。]|其特征|包括|包含|含有|由|其中|用于|所述")
+
+_EN_TRANSITION = re.compile(
+    r"\b(?:(?P<consisting_essentially_of>consisting\s+essentially\s+of)"
+    r"|(?P<consisting_of>consisting\s+of|composed\s+of)"
+    r"|(?P<characterized>characteri[sz]ed\s+(?:in\s+that|by)|the\s+improvement\s+(?:comprising|comprises|wherein|which\s+comprises))"
+    r"|(?P<comprising>(?:further\s+)?(?:comprising|comprises|comprise|comprised\s+of))"
+    r"|(?P<including>(?:further\s+)?(?:including|includes))"
+    r"|(?P<wherein>wherein|whereby)"
+    r"|(?P<having>(?:further\s+)?having)"
+    r"|(?P<containing>containing|contains))\b",
+    re.IGNORECASE,
+)
+_WEAK = {"having", "containing"}
+_CN_TRANSITION = re.compile(
+    r"(?P<characterized>其特征在于|其特征是|其特征为)|(?P<comprising>包括有?|包含有?|含有)|(?P<consisting_of>由(?=[^,;。]{1,200}?组成))|(?P<wherein>其中)"
+)
+_MARKER = re.compile(r"(?:(?<=[\n:;,])|^)[ \t]*(?:\([a-z]\)|[a-z]\)|\((?:i|ii|iii|iv|v|vi|vii|viii|ix|x)\))[ \t]", re.MULTILINE)
+_EN_SPLIT = re.compile(r";|\n|:(?=\s)")
+_CN_SPLIT = re.compile(r";|\n|。|:(?=\s)")
+_CONJ_ONLY = re.compile(r"(?:and|or|and/or|then|以及|和|及)?", re.IGNORECASE)
+_LEADING_CONJ = re.compile(r"(?:and|or|and/or)\s+", re.IGNORECASE)
+
+
+@dataclass
+class Structure:
+    """Offsets (into the document) of a claim's parts."""
+
+    category: str = "unknown"
+    subject: str | None = None
+    preamble: tuple[int, int] | None = None
+    transition: tuple[int, int] | None = None
+    transition_kind: str | None = None
+    elements: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _masked(norm: str, start: int, end: int, refs: list[tuple[int, int]]) -> str:
+    """norm[start:end] with the reference phrases blanked (same length)."""
+    seg = norm[start:end]
+    if not refs:
+        return seg
+    chars = list(seg)
+    for a, b in refs:
+        for i in range(max(a, start), min(b, end)):
+            chars[i - start] = " "
+    return "".join(chars)
+
+
+def category_of(subject_text: str, zh: bool) -> str:
+    """Category from the subject noun phrase of a preamble."""
+    s = subject_text.strip()
+    if not s:
+        return "unknown"
+    if zh:
+        best = None
+        for word, cat in _CN_CATEGORY:
+            i = s.rfind(word)
+            if i >= 0:
+                key = (i + len(word), len(word))
+                if best is None or key > best[0]:
+                    best = (key, cat)
+        return best[1] if best else "apparatus"
+    words = re.findall(r"[a-z]+", s.lower())
+    if words and words[0] == "use":
+        return "use"
+    cat = None
+    for w in words:
+        c = _EN_CATEGORY_WORDS.get(w)
+        if c and c != "use":
+            cat = c
+    if "readable" in words and cat in (None, "apparatus"):
+        cat = "medium"
+    return cat or "apparatus"
+
+
+def _subject(masked: str, zh: bool) -> str:
+    s = masked.lstrip(" \t\n")
+    if zh:
+        s = s.lstrip("的 ")
+        m = _CN_SUBJECT_STOP.search(s)
+        return (s[: m.start()] if m else s[:40]).strip()
+    m = _EN_SUBJECT_STOP.search(s)
+    sub = s[: m.start()] if m else s[:120]
+    return " ".join(sub.split()[:8])
+
+
+def analyse_structure(
+    norm: str, body_start: int, end: int, refs: list[tuple[int, int]], zh: bool, dependent: bool
+) -> Structure:
+    """Category, preamble, transition and elements of the claim body norm[body_start:end]."""
+    st = Structure()
+    if body_start >= end:
+        return st
+    masked = _masked(norm, body_start, end, refs)
+    pattern = _CN_TRANSITION if zh else _EN_TRANSITION
+    chosen = None
+    after = refs[0][1] - body_start if (dependent and refs) else 0
+    matches = [m for m in pattern.finditer(masked) if m.start() >= after]
+    if matches:
+        strong = [m for m in matches if m.lastgroup not in _WEAK]
+        if not dependent and not zh:
+            colon = [m for m in strong if masked[m.end() : m.end() + 40].lstrip(" \t").startswith(":")
+                     or re.match(r"\s+(?:the\s+)?(?:following\s+)?(?:steps?|elements?|components?)?(?:\s+of)?\s*:", masked[m.end() : m.end() + 60])]
+            chosen = colon[0] if colon else (strong[0] if strong else matches[0])
+        else:
+            chosen = strong[0] if strong else matches[0]
+    pre_end = chosen.start() if chosen else len(masked)
+    subject = _subject(masked[:pre_end] if chosen else masked[:200], zh)
+    st.subject = subject or None
+    st.category = category_of(subject, zh)
+    if chosen is None:
+        a, b = trim(norm, body_start, end)
+        if a < b:
+            st.elements = [(a, b)]
+        return st
+    pa, pb = trim(norm, body_start, body_start + chosen.start(), chars=",，")
+    if pa < pb:
+        st.preamble = (pa, pb)
+    ta, tb = body_start + chosen.start(), body_start + chosen.end()
+    st.transition = (ta, tb)
+    st.transition_kind = chosen.lastgroup
+    st.elements = split_elements(norm, tb, end, zh)
+    return st
+
+
+def split_elements(norm: str, start: int, end: int, zh: bool) -> list[tuple[int, int]]:
+    """Body elements of norm[start:end] as trimmed (start, end) pairs."""
+    cuts = [start]
+    splitter = _CN_SPLIT if zh else _EN_SPLIT
+    for m in splitter.finditer(norm, start, end):
+        cuts.append(m.start())
+        cuts.append(m.end())
+    if not zh:
+        for m in _MARKER.finditer(norm, start, end):
+            s = m.start()
+            while s < m.end() and norm[s] in " \t":
+                s += 1
+            cuts.append(s)
+            cuts.append(s)
+    cuts.append(end)
+    cuts.sort()
+    out: list[tuple[int, int]] = []
+    for i in range(0, len(cuts) - 1):
+        a, b = cuts[i], cuts[i + 1]
+        if b <= a:
+            continue
+        if norm[a:b] in (";", "\n", ":", "。"):
+            continue
+        a, b = trim(norm, a, b, chars=",.;:，。；：")
+        if a >= b:
+            continue
+        if _CONJ_ONLY.fullmatch(norm[a:b]):
+            continue
+        m = _LEADING_CONJ.match(norm, a, b)
+        if m and m.end() < b:
+            a = m.end()
+        out.append((a, b))
+    # merge duplicates produced by overlapping cuts
+    dedup: list[tuple[int, int]] = []
+    for a, b in out:
+        if dedup and a < dedup[-1][1]:
+            continue
+        dedup.append((a, b))
+    return dedup
