@@ -1,0 +1,111 @@
+"""The redline inside an aligned pair: word-level for English, character-level for Chinese, with
+offsets into both original texts.
+
+Tokens are compared in normalised form (NFKC: full-width to half-width; whitespace between tokens
+ignored), but every op carries the original offsets, so the ops partition both clause spans:
+`equal` (same text), `format` (same tokens, different spacing or width), `renumber` (the clause's own
+number label), `replace`, `insert`, `delete`. Applying the ops (equal: A's text; anything else:
+B's text) rebuilds B's clause exactly — and with the separators between clauses, B's whole text
+(`apply_changes`). difflib runs with autojunk=False: repeated legal boilerplate is not junk.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+RE_TOKEN_EN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+RE_TOKEN_ZH = re.compile(r"[A-Za-z0-9\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]+(?:[.,][0-9]+)*|[^\s]", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Token:
+    norm: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Op:
+    """One redline op over [a_start, a_end) of A and [b_start, b_end) of B (absolute offsets)."""
+
+    op: str  # equal | format | renumber | replace | insert | delete
+    a_start: int
+    a_end: int
+    b_start: int
+    b_end: int
+
+
+def tokenize(text: str, start: int, end: int, lang: str) -> list[Token]:
+    rx = RE_TOKEN_ZH if lang == "zh" else RE_TOKEN_EN
+    out = []
+    for m in rx.finditer(text, start, end):
+        out.append(Token(unicodedata.normalize("NFKC", m.group(0)), m.start(), m.end()))
+    return out
+
+
+def body_tokens(text: str, start: int, end: int, label: tuple[int, int] | None, lang: str) -> list[Token]:
+    """Tokens of a clause without its own number label."""
+    if label is None:
+        return tokenize(text, start, end, lang)
+    return tokenize(text, start, label[0], lang) + tokenize(text, label[1], end, lang)
+
+
+def same_tokens(a_text: str, a: tuple[int, int, tuple[int, int] | None], b_text: str,
+                b: tuple[int, int, tuple[int, int] | None], lang: str) -> bool:
+    """Whether two clause bodies have the same normalised tokens (the clause is not edited)."""
+    ta = [t.norm for t in body_tokens(a_text, a[0], a[1], a[2], lang)]
+    tb = [t.norm for t in body_tokens(b_text, b[0], b[1], b[2], lang)]
+    return ta == tb
+
+
+def diff_spans(a_text: str, a_span: tuple[int, int], a_label: tuple[int, int] | None,
+               b_text: str, b_span: tuple[int, int], b_label: tuple[int, int] | None, lang: str) -> list[Op]:
+    """Ops that partition A's clause span and B's clause span."""
+    ops: list[Op] = []
+    a0, a1 = a_span
+    b0, b1 = b_span
+    if a_label is not None and b_label is not None and a_label[0] == a0 and b_label[0] == b0:
+        kind = "equal" if a_text[a0:a_label[1]] == b_text[b0:b_label[1]] else "renumber"
+        ops.append(Op(kind, a0, a_label[1], b0, b_label[1]))
+        a0, b0 = a_label[1], b_label[1]
+    ta = tokenize(a_text, a0, a1, lang)
+    tb = tokenize(b_text, b0, b1, lang)
+
+    def abound(i: int) -> int:
+        return a0 if i == 0 else (ta[i].start if i < len(ta) else a1)
+
+    def bbound(j: int) -> int:
+        return b0 if j == 0 else (tb[j].start if j < len(tb) else b1)
+
+    sm = SequenceMatcher(None, [t.norm for t in ta], [t.norm for t in tb], autojunk=False)
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        s_a, e_a, s_b, e_b = abound(i1), abound(i2), bbound(j1), bbound(j2)
+        if tag == "equal":
+            tag = "equal" if a_text[s_a:e_a] == b_text[s_b:e_b] else "format"
+        if s_a == e_a and s_b == e_b:
+            continue
+        ops.append(Op(tag, s_a, e_a, s_b, e_b))
+    if not ta and not tb and (a0 < a1 or b0 < b1):
+        ops.append(Op("equal" if a_text[a0:a1] == b_text[b0:b1] else "format", a0, a1, b0, b1))
+    return _merge_small(ops, a_text, b_text)
+
+
+def _merge_small(ops: list[Op], a_text: str, b_text: str) -> list[Op]:
+    """Join neighbouring ops of the same kind (never across an equal op), for a readable redline."""
+    out: list[Op] = []
+    for op in ops:
+        if out and out[-1].op == op.op and op.op not in {"equal", "renumber"} and \
+                out[-1].a_end == op.a_start and out[-1].b_end == op.b_start:
+            p = out[-1]
+            out[-1] = Op(op.op, p.a_start, op.a_end, p.b_start, op.b_end)
+        else:
+            out.append(op)
+    return out
+
+
+def rebuild_b(ops: list[Op], a_text: str, b_text: str) -> str:
+    """B's clause text from the ops: equal ops from A, every other op from B."""
+    return "".join(a_text[o.a_start:o.a_end] if o.op == "equal" else b_text[o.b_start:o.b_end] for o in ops)
