@@ -69,6 +69,7 @@ def analyse_document(doc: Document, input_sha256: str = "") -> PatentResult:
         raws = split_claims(norm, sec.start, sec.end)
     language = detect_language(norm[sec.start : sec.end] if sec.end > sec.start else norm)
     zh = language == "zh"
+    wrapped = doc.source_format == "pdf"
 
     claims: list[Claim] = []
     refs_by_claim: dict[int, list[Ref]] = {}
@@ -89,7 +90,8 @@ def analyse_document(doc: Document, input_sha256: str = "") -> PatentResult:
             struct = None
             if single and not cancelled:
                 struct = analyse_structure(
-                    norm, raw.body_start, raw.end, [(r.start, r.end) for r in refs], zh, dependent=has_refs
+                    norm, raw.body_start, raw.end, [(r.start, r.end) for r in refs], zh, dependent=has_refs,
+                    wrapped=wrapped,
                 )
             references = [
                 Reference(text=doc.text[r.start : r.end], span=doc.span(r.start, r.end), claims=list(r.claims), kind=r.kind)
@@ -172,7 +174,7 @@ def _antecedents(
         skip = [(r.start, r.end) for r in refs_by_claim.get(c.number, [])]
         ancestors = sorted(nx.ancestors(graph, c.number)) if c.depends_on else []
         if zh:
-            inherited_text = "".join(norm[body[n][0] : body[n][1]] for n in ancestors if n in body)
+            inherited_text = "".join("".join(norm[body[n][0] : body[n][1]].split()) for n in ancestors if n in body)
             hits = check_chinese(norm, a, b, skip, inherited_text)
         else:
             inherited: set[str] = set()

@@ -24,7 +24,8 @@ _STOP = frozenset(
     must shall should will would comprising comprises comprise comprised including includes include consisting
     consists containing contains characterized characterised such each further configured adapted arranged
     operable capable so not also only both either neither about around after before during upon against along
-    across behind beyond toward towards up down out off if then thus i ii iii""".split()
+    across behind beyond toward towards up down out off if then thus i ii iii this these those its their his her
+    our any all some""".split()
 )
 _IDIOMS = frozenset(
     """same other others former latter art group steps step following above below foregoing preceding
@@ -33,7 +34,13 @@ _IDIOMS = frozenset(
     user operator person patient ground air atmosphere environment earth world outside inside interior exterior
     front back top bottom left right side sides center centre middle surface edge first second third fourth fifth
     sixth seventh eighth ninth tenth plurality majority entirety whole result method process apparatus device
-    system composition medium help aid art position positions direction directions level levels""".split()
+    system composition medium help aid art position positions direction directions level levels quality vicinity
+    shape size length width height thickness weight temperature pressure speed velocity""".split()
+)
+_VERBISH = frozenset(
+    """according based using relative together since provide provides provided receive receives contributes
+    contribute set defined extending located disposed positioned mounted connected coupled attached formed made
+    selected used thereon therefrom therewith until unless whether because being where""".split()
 )
 _ORDINALS = frozenset("first second third fourth fifth sixth seventh eighth ninth tenth last next other".split())
 _DEFINITE = re.compile(r"\b(?:the|said)\s+", re.IGNORECASE)
@@ -60,9 +67,19 @@ class Missing:
     head: str
 
 
+def _add_words(seen: set[str], text: str) -> None:
+    for w in _WORD.findall(text):
+        w = singular(w)
+        seen.add(w)
+        if "-" in w:
+            seen.update(singular(p) for p in w.split("-") if p)
+
+
 def words_of(text: str) -> set[str]:
-    """Every word of `text`, lower-cased and singular."""
-    return {singular(w) for w in _WORD.findall(text)}
+    """Every word of `text` (and every part of a hyphenated word), lower-cased and singular."""
+    seen: set[str] = set()
+    _add_words(seen, text)
+    return seen
 
 
 def check_english(norm: str, start: int, end: int, skip: list[tuple[int, int]], inherited: set[str]) -> list[Missing]:
@@ -79,51 +96,53 @@ def check_english(norm: str, start: int, end: int, skip: list[tuple[int, int]], 
         if any(a <= start + s < b for a, b in skip):
             continue
         # words before this phrase join the seen set
-        for w in _WORD.findall(seg[last:s]):
-            seen.add(singular(w))
+        _add_words(seen, seg[last:s])
         last = s
-        head = None
-        head_end = None
         pos = m.end()
         np_words: list[tuple[str, int]] = []
+        terminator = ""
         for wm in re.finditer(r"[A-Za-z][A-Za-z\-]*|\(\s*\d+[a-z']?\s*\)|\S", seg[pos : pos + 120]):
             tok = wm.group()
-            if tok.startswith("(") and len(tok) > 1:
-                break  # reference numeral ends the phrase
+            low = tok.lower()
             if not tok[0].isalpha():
-                np_words.append((tok, -1))
+                terminator = tok
                 break
-            if tok.lower() in _STOP:
-                np_words.append((tok.lower(), -1))
+            if low in _STOP or low in _VERBISH or (np_words and low.endswith(("ing", "ed"))):
+                terminator = low
                 break
             np_words.append((tok, pos + wm.end()))
-            if len(np_words) >= 6:
+            if len(np_words) >= 5:
                 break
-        content = [(w, e) for w, e in np_words if e >= 0]
-        if not content:
+        if not np_words or terminator in ("and", "or", "/"):
             continue
-        terminator = np_words[-1][0] if np_words[-1][1] < 0 else ""
-        if terminator in ("and", "or", "-") and content[-1][0].lower() in _ORDINALS:
+        if any(len(w) > 4 and w.lower().endswith("ly") for w, _ in np_words):
             continue
-        head, head_end = content[-1]
+        if len(np_words) == 1 and np_words[0][0].lower().endswith(("ing", "ed")):
+            continue
+        first = np_words[0][0].lower()
+        content = [w for w, _ in np_words if w.lower() not in _ORDINALS]
+        head, head_end = np_words[-1]
         h = singular(head)
-        if h in _IDIOMS or head.lower() in _ORDINALS or len(h) < 3 or head.isupper():
+        if first in _IDIOMS or h in _IDIOMS or not content or len(h) < 3 or head.isupper():
             continue
-        if h in seen or h in inherited:
+        heads = {singular(w) for w in content}
+        if heads & seen or heads & inherited:
             continue
-        # an earlier compound ("foot-containing") or the same word later in a hyphenated form
-        if any(h in w.split("-") for w in seen):
-            continue
+        if any(part in seen or part in inherited for w in heads for part in w.split("-") if len(part) > 2):
+            continue  # "the sole-plate" after "a sole"
         out.append(Missing(start + s, start + head_end, h))
         seen.add(h)  # flag each missing head once per claim
     return out
 
 
+_WS = re.compile(r"\s+")
 _CN_TERM_STOP = re.compile(r"[的在与和及上中内为是对将,;:。()、\s\d]|进行|包括|设置|固定|连接|通过")
 
 
 def check_chinese(norm: str, start: int, end: int, skip: list[tuple[int, int]], inherited_text: str) -> list[Missing]:
-    """"所述X" in norm[start:end] where even X's first two characters occur nowhere earlier."""
+    """"所述X" in norm[start:end] where even X's first two characters occur nowhere earlier.
+
+    `inherited_text`: the ancestors' text with whitespace removed (PDF lines break inside words)."""
     out: list[Missing] = []
     seg = norm[start:end]
     i = seg.find("所述")
@@ -136,7 +155,7 @@ def check_chinese(norm: str, start: int, end: int, skip: list[tuple[int, int]], 
             term = seg[j:term_end]
             if len(term) >= 2:
                 probe = term[:2]
-                earlier = seg[:i].replace("所述", "  ")
+                earlier = _WS.sub("", seg[:i]).replace("所述", "")
                 if probe not in earlier and probe not in inherited_text:
                     out.append(Missing(abs_i, start + term_end, term))
         i = seg.find("所述", i + 2)

@@ -48,10 +48,10 @@ _EXTERNAL_AFTER = re.compile(
 _NUM_IN = re.compile(r"\d{1,3}")
 _EN_TOKENS = re.compile(r"\d{1,3}|and/or|and|or|to|through|thru|-|~|,", re.IGNORECASE)
 
-_CN_SEP = r"(?:\s*(?:,|、|或者|或|以及|和|及|与|至|到|-|~)\s*(?:权利要求\s*)?)"
+_CN_SEP = r"(?:\s*(?:,|、|或者|或|以及|和|及|与|至|到|-|~)\s*(?:权\s*利\s*要\s*求\s*)?)"
 _CN_NUMBERED = re.compile(
     r"(?P<lead>(?:如|根据|按照|依据|依照|按|基于|使用|采用|利用|用|由)?\s*)(?:前述|上述)?\s*"
-    rf"权利要求(?:书)?\s*(?:第\s*)?(?P<nums>\d{{1,3}}(?:{_CN_SEP}\d{{1,3}})*)\s*(?:项)?"
+    rf"权\s*利\s*要\s*求(?:书)?\s*(?:第\s*)?(?P<nums>\d{{1,3}}(?:{_CN_SEP}\d{{1,3}})*)\s*(?:项)?"
     r"(?P<tail>\s*(?:中|所述)?\s*(?:的)?\s*(?:任意一项|任一项|任何一项|任意项|任一|之一|一项或多项|至少一项)(?:权利要求)?)?"
     r"(?P<end>\s*(?:中)?所(?:述|限定|记载)(?:的)?)?"
 )
@@ -147,7 +147,7 @@ def find_references(norm: str, start: int, end: int, number: int, zh: bool | Non
             if not _overlaps(taken, m.start(), m.end()):
                 refs.append(Ref(m.start(), m.end(), (number - 1,) if number > 1 else (), "preceding"))
                 taken.append((m.start(), m.end()))
-    if "权利要求" in segment:
+    if "权" in segment:
         for m in _CN_NUMBERED.finditer(norm, start, end):
             a, b = m.start(), m.end()
             while a < b and norm[a].isspace():

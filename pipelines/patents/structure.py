@@ -62,6 +62,9 @@ _CN_TRANSITION = re.compile(
 _MARKER = re.compile(r"(?:(?<=[\n:;,])|^)[ \t]*(?:\([a-z]\)|[a-z]\)|\((?:i|ii|iii|iv|v|vi|vii|viii|ix|x)\))[ \t]", re.MULTILINE)
 _EN_SPLIT = re.compile(r";|\n|:(?=\s)")
 _CN_SPLIT = re.compile(r";|\n|。|:(?=\s)")
+# Text laid out by a PDF breaks lines wherever the page is full: only blank lines split there.
+_EN_SPLIT_WRAPPED = re.compile(r";|\n[ \t]*\n|:(?=\s)")
+_CN_SPLIT_WRAPPED = re.compile(r";|\n[ \t]*\n|。|:(?=\s)")
 _CONJ_ONLY = re.compile(r"(?:and|or|and/or|then|以及|和|及)?", re.IGNORECASE)
 _LEADING_CONJ = re.compile(r"(?:and|or|and/or)\s+", re.IGNORECASE)
 
@@ -123,15 +126,24 @@ def _subject(masked: str, zh: bool) -> str:
         s = s.lstrip("的 ")
         m = _CN_SUBJECT_STOP.search(s)
         return (s[: m.start()] if m else s[:40]).strip()
+    if re.match(r"in\s+an?\s", s, re.IGNORECASE) and "," in s:
+        after = s[s.index(",") + 1 :].strip()
+        if re.search(r"[A-Za-z]", after):
+            s = after
+        else:
+            s = s[3:]
     m = _EN_SUBJECT_STOP.search(s)
     sub = s[: m.start()] if m else s[:120]
     return " ".join(sub.split()[:8])
 
 
 def analyse_structure(
-    norm: str, body_start: int, end: int, refs: list[tuple[int, int]], zh: bool, dependent: bool
+    norm: str, body_start: int, end: int, refs: list[tuple[int, int]], zh: bool, dependent: bool,
+    wrapped: bool = False,
 ) -> Structure:
-    """Category, preamble, transition and elements of the claim body norm[body_start:end]."""
+    """Category, preamble, transition and elements of the claim body norm[body_start:end].
+
+    `wrapped`: the text's line breaks are layout (PDF), not structure."""
     st = Structure()
     if body_start >= end:
         return st
@@ -163,14 +175,17 @@ def analyse_structure(
     ta, tb = body_start + chosen.start(), body_start + chosen.end()
     st.transition = (ta, tb)
     st.transition_kind = chosen.lastgroup
-    st.elements = split_elements(norm, tb, end, zh)
+    st.elements = split_elements(norm, tb, end, zh, wrapped)
     return st
 
 
-def split_elements(norm: str, start: int, end: int, zh: bool) -> list[tuple[int, int]]:
+def split_elements(norm: str, start: int, end: int, zh: bool, wrapped: bool = False) -> list[tuple[int, int]]:
     """Body elements of norm[start:end] as trimmed (start, end) pairs."""
     cuts = [start]
-    splitter = _CN_SPLIT if zh else _EN_SPLIT
+    if wrapped:
+        splitter = _CN_SPLIT_WRAPPED if zh else _EN_SPLIT_WRAPPED
+    else:
+        splitter = _CN_SPLIT if zh else _EN_SPLIT
     for m in splitter.finditer(norm, start, end):
         cuts.append(m.start())
         cuts.append(m.end())
@@ -188,7 +203,7 @@ def split_elements(norm: str, start: int, end: int, zh: bool) -> list[tuple[int,
         a, b = cuts[i], cuts[i + 1]
         if b <= a:
             continue
-        if norm[a:b] in (";", "\n", ":", "。"):
+        if not norm[a:b].strip(";:。 \t\n"):
             continue
         a, b = trim(norm, a, b, chars=",.;:，。；：")
         if a >= b:
