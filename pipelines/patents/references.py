@@ -28,7 +28,7 @@ _QUANT = (
     r"(?:(?:preceding|previous|prior|foregoing|above)\s+)?)?"
 )
 _EN_NUMBERED = re.compile(
-    rf"\b(?P<lead>{_LEAD}){_QUANT}claims?\s+(?P<nums>{_N}(?:{_EN_SEP}{_EN_SEP_CLAIM}{_N}{_UNIT})*)\b",
+    rf"\b(?P<lead>{_LEAD}){_QUANT}claims?\s+(?P<nums>{_N}{_UNIT}(?:{_EN_SEP}{_EN_SEP_CLAIM}{_N}{_UNIT})*)\b",
     re.IGNORECASE,
 )
 _EN_ALL_PRECEDING = re.compile(

@@ -20,7 +20,7 @@ _START_HEADING = re.compile(
     r"what\s+(?:is|are)\s+claimed\s*(?:is|are)?|what\s+(?:i|we)\s+claim\s*(?:is|are)?|(?:i|we|i/we)\s+claim"
     r"|(?:the\s+)?(?:invention|inventions|subject[- ]matter)\s+claimed\s+(?:is|are)|claimed\s+is"
     r"|(?:patent\s+)?claims?(?:\s*\(\s*\d+\s*\))?|listing\s+of\s+(?:the\s+)?claims|amendments?\s+to\s+the\s+claims"
-    r"|claim\s+set|权\s*利\s*要\s*求\s*书?|权利要求(?:书)?(?:如下)?"
+    r"|claim\s+set|权[ \t]*利[ \t]*要[ \t]*求[ \t]*书?|权利要求(?:书)?(?:如下)?"
     r")(?:[ \t]*[:.\-]?[ \t]*(?=\n|$)|[ \t]*:[ \t]*(?=\S))",
     re.IGNORECASE | re.MULTILINE,
 )
@@ -93,7 +93,7 @@ def find_section(norm: str) -> Section:
                 hs, he = m.start(), m.end()
                 while hs < he and norm[hs].isspace():
                     hs += 1
-                while he > hs and norm[he - 1] in " \t:.-":
+                while he > hs and (norm[he - 1].isspace() or norm[he - 1] in ":.-"):
                     he -= 1
                 return Section(pos, end, "heading", hs, he)
     m = _FIRST_CLAIM.search(norm)
