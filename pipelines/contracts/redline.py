@@ -94,13 +94,24 @@ def diff_spans(a_text: str, a_span: tuple[int, int], a_label: tuple[int, int] | 
 
 
 def _merge_small(ops: list[Op], a_text: str, b_text: str) -> list[Op]:
-    """Join neighbouring ops of the same kind (never across an equal op), for a readable redline."""
+    """Readable redline: a tiny equal run (<= 2 characters, e.g. one shared Chinese character)
+    between two changes is folded into one replace; neighbouring changes are joined."""
+    changed = {"replace", "insert", "delete"}
+    folded: list[Op] = []
+    k = 0
+    while k < len(ops):
+        op = ops[k]
+        if (op.op in {"equal", "format"} and folded and folded[-1].op in changed and k + 1 < len(ops)
+                and ops[k + 1].op in changed and len(a_text[op.a_start:op.a_end].strip()) <= 2):
+            folded.append(Op("replace", op.a_start, op.a_end, op.b_start, op.b_end))
+        else:
+            folded.append(op)
+        k += 1
     out: list[Op] = []
-    for op in ops:
-        if out and out[-1].op == op.op and op.op not in {"equal", "renumber"} and \
-                out[-1].a_end == op.a_start and out[-1].b_end == op.b_start:
+    for op in folded:
+        if out and out[-1].op in changed and op.op in changed and out[-1].a_end == op.a_start and out[-1].b_end == op.b_start:
             p = out[-1]
-            out[-1] = Op(op.op, p.a_start, op.a_end, p.b_start, op.b_end)
+            out[-1] = Op("replace" if (p.op != op.op or p.op == "replace") else p.op, p.a_start, op.a_end, p.b_start, op.b_end)
         else:
             out.append(op)
     return out

@@ -1,0 +1,198 @@
+"""Material-change flags inside an aligned pair of clauses.
+
+Kinds: `amount` (money, with its currency), `percentage`, `date`, `duration`, `number` (any other
+figure that changed), `obligation` (shall -> may, 应当 -> 可以), `negation` (not/no/不/未 added or
+removed), `defined_term` (a party or defined term appears in, disappears from or is swapped in the
+changed words), `cross_reference` (targets changed; a reference that only follows a renumbering is
+reported but not material), `definition_changed` (the clause uses a term whose definition changed).
+
+Values are compared as multisets of normalised values (1,000 == 1000, 十二 == 12, 10% == 百分之十),
+so a figure that moved inside the clause is not a change, and every figure that did change is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from pipelines.contracts.numerals import CN_NUMERAL_CHARS, parse_chinese, to_halfwidth
+from pipelines.contracts.redline import Op
+from pipelines.contracts.structure import Clause
+
+CNN = f"[{CN_NUMERAL_CHARS}]"
+NUM = r"\d[\d,]*(?:\.\d+)?"
+WORDNUM = (r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|forty-five|"
+           r"fifty|sixty|ninety|hundred|a|an)")
+MONTHS = r"(?:January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?"
+
+PATTERNS: list[tuple[str, re.Pattern]] = [
+    ("date", re.compile(
+        rf"\b{MONTHS}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{MONTHS},?\s+\d{{4}}\b|"
+        rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b|(?:\d{{4}}|{CNN}{{4}})\s*年\s*(?:\d{{1,2}}|{CNN}{{1,3}})\s*月"
+        rf"(?:\s*(?:\d{{1,2}}|{CNN}{{1,3}})\s*[日号])?")),
+    ("amount", re.compile(
+        rf"(?:US\$|USD|U\.S\.\s*\$|HK\$|\$|€|EUR|£|GBP|¥|JPY|RMB|CNY|人民币)\s?{NUM}(?:\s?(?:million|billion|thousand|万|亿))?|"
+        rf"{NUM}\s?(?:million|billion|thousand)?\s?(?:dollars|euros|pounds|USD|EUR|GBP|RMB|CNY)\b|"
+        rf"(?:{NUM}|{CNN}+)\s?(?:万|亿)?元|(?:{NUM}|{CNN}+)\s?(?:万|亿)?美元")),
+    ("percentage", re.compile(rf"{NUM}\s?(?:%|％|percent\b|per cent\b)|百分之\s?(?:{NUM}|{CNN}+)")),
+    ("duration", re.compile(
+        rf"\b(?:{NUM}|{WORDNUM})(?:\s*\(\d+\))?[\s-]+(?:business\s+|calendar\s+|working\s+)?"
+        rf"(?:days?|weeks?|months?|years?|hours?|minutes?)\b|"
+        rf"(?:{NUM}|{CNN}+)\s*(?:个)?(?:工作日|日|天|周岁|周|星期|个月|月|年|小时)")),
+    ("number", re.compile(rf"(?<![\w.]){NUM}(?![\w])|(?<!第)(?<!{CNN}){CNN}{{2,}}(?![条款项章节编{CN_NUMERAL_CHARS}])")),
+]
+
+OBLIGATION_EN = re.compile(
+    r"\b(shall|must|will|may(?!\s+\d)|should|can|could|might|is required to|are required to|agrees? to|is entitled to|"
+    r"are entitled to|has the right to|have the right to|is obligated to|are obligated to)\b", re.I)
+OBLIGATION_ZH = re.compile(r"(应当|必须|须|应|可以|可|有权|无权|不得|禁止|得|允许|负责)")
+NEGATION_EN = re.compile(r"\b(not|no|never|neither|nor|without|none|cannot|n't|unless|except)\b", re.I)
+NEGATION_ZH = re.compile(r"(不|未|无|非|没有|否)")
+STRENGTH = {"must": 3, "shall": 3, "is required to": 3, "are required to": 3, "is obligated to": 3, "are obligated to": 3,
+            "agrees to": 2, "agree to": 2, "will": 2, "should": 1, "may": 0, "can": 0, "could": 0, "might": 0,
+            "is entitled to": 0, "are entitled to": 0, "has the right to": 0, "have the right to": 0,
+            "必须": 3, "须": 3, "应当": 3, "应": 3, "负责": 2, "可以": 0, "可": 0, "有权": 0, "得": 0, "允许": 0,
+            "不得": -3, "禁止": -3, "无权": -3}
+PARTY_WORDS = re.compile(
+    r"\b(Customer|Provider|Supplier|Vendor|Licensor|Licensee|Buyer|Seller|Purchaser|Company|Contractor|Client|Lender|"
+    r"Borrower|Landlord|Tenant|Employer|Employee|Discloser|Recipient|Disclosing Party|Receiving Party)\b|(甲方|乙方|丙方|出租人|承租人|买方|卖方|委托人|受托人|贷款人|借款人)")
+
+
+@dataclass
+class RawFlag:
+    kind: str
+    a: tuple[int, int] | None
+    b: tuple[int, int] | None
+    detail: str
+    material: bool = True
+
+
+def _value(kind: str, s: str) -> str:
+    t = to_halfwidth(s).lower()
+    t = re.sub(r"\s+", " ", t).replace(",", "")
+    for m in re.finditer(f"{CNN}+", t):
+        v = parse_chinese(m.group(0))
+        if v is not None:
+            t = t.replace(m.group(0), str(v), 1)
+    t = re.sub(r"百分之\s?([\d.]+)", r"\1%", t).replace("per cent", "%").replace("percent", "%").replace(" %", "%")
+    return t.strip()
+
+
+def extract(text: str, start: int, end: int) -> list[tuple[str, str, int, int]]:
+    """(kind, normalised value, start, end) of every figure in text[start:end], longest kinds first."""
+    seg = text[start:end]
+    taken: list[tuple[int, int]] = []
+    out = []
+    for kind, rx in PATTERNS:
+        for m in rx.finditer(to_halfwidth(seg)):
+            s, e = m.start(), m.end()
+            if any(s < te and ts < e for ts, te in taken):
+                continue
+            taken.append((s, e))
+            out.append((kind, _value(kind, m.group(0)), start + s, start + e))
+    return sorted(out, key=lambda x: x[2])
+
+
+def _changed_ranges(ops: list[Op]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    ca = [(o.a_start, o.a_end) for o in ops if o.op in {"replace", "delete", "insert"}]
+    cb = [(o.b_start, o.b_end) for o in ops if o.op in {"replace", "delete", "insert"}]
+    return ca, cb
+
+
+def _touches(s: int, e: int, ranges: list[tuple[int, int]]) -> bool:
+    return any(s < re_ and rs < e or (rs == re_ and s <= rs <= e) for rs, re_ in ranges)
+
+
+def _excluded(c: Clause) -> list[tuple[int, int]]:
+    """The clause's own number label and its cross-references: figures there are not amounts."""
+    out = [(x.start, x.end) for x in c.xrefs]
+    if c.label_start is not None:
+        out.append((c.label_start, c.label_end))
+    return out
+
+
+def figure_flags(text_a: str, ca: Clause, text_b: str, cb: Clause) -> list[RawFlag]:
+    ex_a, ex_b = _excluded(ca), _excluded(cb)
+    fa = [f for f in extract(text_a, ca.start, ca.end) if not any(f[2] < e and s < f[3] for s, e in ex_a)]
+    fb = [f for f in extract(text_b, cb.start, cb.end) if not any(f[2] < e and s < f[3] for s, e in ex_b)]
+    flags = []
+    for kind in ("amount", "percentage", "date", "duration", "number"):
+        va = [f for f in fa if f[0] == kind]
+        vb = [f for f in fb if f[0] == kind]
+        ca_, cb_ = Counter(f[1] for f in va), Counter(f[1] for f in vb)
+        # the surplus occurrences on each side, in text order
+        surplus_a = ca_ - cb_
+        surplus_b = cb_ - ca_
+        gone, new = [], []
+        for f in va:
+            if surplus_a[f[1]] > 0:
+                gone.append(f)
+                surplus_a[f[1]] -= 1
+        for f in vb:
+            if surplus_b[f[1]] > 0:
+                new.append(f)
+                surplus_b[f[1]] -= 1
+        for k in range(max(len(gone), len(new))):
+            g = gone[k] if k < len(gone) else None
+            n = new[k] if k < len(new) else None
+            detail = f"{text_a[g[2]:g[3]] if g else '—'} → {text_b[n[2]:n[3]] if n else '—'}"
+            flags.append(RawFlag(kind, (g[2], g[3]) if g else None, (n[2], n[3]) if n else None, detail))
+    return flags
+
+
+def word_flags(text_a: str, ca: Clause, text_b: str, cb: Clause, ops: list[Op], lang: str,
+               terms: set[str]) -> list[RawFlag]:
+    """Obligation strength, negation and parties/defined terms whose count in the clause changed.
+    Spans point to an occurrence inside the changed words when there is one."""
+    ra, rb = _changed_ranges(ops)
+    flags: list[RawFlag] = []
+    obl = OBLIGATION_ZH if lang == "zh" else OBLIGATION_EN
+    neg = NEGATION_ZH if lang == "zh" else NEGATION_EN
+
+    def hits(rx, text, clause, fold=True):
+        out = []
+        for m in rx.finditer(text, clause.start, clause.end):
+            out.append((m.group(0).lower() if fold and lang != "zh" else m.group(0), m.start(), m.end()))
+        return out
+
+    def pick(occ, names, ranges):
+        cand = [x for x in occ if x[0] in names]
+        inside = [x for x in cand if _touches(x[1], x[2], ranges)]
+        x = (inside or cand or [None])[0]
+        return (x[1], x[2]) if x else None
+
+    def compare(kind, occ_a, occ_b, describe):
+        na, nb = Counter(x[0] for x in occ_a), Counter(x[0] for x in occ_b)
+        if na == nb:
+            return
+        gone, new = sorted((na - nb).keys()), sorted((nb - na).keys())
+        flags.append(RawFlag(kind, pick(occ_a, gone, ra), pick(occ_b, new, rb), describe(gone, new)))
+
+    def obligation(gone, new):
+        sa = max((STRENGTH.get(w, 1) for w in gone), default=None)
+        sb = max((STRENGTH.get(w, 1) for w in new), default=None)
+        d = "" if sa is None or sb is None else (" (weaker)" if sb < sa else " (stronger)" if sb > sa else "")
+        return f"{', '.join(gone) or '—'} → {', '.join(new) or '—'}{d}"
+
+    compare("obligation", hits(obl, text_a, ca), hits(obl, text_b, cb), obligation)
+    compare("negation", hits(neg, text_a, ca), hits(neg, text_b, cb),
+            lambda g, n: "negation " + "; ".join(([f"added {', '.join(n)}"] if n else []) + ([f"removed {', '.join(g)}"] if g else [])))
+    term_rx = _term_regex(terms, lang)
+    ta = (hits(term_rx, text_a, ca, fold=False) if term_rx else []) + hits(PARTY_WORDS, text_a, ca, fold=False)
+    tb = (hits(term_rx, text_b, cb, fold=False) if term_rx else []) + hits(PARTY_WORDS, text_b, cb, fold=False)
+    compare("defined_term", ta, tb, lambda g, n: f"{', '.join(g) or '—'} → {', '.join(n) or '—'}")
+    return flags
+
+
+def _term_regex(terms: set[str], lang: str) -> re.Pattern | None:
+    good = sorted((t for t in terms if len(t) >= 2), key=len, reverse=True)
+    if not good:
+        return None
+    alt = "|".join(re.escape(t) for t in good)
+    return re.compile(alt if lang == "zh" else rf"(?<![\w])(?:{alt})(?![\w])")
+
+
+def term_regex(terms: set[str], lang: str) -> re.Pattern | None:
+    """A regex finding any of `terms` as whole words (English, case-sensitive) or substrings (Chinese)."""
+    return _term_regex(terms, lang)

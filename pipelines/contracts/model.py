@@ -1,0 +1,118 @@
+"""The export contract of the contracts pipeline (pydantic v2, schema version below).
+
+```
+{"schema_version", "pipeline", "pipeline_version", "input_sha256",
+ "documents": {"a": {...}, "b": {...}},
+ "clauses":   {"a": [{"anchor", "number", "heading", "kind", "level", "parent", "span", "defines", "xrefs"}], "b": [...]},
+ "alignment": [{"a": anchor|null, "b": anchor|null, "change", "score", "edited", "renumbered", "moved",
+                "group", "diff": [{"op", "a_span", "b_span"}], "flags": [{"kind", "a_span", "b_span", "detail", "material"}]}],
+ "summary":   [{"row", "a", "b", "change", "material", "kinds", "text"}]   (material changes first),
+ "stats": {...}, "settings": {...}}
+```
+Every span is a `SourceSpan` (`doc.text[char_start:char_end] == text`). No timestamps, no sets, no
+machine paths: the same input gives byte-identical JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from pipelines.base import ResultBase
+from pipelines.documents import SourceSpan
+
+SCHEMA_VERSION = "contracts/1.0"
+
+ChangeType = Literal["unchanged", "modified", "added", "deleted", "moved", "renumbered", "split", "merged"]
+OpType = Literal["equal", "format", "renumber", "replace", "insert", "delete"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DocumentInfo(_Model):
+    doc_id: str
+    source_name: str
+    format: str
+    encoding: str | None = None
+    sha256: str
+    n_chars: int
+    n_pages: int
+    language: str
+    separators: list[str] = []  # the whitespace before, between and after the clauses (len = clauses + 1)
+
+
+class CrossReference(_Model):
+    target: str  # the label referred to, normalised: "4.2", "B(5)", "第十二条"
+    anchor: str | None  # the clause it resolves to in the same version, if any
+    external: bool = False  # refers to another instrument ("Article 4 of the GDPR", 《民法典》第X条)
+    span: SourceSpan
+
+
+class ClauseOut(_Model):
+    anchor: str
+    number: str | None
+    heading: str | None
+    kind: str
+    level: int
+    parent: str | None
+    span: SourceSpan
+    defines: list[str] = []
+    xrefs: list[CrossReference] = []
+
+
+class DiffOp(_Model):
+    op: OpType
+    a_span: SourceSpan | None
+    b_span: SourceSpan | None
+
+
+class Flag(_Model):
+    kind: str  # amount | percentage | date | duration | number | obligation | negation | defined_term | cross_reference | definition_changed
+    a_span: SourceSpan | None
+    b_span: SourceSpan | None
+    detail: str
+    material: bool = True
+
+
+class AlignmentRow(_Model):
+    a: str | None
+    b: str | None
+    change: ChangeType
+    score: float
+    edited: bool = False
+    renumbered: bool = False
+    moved: bool = False
+    group: str | None = None  # rows of one split, merge or block move share it
+    diff: list[DiffOp] = []
+    flags: list[Flag] = []
+
+
+class SummaryItem(_Model):
+    row: int  # index into `alignment`
+    a: str | None
+    b: str | None
+    change: ChangeType
+    material: bool
+    kinds: list[str]
+    text: str
+
+
+class Settings(_Model):
+    method: str  # "ngram" or "ngram+minilm"
+    threshold: float
+    w_anchor: float
+    w_context: float
+    w_semantic: float
+    embedder: str | None
+
+
+class ContractResult(ResultBase):
+    documents: dict[str, DocumentInfo]
+    clauses: dict[str, list[ClauseOut]]
+    alignment: list[AlignmentRow]
+    summary: list[SummaryItem]
+    stats: dict[str, int]
+    settings: Settings
