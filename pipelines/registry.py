@@ -13,6 +13,7 @@ from pipelines.base import Pipeline
 
 _PIPELINES: dict[str, str] = {
     "patents": "pipelines.patents.pipeline:PatentsPipeline",
+    "reports": "pipelines.reports.pipeline:ReportsPipeline",
 }
 
 

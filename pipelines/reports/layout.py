@@ -1,0 +1,216 @@
+"""Layout seen by the reports pipeline: the document's lines (offsets, page, box, character
+height), the drawn objects of each PDF page (images, rectangles, curves, rules), tables found by
+pdfplumber's table finder, and internal hyperlinks (LaTeX/hyperref `GoTo` annotations).
+
+Everything here is read from the `Document` (text, pages, one box per character) and, when the PDF
+bytes are at hand, from pdfplumber; without the PDF the pipeline still runs on text and boxes.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import statistics
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipelines.documents import Document
+
+log = logging.getLogger(__name__)
+
+BBox = tuple[float, float, float, float]
+
+
+@dataclass
+class Line:
+    """One line of the document text (a layout line in reading order)."""
+
+    index: int
+    start: int
+    end: int
+    page: int
+    text: str
+    bbox: BBox | None
+    height: float  # median character height (0 when unknown)
+    blank_before: bool  # an empty line (paragraph gap) precedes it
+
+
+@dataclass
+class Link:
+    """An internal link: a clickable box on `page` going to `dest_page` (and `dest_top` if known)."""
+
+    page: int
+    bbox: BBox
+    dest_page: int
+    dest_top: float | None
+
+
+@dataclass
+class PageLayout:
+    number: int
+    width: float
+    height: float
+    graphics: list[BBox] = field(default_factory=list)  # images, rects, curves, rules (furniture left out)
+    links: list[Link] = field(default_factory=list)
+
+
+@dataclass
+class Layout:
+    lines: list[Line]
+    pages: dict[int, PageLayout]
+    body_height: float  # typical character height of body text
+    has_pdf: bool = False
+    _pdf: object | None = None  # an open pdfplumber.PDF, for tables on demand
+
+    def lines_on(self, page: int) -> list[Line]:
+        return [ln for ln in self.lines if ln.page == page]
+
+    def tables_on(self, page: int) -> list[tuple[BBox, list[list[str]]]]:
+        """Tables pdfplumber finds on a page (ruled first, then rules + text alignment)."""
+        if self._pdf is None:
+            return []
+        cache = self.__dict__.setdefault("_tables", {})
+        if page in cache:
+            return cache[page]
+        out: list[tuple[BBox, list[list[str]]]] = []
+        try:
+            p = self._pdf.pages[page - 1]
+            found = p.find_tables()
+            if not found:
+                found = p.find_tables({"vertical_strategy": "text", "horizontal_strategy": "lines"})
+            for t in found:
+                rows = [[(c or "").replace("\n", " ").strip() for c in row] for row in t.extract()]
+                rows = [r for r in rows if any(r)]
+                if rows:
+                    out.append((tuple(round(float(v), 2) for v in t.bbox), rows))
+        except Exception as exc:  # pdfplumber can fail on odd pages; tables are extra evidence
+            log.debug("table finder failed on page %s: %s", page, exc)
+        cache[page] = out
+        return out
+
+    def close(self) -> None:
+        if self._pdf is not None:
+            self._pdf.close()
+            self._pdf = None
+
+
+def build_layout(doc: Document, pdf_bytes: bytes | None = None) -> Layout:
+    """Lines of `doc` and, when `pdf_bytes` is given, the drawn objects and links of each page."""
+    lines: list[Line] = []
+    text = doc.text
+    pos = 0
+    blank = True
+    heights: list[float] = []
+    boxes = doc.char_boxes
+    for raw in text.split("\n"):
+        start, end = pos, pos + len(raw)
+        pos = end + 1
+        if not raw.strip():
+            blank = True
+            continue
+        h = 0.0
+        if boxes is not None and end > start:
+            hb = boxes[start:end, 3] - boxes[start:end, 1]
+            hb = hb[~np.isnan(hb)]
+            if len(hb):
+                h = float(np.median(hb))
+                heights.append(h)
+        lines.append(Line(len(lines), start, end, doc.page_of(start), raw, doc.bbox_of(start, end), h, blank))
+        blank = False
+    body = statistics.median(heights) if heights else 0.0
+    pages = {p.number: PageLayout(p.number, p.width or 0.0, p.height or 0.0) for p in doc.pages}
+    layout = Layout(lines, pages, body)
+    if pdf_bytes:
+        _read_pdf(layout, pdf_bytes)
+    return layout
+
+
+def _read_pdf(layout: Layout, data: bytes) -> None:
+    import pdfplumber
+
+    try:
+        pdf = pdfplumber.open(io.BytesIO(data))
+    except Exception as exc:
+        log.warning("cannot reopen the PDF for drawn objects: %s", exc)
+        return
+    layout._pdf = pdf
+    layout.has_pdf = True
+    page_ids: dict[int, int] = {}
+    for i, p in enumerate(pdf.pages, start=1):
+        try:
+            page_ids[p.page_obj.pageid] = i
+        except Exception:
+            pass
+    for i, p in enumerate(pdf.pages, start=1):
+        pl = layout.pages.get(i)
+        if pl is None:
+            continue
+        w, h = float(p.width), float(p.height)
+        pl.width, pl.height = pl.width or w, pl.height or h
+        try:
+            objs = list(p.images) + list(p.rects) + list(p.curves) + list(p.lines)
+        except Exception:
+            objs = []
+        for o in objs:
+            box = (float(o["x0"]), float(o["top"]), float(o["x1"]), float(o["bottom"]))
+            # page furniture: rules in the header/footer zone, and page-sized backgrounds
+            if box[3] < 0.1 * h or box[1] > 0.92 * h:
+                continue
+            if (box[2] - box[0]) > 0.95 * w and (box[3] - box[1]) > 0.9 * h:
+                continue
+            pl.graphics.append(tuple(round(v, 2) for v in box))
+        try:
+            annots = p.annots or []
+        except Exception:
+            annots = []
+        for a in annots:
+            link = _internal_link(pdf, a, i, page_ids)
+            if link is not None:
+                pl.links.append(link)
+
+
+def _internal_link(pdf, annot: dict, page: int, page_ids: dict[int, int]) -> Link | None:
+    from pdfminer.pdftypes import resolve1
+
+    try:
+        data = annot.get("data") or {}
+        dest = data.get("Dest")
+        action = resolve1(data.get("A")) if data.get("A") is not None else None
+        if dest is None and isinstance(action, dict) and str(action.get("S")).endswith("GoTo'"):
+            dest = action.get("D")
+        if dest is None:
+            return None
+        dest = resolve1(dest)
+        if isinstance(dest, bytes | str):
+            dest = resolve1(pdf.doc.get_dest(dest))
+        if isinstance(dest, dict):
+            dest = resolve1(dest.get("D"))
+        if not isinstance(dest, list) or not dest:
+            return None
+        ref = dest[0]
+        objid = getattr(ref, "objid", None)
+        target = page_ids.get(objid) if objid is not None else (int(ref) + 1 if isinstance(ref, int) else None)
+        if target is None:
+            return None
+        top = None
+        if len(dest) >= 4 and str(dest[1]).endswith("XYZ'") and isinstance(dest[3], int | float):
+            ph = float(pdf.pages[target - 1].height)
+            top = ph - float(dest[3])
+        box = (float(annot["x0"]), float(annot["top"]), float(annot["x1"]), float(annot["bottom"]))
+        return Link(page, box, target, top)
+    except Exception:
+        return None
+
+
+def overlaps(a: BBox, b: BBox, pad: float = 0.0) -> bool:
+    return a[0] - pad < b[2] and b[0] - pad < a[2] and a[1] - pad < b[3] and b[1] - pad < a[3]
+
+
+def union(boxes: list[BBox]) -> BBox:
+    return (
+        round(min(b[0] for b in boxes), 2),
+        round(min(b[1] for b in boxes), 2),
+        round(max(b[2] for b in boxes), 2),
+        round(max(b[3] for b in boxes), 2),
+    )

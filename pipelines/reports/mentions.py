@@ -1,0 +1,583 @@
+"""Mentions: every place in the text that refers to a target, found by rules and resolved.
+
+Kinds of mention and how each resolves:
+- numbered floats — "Figure 3", "Figs. 2 and 3", "Figures 2–4", "Table II", "Fig. 3a", "见图1",
+  "如图1所示", "图 1 和图 2", "图1-图3", "图表5": each number to the target of that kind and number
+  (ranges expand; "1-3" is a compound number where the document numbers per chapter, else a range;
+  a Chinese "图5" may fall back to "图表5"); "Figure 8 in [1]" and "Fig. 2 of Young et al." are
+  external and link to nothing;
+- deictic — "the table above", "the following figure", "上图", "下表", "如下图所示": the nearest
+  target of that kind before (after) the mention in reading order;
+- chains — "上述图表", "前文所述", "the figures mentioned earlier": the targets of the most recent
+  earlier mention of that kind, followed through up to 3 mentions (cycles guarded);
+- citations "[3]", "[1–4]", "[2, 5]", "(Smith et al., 2020)", "Smith and Lee (2019)" to
+  bibliography entries; "Section 2.3", "§2", "第三节", "第2章", "Appendix A" to headings; "Eq. 4",
+  "公式 (3-1)" to numbered equations; superscript footnote markers and "footnote 4" to notes.
+Where the PDF has internal links (hyperref), a link over the mention is extra evidence: it confirms
+a choice, or picks among ambiguous candidates; nothing depends on it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipelines.documents import Document
+from pipelines.reports.labels import (
+    DASHES,
+    EN_MENTION_LABEL_RE,
+    FLOAT_KINDS,
+    KIN,
+    NUM_RE_ZH,
+    ZH_LABEL_RE,
+    cn_to_int,
+    expand_range,
+    label_kind,
+    norm_number,
+)
+from pipelines.reports.layout import Layout, overlaps
+
+# ---------------------------------------------------------------------------------------------
+# patterns
+
+_NUM_EN = rf"(?:S?\d{{1,3}}(?:[{DASHES}.]\d{{1,3}}){{0,2}}|[A-Z][{DASHES}.]\d{{1,3}}|[IVX]{{1,5}}\b)"
+_PANEL_EN = r"(?:\s?\(([a-h])\)|\s([a-h])\)|([a-h])(?![\w]))"
+_ITEM_EN = rf"{_NUM_EN}(?:{_PANEL_EN})?"
+_SEP_EN = rf"(?:\s*,\s*(?:and\s+|&\s*)?|\s+and\s+|\s*&\s*|\s*[{DASHES}]\s*|\s+to\s+|\s+through\s+)"
+EN_FLOAT = re.compile(rf"\b(?P<label>{EN_MENTION_LABEL_RE})\s*(?P<list>{_ITEM_EN}(?:{_SEP_EN}(?:{EN_MENTION_LABEL_RE}\s*)?{_ITEM_EN})*)")
+_ITEM_ZH = rf"{NUM_RE_ZH}(?:[a-h]\)?(?![A-Za-z])|\s?[(（][a-h][)）])?"
+_SEP_ZH = rf"(?:\s*[{DASHES}~～至到]\s*|\s*[、,，和及与]\s*|\s*以及\s*)"
+ZH_FLOAT = re.compile(rf"(?P<label>{ZH_LABEL_RE})\s*(?P<list>{_ITEM_ZH}(?:{_SEP_ZH}(?:{ZH_LABEL_RE})?\s*{_ITEM_ZH})*)")
+# characters before 图/表 that make a different word (代表, 发表, 地图, 意图 …)
+_ZH_NOT_LABEL_BEFORE = {"表": set("代发报列仪电手外课钟师年时"), "图": set("地意试企构蓝版宏力妄")}
+_ITEM_SPLIT = re.compile(
+    rf"(?P<sep>{_SEP_EN}|{_SEP_ZH})?(?P<label>{EN_MENTION_LABEL_RE}|{ZH_LABEL_RE})?\s*(?P<num>{_NUM_EN}|{NUM_RE_ZH})(?P<panel>{_PANEL_EN}|[a-h]\)|\s?[(（][a-h][)）])?"
+)
+
+_EXTERNAL_AFTER = re.compile(
+    r"^\s*[)\],]?\s*(?:in|of|from)\s+(?:\[\d|refs?\.|references?\s+\d|the\s+original\s+(?:paper|article|publication|study|work)|"
+    r"(?:their|his|her)\s+(?:paper|article|work|study)|[A-Z][\w'’-]+(?:\s+et\s+al\b|\s+(?:and|&)\s+[A-Z][\w'’-]+|,?\s*\(?(?:19|20)\d\d))"
+)
+# when no target carries the number: wording that says the figure is another work's
+_OTHER_WORK = re.compile(r"reproduc|replicat|original|reported\s+in|in\s+the\s+(?:source|cited)\s+(?:paper|article|study)|原文|原论文|文献", re.IGNORECASE)
+_EXTERNAL_BEFORE = re.compile(r"(?:\[\d+(?:\s*[,–-]\s*\d+)*\]|et al\.?|\((?:19|20)\d\d[a-z]?\))\s*(?:'s|’s)?\s*$|(?:文献|原文|原论文)\s*(?:\[\d+\])?\s*(?:的|中的?)?\s*$")
+
+DEICTIC_EN = re.compile(
+    r"\b(?:the|this|that|these|those)\s+(?:(?P<d1>above|preceding|previous|following|next|below|foregoing)\s+)?"
+    r"(?P<kind>figure|table|chart|exhibit|graph|plot|diagram)(?P<pl>s)?(?:\s+(?P<d2>above|below))?\b",
+    re.IGNORECASE,
+)
+DEICTIC_ZH = re.compile(r"(?P<d>以上|以下|如下|下列|上方|下方|上|下)(?P<kind>图表|图|表)(?![示现明达态彰决率演层情扬像谋])")
+CHAIN_EN = re.compile(
+    r"\b(?:the\s+)?(?:(?:aforementioned|above-mentioned|abovementioned|previously\s+mentioned)\s+(?P<k1>figure|table|chart|exhibit)(?P<p1>s)?"
+    r"|(?P<k2>figure|table|chart|exhibit)(?P<p2>s)?\s+(?:mentioned|discussed|cited|referred\s+to|described)\s+(?:earlier|above|before|previously))\b",
+    re.IGNORECASE,
+)
+CHAIN_ZH = re.compile(r"(?:上述|前述|前文所述的?|上文所述的?|前面提到的|上面提到的|前文提到的)(?P<kind>图表|图|表格?)?")
+
+CITE_NUM = re.compile(r"\[(?P<body>\d{1,3}(?:\s*[-–—,，]\s*\d{1,3})*)\]")
+CITE_PAREN = re.compile(r"[(（](?P<body>[^()（）\n]{0,160}?\b(?:19|20)\d\d[a-z]?)[)）]")
+CITE_NARR = re.compile(r"\b(?P<name>[A-Z][\w'’-]+)(?P<rest>\s+et\s+al\.?|\s+(?:and|&)\s+[A-Z][\w'’-]+)?\s+\((?P<year>(?:19|20)\d\d[a-z]?)\)")
+_AUTH_YEAR = re.compile(r"(?P<name>[A-Z][\w'’-]+)(?:\s+et\s+al\.?|\s+(?:and|&)\s+[A-Z][\w'’-]+)?,?\s+(?P<year>(?:19|20)\d\d[a-z]?)")
+
+SECTION_EN = re.compile(r"\b(?:Sections?|Sects?\.|Secs?\.|§§?)\s*(?P<num>\d{1,2}(?:\.\d{1,2}){0,3})(?![\d.]\d)")
+APPENDIX_M = re.compile(r"\b(?:Appendix|附录)\s*(?P<num>[A-Z])\b")
+SECTION_ZH = re.compile(r"第\s*(?P<num>[一二三四五六七八九十百零〇两\d]{1,4})\s*(?P<unit>章|节|部分)")
+EQUATION_EN = re.compile(rf"\b(?:Eqs?\.|Equations?|Eqn\.?)\s*\(?(?P<num>\d{{1,3}}[a-z]?(?:[{DASHES}.]\d{{1,3}})?)\)?(?:\s*(?:and|,|&)\s*\(?(?P<num2>\d{{1,3}}[a-z]?)\)?)?")
+EQUATION_ZH = re.compile(rf"(?:公式|式)\s*[(（]\s*(?P<num>(?:\d{{1,3}}|[A-Z])(?:\s?[{DASHES}.]\s?\d{{1,3}})?)\s*[)）]")
+FOOTNOTE_WORD = re.compile(r"\b(?:footnote|脚注|注)\s*(?P<num>\d{1,2})\b", re.IGNORECASE)
+_DOT_LEADER = re.compile(r"(?:\.\s?){4,}|…{2,}|·{4,}")
+
+
+@dataclass
+class Ref:
+    """A target as the resolver sees it."""
+
+    id: str
+    kind: str
+    number: str
+    start: int  # reading-order position (caption / heading start)
+    page: int
+    text: str = ""
+
+
+@dataclass
+class Found:
+    """A mention during resolution."""
+
+    start: int
+    end: int
+    kind: str
+    targets: list[str] = field(default_factory=list)
+    resolution: str = "internal"
+    confidence: float = 0.0
+    reason: str = ""
+    hops: int = 0
+    why: str | None = None
+    candidates: list[str] = field(default_factory=list)
+    panel: str | None = None
+    target_kind: str | None = None  # for chains/deictics: the kind asked for
+    antecedent: int | None = None  # index of the mention a chain follows
+
+
+class Resolver:
+    """Finds and resolves the mentions of one document against its targets."""
+
+    def __init__(self, doc: Document, layout: Layout, refs: list[Ref], excluded: list[tuple[int, int]]):
+        self.doc = doc
+        self.layout = layout
+        self.refs = refs
+        self.excluded = sorted(excluded)
+        self.by_key: dict[tuple[str, str], list[Ref]] = {}
+        for r in refs:
+            self.by_key.setdefault((r.kind, r.number), []).append(r)
+        floats = [r for r in refs if r.kind in FLOAT_KINDS]
+        # per-chapter numbering ("2-1") makes "1-3" a number, not a range
+        self.compound = any("-" in r.number for r in floats)
+        self.no_text_pages = [int(p) for p in doc.metadata.get("pages_without_text", "").split(",") if p.strip().isdigit()]
+        self.bib = [r for r in refs if r.kind == "reference"]
+        self.bib_numbered = any(r.number for r in self.bib)
+        self.heading_texts = {r.text.strip() for r in refs if r.kind == "section"}
+        self.skip_lines = self._skip_lines()
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _skip_lines(self) -> list[tuple[int, int]]:
+        """Table-of-contents lines and repeated copies of headings (running heads): no mentions."""
+        out = []
+        for ln in self.layout.lines:
+            t = ln.text.strip()
+            if _DOT_LEADER.search(t) or (t in self.heading_texts and not any(r.start == ln.start for r in self.refs)):
+                out.append((ln.start, ln.end))
+        return out
+
+    def _is_excluded(self, start: int, end: int) -> bool:
+        for a, b in self.excluded:
+            if a >= end:
+                break
+            if start < b and a < end:
+                return True
+        return any(a <= start < b for a, b in self.skip_lines)
+
+    def _links_for(self, start: int, end: int) -> list:
+        page = self.doc.page_of(start)
+        pl = self.layout.pages.get(page)
+        box = self.doc.bbox_of(start, end)
+        if pl is None or box is None or not pl.links:
+            return []
+        return [lk for lk in pl.links if overlaps(lk.bbox, box, 1.0)]
+
+    def _ref(self, rid: str) -> Ref:
+        return next(r for r in self.refs if r.id == rid)
+
+    # -- numbered floats -----------------------------------------------------------------------
+
+    def find_floats(self) -> list[Found]:
+        found: list[Found] = []
+        text = self.doc.text
+        for rx, zh in ((ZH_FLOAT, True), (EN_FLOAT, False)):
+            for m in rx.finditer(text):
+                s, e = m.start(), m.end()
+                label = m.group("label")
+                if zh and s > 0 and text[s - 1] in _ZH_NOT_LABEL_BEFORE.get(label[-1], set()) and label in ("图", "表"):
+                    continue
+                if zh and label == "表" and s > 0 and text[s - 1] == "图":
+                    continue  # 图表 is matched as one label
+                if self._is_excluded(s, e):
+                    continue
+                e = self._trim_end(m, zh)
+                found.append(self._resolve_float(m, s, e, zh))
+        return found
+
+    def _trim_end(self, m: re.Match, zh: bool) -> int:
+        e = m.end()
+        while e > m.start() and self.doc.text[e - 1] in " \n,，、-–—~～":
+            e -= 1
+        return e
+
+    def _resolve_float(self, m: re.Match, s: int, e: int, zh: bool) -> Found:
+        text = self.doc.text
+        kind0 = label_kind(m.group("label")) or "figure"
+        items = self._items(text[m.start("list"):e], kind0)
+        f = Found(s, e, kind0)
+        before = text[max(0, s - 40):s]
+        after = text[e:e + 80]
+        if _EXTERNAL_AFTER.match(after) or _EXTERNAL_BEFORE.search(before):
+            f.resolution = "external"
+            f.confidence = 0.85
+            f.reason = "external: refers to another work's " + ("figure" if kind0 == "figure" else kind0) + " ('" + (
+                after.strip()[:30] if _EXTERNAL_AFTER.match(after) else before.strip()[-30:]) + "')"
+            return f
+        targets: list[str] = []
+        notes: list[str] = []
+        missing: list[str] = []
+        ambiguous: list[list[str]] = []
+        conf = 0.95
+        for kind, number, panel, rng_from in items:
+            f.panel = f.panel or panel
+            numbers = [number]
+            if rng_from is not None:
+                numbers = expand_range(rng_from, number) or [rng_from, number]
+                notes.append(f"range {rng_from}–{number} expanded")
+                conf = min(conf, 0.92)
+            elif "-" in number and not self.compound and not self._lookup(kind, number)[0]:
+                a, b = number.split("-", 1)
+                if (exp := expand_range(a, b)) is not None:
+                    numbers = exp
+                    notes.append(f"'{number}' read as a range (numbering is not per chapter)")
+                    conf = min(conf, 0.85)
+            for n in numbers:
+                hits, via = self._lookup(kind, n)
+                if len(hits) == 1:
+                    targets.append(hits[0].id)
+                    if via != kind:
+                        notes.append(f"no {kind} {n}; took {via} {n}")
+                        conf = min(conf, 0.7)
+                elif len(hits) > 1:
+                    ambiguous.append([h.id for h in hits])
+                else:
+                    missing.append(f"{kind} {n}")
+        links = self._links_for(s, e)
+        for cands in ambiguous:
+            picked = [c for c in cands if any(lk.dest_page == self._ref(c).page for lk in links)]
+            if len(picked) == 1:
+                targets.append(picked[0])
+                notes.append("hyperlink picks between same-numbered targets")
+            else:
+                f.candidates.extend(cands)
+        if targets:
+            f.targets = list(dict.fromkeys(targets))
+            f.confidence = conf
+            f.reason = "number match" + (": " + "; ".join(notes) if notes else "")
+            if missing:
+                f.reason += f"; not found: {', '.join(missing)}"
+                f.confidence = min(f.confidence, 0.6)
+            self._link_evidence(f, links)
+        elif f.candidates:
+            f.resolution = "ambiguous"
+            f.why = "ambiguous"
+            f.confidence = 0.3
+            f.reason = f"ambiguous: {len(f.candidates)} targets carry this number"
+        else:
+            f.resolution = "unresolved"
+            f.confidence = 0.0
+            context = text[max(0, s - 80):s] + " " + text[e:e + 40]
+            if (hint := _OTHER_WORK.search(context)) and not self.no_text_pages:
+                f.resolution = "external"
+                f.confidence = 0.6
+                f.reason = f"external (inferred): no {', '.join(missing)} in this document and the context points to another work ('{hint.group(0)}')"
+            elif self.no_text_pages:
+                f.why = "no_text_layer"
+                f.reason = f"no {', '.join(missing)} in the text; pages {', '.join(map(str, self.no_text_pages))} have no text layer and may hold it"
+            else:
+                f.why = "no_such_number"
+                f.reason = f"no {', '.join(missing)} in this document (it may belong to another work)"
+        return f
+
+    def _items(self, s: str, kind0: str) -> list[tuple[str, str, str | None, str | None]]:
+        """(kind, number, panel, range start or None) for each number in a mention's list."""
+        out: list[tuple[str, str, str | None, str | None]] = []
+        kind = kind0
+        prev: str | None = None
+        for m in _ITEM_SPLIT.finditer(s):
+            sep = (m.group("sep") or "").strip()
+            if m.group("label"):
+                kind = label_kind(m.group("label")) or kind
+            number = norm_number(m.group("num"))
+            panel = None
+            if m.group("panel"):
+                letters = re.findall(r"[a-h]", m.group("panel"))
+                panel = letters[0] if letters else None
+            is_range = bool(sep) and (sep in DASHES or sep in ("~", "～", "至", "到", "to", "through"))
+            out.append((kind, number, panel, prev if is_range and prev else None))
+            prev = number
+        return out
+
+    def _lookup(self, kind: str, number: str) -> tuple[list[Ref], str]:
+        hits = self.by_key.get((kind, number), [])
+        if hits:
+            return hits, kind
+        for k in KIN.get(kind, ()):
+            hits = self.by_key.get((k, number), [])
+            if hits:
+                return hits, k
+        return [], kind
+
+    def _link_evidence(self, f: Found, links: list) -> None:
+        if not links or not f.targets:
+            return
+        pages = {self._ref(t).page for t in f.targets}
+        if any(lk.dest_page in pages for lk in links):
+            f.confidence = min(0.99, f.confidence + 0.04)
+            f.reason += "; the PDF's internal link agrees"
+        else:
+            f.confidence = max(0.3, f.confidence - 0.25)
+            f.reason += f"; but the PDF's internal link goes to page {links[0].dest_page}"
+
+    # -- deictic and chains --------------------------------------------------------------------
+
+    def find_deictic(self) -> list[Found]:
+        out: list[Found] = []
+        text = self.doc.text
+        for m in DEICTIC_EN.finditer(text):
+            d = (m.group("d1") or m.group("d2") or "").lower()
+            if not d or self._is_excluded(m.start(), m.end()):
+                continue
+            kind = {"graph": "figure", "plot": "figure", "diagram": "figure"}.get(m.group("kind").lower(), m.group("kind").lower())
+            direction = "before" if d in ("above", "preceding", "previous", "foregoing") else "after"
+            out.append(self._resolve_deictic(m.start(), m.end(), kind, direction))
+        for m in DEICTIC_ZH.finditer(text):
+            if self._is_excluded(m.start(), m.end()):
+                continue
+            kind = {"图": "figure", "表": "table", "图表": "exhibit"}[m.group("kind")]
+            direction = "before" if m.group("d") in ("以上", "上方", "上") else "after"
+            out.append(self._resolve_deictic(m.start(), m.end(), kind, direction))
+        return out
+
+    def _resolve_deictic(self, s: int, e: int, kind: str, direction: str) -> Found:
+        f = Found(s, e, "deictic", target_kind=kind)
+        kinds = {kind, *KIN.get(kind, ())} if kind != "exhibit" else set(FLOAT_KINDS)
+        cands = [r for r in self.refs if r.kind in kinds]
+        if direction == "before":
+            cands = [r for r in cands if r.start < s]
+            best = max(cands, key=lambda r: r.start) if cands else None
+        else:
+            cands = [r for r in cands if r.start > e]
+            best = min(cands, key=lambda r: r.start) if cands else None
+        if best is None:
+            f.resolution, f.why, f.confidence = "unresolved", "no_target_in_direction", 0.0
+            f.reason = f"no {kind} {'before' if direction == 'before' else 'after'} this point in reading order"
+            return f
+        page = self.doc.page_of(s)
+        dist = abs(best.page - page)
+        f.targets = [best.id]
+        f.confidence = 0.85 if dist == 0 else 0.75 if dist == 1 else 0.5
+        f.reason = f"deictic: nearest {best.kind} {'before' if direction == 'before' else 'after'} it in reading order ({dist} page(s) away)"
+        if best.kind != kind:
+            f.reason += f"; no {kind} there, took {best.kind}"
+        self._link_evidence(f, self._links_for(s, e))
+        return f
+
+    def find_chains(self) -> list[Found]:
+        out: list[Found] = []
+        for m in CHAIN_EN.finditer(self.doc.text):
+            if self._is_excluded(m.start(), m.end()):
+                continue
+            k = (m.group("k1") or m.group("k2")).lower()
+            f = Found(m.start(), m.end(), "chain", target_kind=k)
+            f.candidates = ["plural"] if (m.group("p1") or m.group("p2")) else []
+            out.append(f)
+        for m in CHAIN_ZH.finditer(self.doc.text):
+            if self._is_excluded(m.start(), m.end()):
+                continue
+            k = {"图表": "exhibit", "图": "figure", "表": "table", "表格": "table"}.get(m.group("kind") or "", None)
+            f = Found(m.start(), m.end(), "chain", target_kind=k)
+            f.candidates = ["plural"] if (m.group("kind") or "") in ("图表", "") else []
+            out.append(f)
+        return out
+
+    def resolve_chains(self, mentions: list[Found]) -> None:
+        """Chains take the targets of the most recent earlier mention of their kind; when that
+        mention is a chain too, follow it (at most 3 hops; a revisited mention stops the walk)."""
+        mentions.sort(key=lambda x: (x.start, x.end))
+        for i, f in enumerate(mentions):
+            if f.kind != "chain":
+                continue
+            plural = f.candidates == ["plural"]
+            f.candidates = []
+            kinds = {f.target_kind, *KIN.get(f.target_kind, ())} if f.target_kind and f.target_kind != "exhibit" else set(FLOAT_KINDS)
+            ante = [j for j in range(i - 1, -1, -1) if mentions[j].kind in FLOAT_KINDS | {"deictic", "chain"}
+                    and mentions[j].resolution == "internal"
+                    and (mentions[j].kind == "chain" or any(self._ref(t).kind in kinds for t in mentions[j].targets))]
+            if not ante:
+                f.resolution, f.why, f.confidence = "unresolved", "no_antecedent", 0.0
+                f.reason = "mention of a mention: no earlier mention of a matching target"
+                continue
+            seen = {i}
+            j, hops = ante[0], 0
+            while True:
+                hops += 1
+                if j in seen or hops > 3:
+                    break
+                seen.add(j)
+                if mentions[j].kind != "chain" or mentions[j].antecedent is None:
+                    break
+                j = mentions[j].antecedent
+            if hops > 3 or (mentions[j].kind == "chain" and mentions[j].antecedent is None):
+                f.resolution, f.why, f.confidence = "unresolved", "no_antecedent", 0.0
+                f.reason = "mention of a mention: the chain is longer than 3 hops or loops"
+                continue
+            f.antecedent = ante[0]
+            targets = [t for t in mentions[ante[0]].targets if self._ref(t).kind in kinds] or mentions[ante[0]].targets
+            if plural and len(targets) == 1 and len(ante) > 1:
+                more = [t for t in mentions[ante[1]].targets if self._ref(t).kind in kinds and t not in targets]
+                targets += more
+            f.targets = targets
+            f.hops = hops + mentions[ante[0]].hops if mentions[ante[0]].kind == "chain" else hops
+            f.hops = min(f.hops, 3)
+            f.confidence = round(max(0.3, mentions[ante[0]].confidence * 0.8), 3)
+            f.reason = f"mention of a mention: follows '{self.doc.text[mentions[ante[0]].start:mentions[ante[0]].end]}' ({f.hops} hop(s))"
+
+    # -- citations, sections, equations, footnotes ----------------------------------------------
+
+    def find_citations(self) -> list[Found]:
+        out: list[Found] = []
+        text = self.doc.text
+        if not self.bib:
+            return out
+        if self.bib_numbered:
+            by_num = {r.number: r for r in self.bib if r.number}
+            for m in CITE_NUM.finditer(text):
+                if self._is_excluded(m.start(), m.end()):
+                    continue
+                nums: list[str] = []
+                for part in re.split(r"\s*[,，]\s*", m.group("body")):
+                    bits = re.split(rf"\s*[{DASHES}]\s*", part)
+                    if len(bits) == 2 and (exp := expand_range(bits[0], bits[1])):
+                        nums.extend(exp)
+                    else:
+                        nums.extend(b for b in bits if b)
+                f = Found(m.start(), m.end(), "citation")
+                hits = [by_num[n].id for n in nums if n in by_num]
+                miss = [n for n in nums if n not in by_num]
+                self._settle_simple(f, hits, miss, "bibliography entry", 0.95)
+                out.append(f)
+        for m in list(CITE_PAREN.finditer(text)) + list(CITE_NARR.finditer(text)):
+            if self._is_excluded(m.start(), m.end()):
+                continue
+            body = m.group("body") if "body" in m.groupdict() and m.groupdict().get("body") else m.group(0)
+            parts = list(_AUTH_YEAR.finditer(body))
+            if not parts:
+                continue
+            f = Found(m.start(), m.end(), "citation")
+            hits: list[str] = []
+            miss: list[str] = []
+            amb: list[str] = []
+            for p in parts:
+                cands = [r for r in self.bib if p.group("name") in r.text and p.group("year")[:4] in r.text]
+                if len(cands) == 1:
+                    hits.append(cands[0].id)
+                elif len(cands) > 1:
+                    year_exact = [r for r in cands if p.group("year") in r.text]
+                    (hits.append(year_exact[0].id) if len(year_exact) == 1 else amb.extend(r.id for r in cands))
+                else:
+                    miss.append(f"{p.group('name')} {p.group('year')}")
+            if amb and not hits:
+                f.resolution, f.why, f.confidence, f.candidates = "ambiguous", "ambiguous", 0.3, amb
+                f.reason = "author-year matches several bibliography entries"
+            else:
+                self._settle_simple(f, hits, miss, "bibliography entry by author and year", 0.85)
+            out.append(f)
+        return out
+
+    def _settle_simple(self, f: Found, hits: list[str], miss: list[str], what: str, conf: float) -> None:
+        if hits:
+            f.targets = list(dict.fromkeys(hits))
+            f.confidence = conf if not miss else 0.6
+            f.reason = f"{what}" + (f"; not found: {', '.join(miss)}" if miss else "")
+            self._link_evidence(f, self._links_for(f.start, f.end))
+        else:
+            f.resolution, f.why, f.confidence = "unresolved", "no_entry" if f.kind == "citation" else "no_such_number", 0.0
+            f.reason = f"no {what.split(' by ')[0]} {', '.join(miss)}"
+
+    def find_sections(self) -> list[Found]:
+        out: list[Found] = []
+        text = self.doc.text
+        secs = {r.number: r for r in self.refs if r.kind == "section"}
+        for m in SECTION_EN.finditer(text):
+            if self._is_excluded(m.start(), m.end()):
+                continue
+            f = Found(m.start(), m.end(), "section")
+            n = m.group("num")
+            self._settle_simple(f, [secs[n].id] if n in secs else [], [] if n in secs else [n], "section", 0.9)
+            out.append(f)
+        for m in APPENDIX_M.finditer(text):
+            key = f"appendix-{m.group('num')}"
+            if self._is_excluded(m.start(), m.end()) or key not in secs:
+                continue
+            f = Found(m.start(), m.end(), "section")
+            self._settle_simple(f, [secs[key].id], [], "appendix heading", 0.85)
+            out.append(f)
+        for m in SECTION_ZH.finditer(text):
+            if self._is_excluded(m.start(), m.end()):
+                continue
+            n = cn_to_int(m.group("num"))
+            if n is None:
+                continue
+            key = f"{m.group('unit')}{n}"
+            f = Found(m.start(), m.end(), "section")
+            if key in secs:
+                self._settle_simple(f, [secs[key].id], [], "heading", 0.9)
+            elif str(n) in secs:
+                self._settle_simple(f, [secs[str(n)].id], [], f"section numbered {n}", 0.7)
+            else:
+                self._settle_simple(f, [], [m.group(0)], "section", 0.0)
+            out.append(f)
+        return out
+
+    def find_equations(self) -> list[Found]:
+        out: list[Found] = []
+        eqs = {r.number: r for r in self.refs if r.kind == "equation"}
+        if not eqs:
+            return out
+        for rx in (EQUATION_EN, EQUATION_ZH):
+            for m in rx.finditer(self.doc.text):
+                if self._is_excluded(m.start(), m.end()):
+                    continue
+                nums = [norm_number(m.group("num"))] + ([m.group("num2")] if m.groupdict().get("num2") else [])
+                f = Found(m.start(), m.end(), "equation")
+                self._settle_simple(f, [eqs[n].id for n in nums if n in eqs], [n for n in nums if n not in eqs], "equation", 0.9)
+                out.append(f)
+        return out
+
+    def find_footnote_marks(self) -> list[Found]:
+        """Superscript markers in the body (small, raised characters) and 'footnote 4'."""
+        notes = [r for r in self.refs if r.kind == "footnote"]
+        if not notes:
+            return []
+        out: list[Found] = []
+        text = self.doc.text
+        boxes = self.doc.char_boxes
+        note_spans = [(r.start, r.start + len(r.text)) for r in notes]
+        for r in notes:
+            mark = r.number
+            pages = {r.page, r.page - 1}
+            for pg in self.doc.pages:
+                if pg.number not in pages:
+                    continue
+                seg = text[pg.char_start:pg.char_end]
+                for m in re.finditer(re.escape(mark), seg):
+                    s = pg.char_start + m.start()
+                    e = s + len(mark)
+                    if any(a <= s < b for a, b in note_spans) or self._is_excluded(s, e):
+                        continue
+                    if s == 0 or text[s - 1].isspace() or text[s - 1].isdigit() or (e < len(text) and text[e].isdigit()):
+                        continue
+                    if boxes is None or not self._raised(s, e):
+                        continue
+                    f = Found(s, e, "footnote", targets=[r.id], confidence=0.85, reason="superscript marker matching the note at the page foot")
+                    out.append(f)
+        for m in FOOTNOTE_WORD.finditer(text):
+            hits = [r.id for r in notes if r.number == m.group("num")]
+            if self._is_excluded(m.start(), m.end()):
+                continue
+            f = Found(m.start(), m.end(), "footnote")
+            self._settle_simple(f, hits[:1], [] if hits else [m.group("num")], "footnote", 0.8)
+            out.append(f)
+        return out
+
+    def _raised(self, s: int, e: int) -> bool:
+        boxes = self.doc.char_boxes
+        mark = boxes[s:e]
+        if np.isnan(mark[:, 0]).any():
+            return False
+        lo, hi = max(0, s - 6), s
+        ctx = boxes[lo:hi]
+        ctx = ctx[~np.isnan(ctx[:, 0])]
+        if not len(ctx):
+            return False
+        h_ctx = float(np.median(ctx[:, 3] - ctx[:, 1]))
+        h_mark = float(np.max(mark[:, 3] - mark[:, 1]))
+        return h_mark < 0.8 * h_ctx and float(np.min(mark[:, 3])) < float(np.median(ctx[:, 3])) - 0.15 * h_ctx
