@@ -183,7 +183,8 @@ def _antecedents(
                     if n not in words_cache:
                         words_cache[n] = words_of(norm[body[n][0] : body[n][1]])
                     inherited |= words_cache[n]
-            hits = check_english(norm, a, b, skip, inherited)
+            inherited_text = "\n".join(norm[body[n][0] : body[n][1]] for n in ancestors if n in body)
+            hits = check_english(norm, a, b, skip, inherited, inherited_text)
         if hits:
             out[c.number] = hits
     return out

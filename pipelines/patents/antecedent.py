@@ -32,8 +32,7 @@ _IDIOMS = frozenset(
     invention claim claims rest remainder total sum end ends one ones case way manner extent purpose course basis
     form presence absence use order time times number amount value values range ranges like type types respective
     user operator person patient ground air atmosphere environment earth world outside inside interior exterior
-    front back top bottom left right side sides center centre middle surface edge first second third fourth fifth
-    sixth seventh eighth ninth tenth plurality majority entirety whole result method process apparatus device
+    front back top bottom left right side sides center centre middle surface edge plurality majority entirety whole result method process apparatus device
     system composition medium help aid art position positions direction directions level levels quality vicinity
     shape size length width height thickness weight temperature pressure speed velocity""".split()
 )
@@ -43,6 +42,7 @@ _VERBISH = frozenset(
     selected used thereon therefrom therewith until unless whether because being where""".split()
 )
 _ORDINALS = frozenset("first second third fourth fifth sixth seventh eighth ninth tenth last next other".split())
+_NP_TOKEN = re.compile(r"[A-Za-z][A-Za-z\-]*|\(\s*\d+[a-z']?\s*\)|\S")
 _DEFINITE = re.compile(r"\b(?:the|said)\s+", re.IGNORECASE)
 
 
@@ -82,10 +82,13 @@ def words_of(text: str) -> set[str]:
     return seen
 
 
-def check_english(norm: str, start: int, end: int, skip: list[tuple[int, int]], inherited: set[str]) -> list[Missing]:
+def check_english(
+    norm: str, start: int, end: int, skip: list[tuple[int, int]], inherited: set[str], inherited_text: str = ""
+) -> list[Missing]:
     """Definite noun phrases in norm[start:end] without antecedent (see the module docstring).
 
-    `skip`: ranges (reference phrases) to ignore; `inherited`: words of the ancestor claims.
+    `skip`: ranges (reference phrases) to ignore; `inherited`: words of the ancestor claims,
+    `inherited_text` their text (to look for "a second X" when the claim says "the second X").
     """
     seg = norm[start:end]
     seen: set[str] = set()
@@ -101,16 +104,21 @@ def check_english(norm: str, start: int, end: int, skip: list[tuple[int, int]], 
         pos = m.end()
         np_words: list[tuple[str, int]] = []
         terminator = ""
-        for wm in re.finditer(r"[A-Za-z][A-Za-z\-]*|\(\s*\d+[a-z']?\s*\)|\S", seg[pos : pos + 120]):
-            tok = wm.group()
+        toks = [(wm.group(), wm.end()) for wm in _NP_TOKEN.finditer(seg, pos, min(len(seg), pos + 120))][:8]
+        for k, (tok, tok_end) in enumerate(toks):
             low = tok.lower()
             if not tok[0].isalpha():
                 terminator = tok
                 break
-            if low in _STOP or low in _VERBISH or (np_words and low.endswith(("ing", "ed"))):
+            if low in _STOP or low in _VERBISH:
                 terminator = low
                 break
-            np_words.append((tok, pos + wm.end()))
+            if np_words and low.endswith(("ing", "ed")):
+                nxt = toks[k + 1][0].lower() if k + 1 < len(toks) else ""
+                if not nxt or not nxt[0].isalpha() or nxt in _STOP:
+                    terminator = low  # a verb: "the valve being", "the milk collected in"
+                    break
+            np_words.append((tok, tok_end))
             if len(np_words) >= 5:
                 break
         if not np_words or terminator in ("and", "or", "/"):
@@ -126,6 +134,12 @@ def check_english(norm: str, start: int, end: int, skip: list[tuple[int, int]], 
         if first in _IDIOMS or h in _IDIOMS or not content or len(h) < 3 or head.isupper():
             continue
         heads = {singular(w) for w in content}
+        if first in _ORDINALS and first not in ("last", "next", "other") and len(np_words) > 1:
+            # "the second lid" needs "second ... lid" earlier, not just "a first lid"
+            if _has_ordinal_phrase(first, h, seg[:s]) or _has_ordinal_phrase(first, h, inherited_text):
+                continue
+            out.append(Missing(start + s, start + head_end, f"{first} {h}"))
+            continue
         if heads & seen or heads & inherited:
             continue
         if any(part in seen or part in inherited for w in heads for part in w.split("-") if len(part) > 2):
@@ -136,6 +150,15 @@ def check_english(norm: str, start: int, end: int, skip: list[tuple[int, int]], 
 
 
 _WS = re.compile(r"\s+")
+def _has_ordinal_phrase(ordinal: str, head: str, text: str) -> bool:
+    """True when `text` has the ordinal followed within four words by the head (either number)."""
+    if not text:
+        return False
+    stem = re.escape(head[:-1] if head.endswith("y") else head)
+    pat = rf"\b{ordinal}\b(?:[\s-]+[A-Za-z-]+){{0,3}}?[\s-]+{stem}(?:s|es|y|ies)?\b"
+    return re.search(pat, text, re.IGNORECASE) is not None
+
+
 _CN_TERM_STOP = re.compile(r"[的在与和及上中内为是对将,;:。()、\s\d]|进行|包括|设置|固定|连接|通过")
 
 
