@@ -207,6 +207,10 @@ def _find_gutter(lines: list[_Line], width: float) -> float | None:
             gap_r = min(min(w.x0 for w in rw) for _, rw in both)
             # each column is wide enough for running text (>= 12 character heights)
             size = statistics.median(w.height for w in words)
+            # a gutter is wider than a word space: lines that repeat the same words ("..., characterized
+            # in that") can line their word spaces up without being two columns
+            if statistics.median(min(w.x0 for w in rw) - max(w.x1 for w in lw) for lw, rw in both) < 0.8 * size:
+                continue
             if gap_l - x_min < 12 * size or x_max - gap_r < 12 * size:
                 continue
             fill_l = statistics.median(_fill(lw, x_min, gap_l) for lw, _ in both)
