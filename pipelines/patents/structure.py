@@ -42,7 +42,7 @@ _CN_CATEGORY = [
     ("仪", "apparatus"), ("结构", "apparatus"), ("组件", "apparatus"), ("电路", "apparatus"), ("终端", "apparatus"),
     ("模块", "apparatus"), ("芯片", "apparatus"), ("产品", "apparatus"), ("材料", "composition"),
 ]
-_CN_SUBJECT_STOP = re.compile(r"[,:;。]|其特征|包括|包含|含有|由|其中|用于|所述")
+_CN_SUBJECT_STOP = re.compile(r"[,:;。]|其特征|包括|包含|含有|其中")
 
 _EN_TRANSITION = re.compile(
     r"\b(?:(?P<consisting_essentially_of>consisting\s+essentially\s+of)"
@@ -61,10 +61,10 @@ _CN_TRANSITION = re.compile(
 )
 _MARKER = re.compile(r"(?:(?<=[\n:;,])|^)[ \t]*(?:\([a-z]\)|[a-z]\)|\((?:i|ii|iii|iv|v|vi|vii|viii|ix|x)\))[ \t]", re.MULTILINE)
 _EN_SPLIT = re.compile(r";|\n|:(?=\s)")
-_CN_SPLIT = re.compile(r";|\n|。|:(?=\s)")
+_CN_SPLIT = re.compile(r";|\n|。|:")
 # Text laid out by a PDF breaks lines wherever the page is full: only blank lines split there.
 _EN_SPLIT_WRAPPED = re.compile(r";|\n[ \t]*\n|:(?=\s)")
-_CN_SPLIT_WRAPPED = re.compile(r";|\n[ \t]*\n|。|:(?=\s)")
+_CN_SPLIT_WRAPPED = re.compile(r";|\n[ \t]*\n|。|:")
 _CONJ_ONLY = re.compile(r"(?:and|or|and/or|then|以及|和|及)?", re.IGNORECASE)
 _LEADING_CONJ = re.compile(r"(?:and|or|and/or)\s+", re.IGNORECASE)
 
@@ -115,7 +115,7 @@ def category_of(subject_text: str, zh: bool) -> str:
         c = _EN_CATEGORY_WORDS.get(w)
         if c and c != "use":
             cat = c
-    if "readable" in words and cat in (None, "apparatus"):
+    if ("readable" in words or "program product" in " ".join(words)) and cat in (None, "apparatus"):
         cat = "medium"
     return cat or "apparatus"
 
@@ -165,7 +165,7 @@ def analyse_structure(
     st.subject = subject or None
     st.category = category_of(subject, zh)
     if chosen is None:
-        a, b = trim(norm, body_start, end)
+        a, b = trim(norm, body_start, end, chars=".;。；")
         if a < b:
             st.elements = [(a, b)]
         return st
