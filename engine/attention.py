@@ -1,0 +1,227 @@
+"""The attention backend interface and its torch reference implementation.
+
+A backend reads queries for the new tokens and keys/values from the paged KV cache of one layer
+(`k_cache`, `v_cache`: [num_blocks, block_size, kv_heads, head_dim]) through a block table, and
+returns the attention output and, on request, the per-row log-sum-exp of the scaled scores (after
+soft-capping), which attribution reuses to turn a query-key score into a probability:
+p = exp(scale * q.k - lse).
+
+Two entry points, the same for the torch reference (here) and the Triton kernels (kernels/, later):
+
+- `prefill`: the queries of one sequence's chunk at global positions q_offset .. q_offset+Tq-1,
+  attending to cached positions 0 .. kv_len-1 (the chunk's own keys already written), causal,
+  optionally limited to a sliding window (key allowed iff q - window < k <= q).
+- `decode`: one query per sequence for a batch of sequences of different lengths.
+
+Block table entries of blocks a sliding window can no longer see may be -1 (freed); a backend
+never reads them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class AttentionOutput:
+    """out: [rows, heads, head_dim] in the query dtype; lse: [rows, heads] float32, or None."""
+
+    out: torch.Tensor
+    lse: torch.Tensor | None = None
+
+
+class AttentionBackend(ABC):
+    """What a model layer needs from an attention implementation over the paged KV cache."""
+
+    name: str = "abstract"
+
+    @abstractmethod
+    def prefill(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_table: torch.Tensor,
+        *,
+        q_offset: int,
+        kv_len: int,
+        scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
+        return_lse: bool = False,
+    ) -> AttentionOutput:
+        """Attention of q [Tq, heads, head_dim] (positions q_offset..) over one sequence's cache."""
+
+    @abstractmethod
+    def decode(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_tables: torch.Tensor,
+        kv_lens: torch.Tensor,
+        *,
+        scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
+        return_lse: bool = False,
+    ) -> AttentionOutput:
+        """One query per sequence: q [B, heads, head_dim], block_tables [B, max_blocks] (-1 padded),
+        kv_lens [B] (including the token being decoded, whose K/V is already in the cache)."""
+
+
+def _explicit(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float, softcap: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention with materialised scores. q [B, H, Tq, D], k/v [B, KVH, L, D], mask broadcastable
+    to [B, H, Tq, L] (True = allowed). Returns out [B, H, Tq, D] and lse [B, H, Tq] (float32)."""
+    b, h, tq, d = q.shape
+    kvh = k.shape[1]
+    qg = q.float().reshape(b, kvh, h // kvh, tq, d)
+    s = torch.einsum("bgrqd,bgkd->bgrqk", qg, k.float()) * scale
+    if softcap is not None:
+        s = torch.tanh(s / softcap) * softcap
+    s = s.reshape(b, h, tq, -1)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.exp(s - lse[..., None]).to(q.dtype)
+    pg = p.reshape(b, kvh, h // kvh, tq, -1)
+    out = torch.einsum("bgrqk,bgkd->bgrqd", pg, v).reshape(b, h, tq, d)
+    return out, lse
+
+
+class TorchAttentionBackend(AttentionBackend):
+    """Reference backend: gathers the sequence's blocks into contiguous K/V (index_select on the block
+    table) and calls torch's scaled_dot_product_attention; materialises scores only when the
+    log-sum-exp or soft-capping is asked for. Sliding-window prefill is tiled so that blocks a tile
+    cannot see are never gathered or computed."""
+
+    name = "torch"
+
+    def __init__(self, window_tile: int | None = None) -> None:
+        self.window_tile = window_tile
+
+    def prefill(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_table: torch.Tensor,
+        *,
+        q_offset: int,
+        kv_len: int,
+        scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
+        return_lse: bool = False,
+    ) -> AttentionOutput:
+        tq = q.shape[0]
+        if window is not None and tq > window:
+            tile = self.window_tile or window
+            outs, lses = [], []
+            for s in range(0, tq, tile):
+                e = min(tq, s + tile)
+                r = self._prefill_tile(
+                    q[s:e], k_cache, v_cache, block_table, q_offset + s, q_offset + e, scale, window, softcap, return_lse
+                )
+                outs.append(r.out)
+                lses.append(r.lse)
+            return AttentionOutput(torch.cat(outs), torch.cat(lses) if return_lse else None)
+        return self._prefill_tile(q, k_cache, v_cache, block_table, q_offset, kv_len, scale, window, softcap, return_lse)
+
+    def _prefill_tile(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_table: torch.Tensor,
+        q_offset: int,
+        kv_len: int,
+        scale: float,
+        window: int | None,
+        softcap: float | None,
+        return_lse: bool,
+    ) -> AttentionOutput:
+        bs = k_cache.shape[1]
+        tq = q.shape[0]
+        first = 0 if window is None else max(0, q_offset - window + 1)
+        b0, b1 = first // bs, (kv_len + bs - 1) // bs
+        blocks = block_table[b0:b1]
+        start = b0 * bs
+        length = kv_len - start
+        k = k_cache.index_select(0, blocks).flatten(0, 1)[:length]
+        v = v_cache.index_select(0, blocks).flatten(0, 1)[:length]
+        qh = q.transpose(0, 1).unsqueeze(0)  # [1, H, Tq, D]
+        kh = k.transpose(0, 1).unsqueeze(0)
+        vh = v.transpose(0, 1).unsqueeze(0)
+        mask = None
+        causal_plain = window is None and start == 0 and q_offset == 0 and tq == length
+        if not causal_plain or return_lse or softcap is not None:
+            qpos = torch.arange(q_offset, q_offset + tq, device=q.device)
+            kpos = torch.arange(start, kv_len, device=q.device)
+            mask = kpos[None, :] <= qpos[:, None]
+            if window is not None:
+                mask &= kpos[None, :] > (qpos[:, None] - window)
+        if return_lse or softcap is not None:
+            out, lse = _explicit(qh, kh, vh, mask, scale, softcap)
+            return AttentionOutput(out[0].transpose(0, 1), lse[0].transpose(0, 1) if return_lse else None)
+        gqa = kh.shape[1] != qh.shape[1]
+        out = F.scaled_dot_product_attention(
+            qh, kh, vh, attn_mask=mask, is_causal=causal_plain, scale=scale, enable_gqa=gqa
+        )
+        return AttentionOutput(out[0].transpose(0, 1))
+
+    def decode(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_tables: torch.Tensor,
+        kv_lens: torch.Tensor,
+        *,
+        scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
+        return_lse: bool = False,
+    ) -> AttentionOutput:
+        bs = k_cache.shape[1]
+        b = q.shape[0]
+        dev = q.device
+        if window is None:
+            first_blk = torch.zeros_like(kv_lens)
+        else:
+            first_blk = torch.clamp(kv_lens - window, min=0) // bs
+        last_blk = (kv_lens + bs - 1) // bs
+        counts = last_blk - first_blk
+        j = int(counts.max())
+        cols = first_blk[:, None] + torch.arange(j, device=dev)[None, :]
+        valid_col = cols < last_blk[:, None]
+        cols = cols.clamp(max=block_tables.shape[1] - 1)
+        blk = block_tables.gather(1, cols)
+        blk = torch.where(valid_col & (blk >= 0), blk, torch.zeros_like(blk))
+        k = k_cache[blk].flatten(1, 2)  # [B, J*bs, KVH, D]
+        v = v_cache[blk].flatten(1, 2)
+        kpos = first_blk[:, None] * bs + torch.arange(j * bs, device=dev)[None, :]
+        qpos = (kv_lens - 1)[:, None]
+        mask = kpos <= qpos
+        if window is not None:
+            mask &= kpos > qpos - window
+        # Slots past a sequence's length may never have been written (the pools are allocated with
+        # torch.empty): zero V there so that 0 * garbage cannot become NaN.
+        v = torch.where(mask[:, :, None, None], v, torch.zeros((), dtype=v.dtype, device=dev))
+        mask = mask[:, None, None, :]  # [B, 1, 1, L]
+        qh = q.unsqueeze(2)  # [B, H, 1, D]
+        kh, vh = k.transpose(1, 2), v.transpose(1, 2)
+        if return_lse or softcap is not None:
+            out, lse = _explicit(qh, kh, vh, mask, scale, softcap)
+            return AttentionOutput(out[:, :, 0], lse[:, :, 0] if return_lse else None)
+        gqa = kh.shape[1] != qh.shape[1]
+        if b == 1 and bool(mask.all()):
+            mask = None
+        out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=scale, enable_gqa=gqa)
+        return AttentionOutput(out[:, :, 0])

@@ -1,0 +1,210 @@
+"""The paged KV cache: fixed-size blocks, a block table per sequence, a free-list allocator with
+reference counts, and separate block pools for layers with different attention spans.
+
+Layers are grouped by their sliding window (Gemma 3: one group of global layers, one of 512-token
+sliding layers). Each group has its own pool tensor [layers_in_group, num_blocks, block_size,
+kv_heads, head_dim] for K and for V, its own allocator, and each sequence its own block table in
+that group. A sliding group frees the blocks its window can no longer see, so its need per
+sequence is bounded by (window + prefill chunk) whatever the context length.
+
+Reference counts let a block be shared by several sequences (prefix sharing, a later issue): a
+block returns to the free list when its count reaches zero.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import deque
+from dataclasses import dataclass
+
+import torch
+
+from engine.config import ModelConfig
+from engine.errors import CacheFullError
+
+
+@dataclass
+class CacheConfig:
+    """How the KV cache is sized.
+
+    memory_budget: bytes (int > 1), or a fraction (0 < float <= 1) of the free device memory (on
+    CPU: MemAvailable); None = enough for `max_num_seqs` full contexts, capped at 25% of free memory.
+    """
+
+    block_size: int = 16
+    memory_budget: int | float | None = None
+    max_num_seqs: int = 4
+    max_model_len: int | None = None  # None: the model's max_position_embeddings
+    max_prefill_chunk: int = 1024
+
+
+class BlockAllocator:
+    """Free list of block ids with reference counts."""
+
+    def __init__(self, num_blocks: int) -> None:
+        self.num_blocks = num_blocks
+        self.ref_counts = [0] * num_blocks
+        self.free: deque[int] = deque(range(num_blocks))
+
+    @property
+    def num_free(self) -> int:
+        return len(self.free)
+
+    def allocate(self) -> int:
+        if not self.free:
+            raise CacheFullError(f"KV cache full: all {self.num_blocks} blocks are in use")
+        block = self.free.popleft()
+        self.ref_counts[block] = 1
+        return block
+
+    def incref(self, block: int) -> None:
+        if self.ref_counts[block] <= 0:
+            raise ValueError(f"block {block} is not allocated")
+        self.ref_counts[block] += 1
+
+    def decref(self, block: int) -> None:
+        if self.ref_counts[block] <= 0:
+            raise ValueError(f"block {block} freed twice")
+        self.ref_counts[block] -= 1
+        if self.ref_counts[block] == 0:
+            self.free.append(block)
+
+
+@dataclass
+class CacheGroup:
+    """Layers sharing one attention span, with their block pool."""
+
+    window: int | None
+    layers: list[int]
+    num_blocks: int
+    allocator: BlockAllocator
+    k: torch.Tensor  # [len(layers), num_blocks, block_size, kv_heads, head_dim]
+    v: torch.Tensor
+
+    def blocks_per_seq(self, tokens: int, block_size: int, chunk: int) -> int:
+        """Blocks one sequence of `tokens` tokens holds at most in this group."""
+        if self.window is None:
+            return math.ceil(tokens / block_size)
+        return min(math.ceil(tokens / block_size), math.ceil((self.window + chunk) / block_size) + 1)
+
+
+def free_memory_bytes(device: torch.device) -> int:
+    """Free memory of `device` (CUDA: mem_get_info; CPU: MemAvailable from /proc/meminfo)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+
+
+class PagedKVCache:
+    """Block pools for every layer group, and the operations on a sequence's block tables."""
+
+    def __init__(self, config: ModelConfig, cache: CacheConfig, device: torch.device, dtype: torch.dtype) -> None:
+        self.block_size = cache.block_size
+        self.chunk = cache.max_prefill_chunk
+        self.max_model_len = cache.max_model_len or config.max_position_embeddings
+        windows = sorted({w for w in config.layer_windows}, key=lambda w: (w is not None, w or 0))
+        layer_lists = [[i for i, w in enumerate(config.layer_windows) if w == win] for win in windows]
+        elem = torch.tensor([], dtype=dtype).element_size()
+        per_block_layer = 2 * self.block_size * config.num_kv_heads * config.head_dim * elem
+        # Blocks one full-length sequence needs in each group, and its bytes.
+        need = [
+            (
+                math.ceil(self.max_model_len / self.block_size)
+                if w is None
+                else min(
+                    math.ceil(self.max_model_len / self.block_size),
+                    math.ceil((w + self.chunk) / self.block_size) + 1,
+                )
+            )
+            for w in windows
+        ]
+        seq_bytes = sum(n * len(ls) * per_block_layer for n, ls in zip(need, layer_lists, strict=True))
+        budget = cache.memory_budget
+        if budget is None:
+            budget_bytes = min(seq_bytes * cache.max_num_seqs, int(0.25 * free_memory_bytes(device)))
+        elif isinstance(budget, float) and budget <= 1.0:
+            budget_bytes = int(budget * free_memory_bytes(device))
+        else:
+            budget_bytes = int(budget)
+        scale = budget_bytes / seq_bytes  # how many full-length sequences fit
+        self.groups: list[CacheGroup] = []
+        self.layer_slot: dict[int, tuple[int, int]] = {}
+        for gi, (w, ls, n) in enumerate(zip(windows, layer_lists, need, strict=True)):
+            nb = max(1, int(n * scale))
+            if w is not None:  # a sliding group needs at most its bound per running sequence
+                nb = min(nb, n * cache.max_num_seqs) if scale >= 1 else nb
+            shape = (len(ls), nb, self.block_size, config.num_kv_heads, config.head_dim)
+            # empty, not zeros: pages are touched only when used (a backend never reads unwritten
+            # slots unmasked; see TorchAttentionBackend.decode)
+            k = torch.empty(shape, dtype=dtype, device=device)
+            v = torch.empty(shape, dtype=dtype, device=device)
+            self.groups.append(CacheGroup(w, ls, nb, BlockAllocator(nb), k, v))
+            for j, layer in enumerate(ls):
+                self.layer_slot[layer] = (gi, j)
+        self.bytes = sum(g.k.numel() * 2 * elem for g in self.groups)
+
+    # --- per layer -------------------------------------------------------------------------------
+    def layer_cache(self, layer: int) -> tuple[int, torch.Tensor, torch.Tensor]:
+        """(group index, K pool, V pool) of a layer; pools are [num_blocks, block_size, kv_heads, head_dim]."""
+        gi, j = self.layer_slot[layer]
+        g = self.groups[gi]
+        return gi, g.k[j], g.v[j]
+
+    # --- capacity --------------------------------------------------------------------------------
+    def max_tokens_per_seq(self) -> int:
+        """The longest sequence the global pool can hold on its own."""
+        g = self.groups[0]
+        if g.window is None:
+            return min(self.max_model_len, g.num_blocks * self.block_size)
+        return self.max_model_len
+
+    def blocks_needed(self, tokens: int) -> list[int]:
+        """Blocks per group that a sequence of `tokens` tokens may hold at its peak."""
+        return [g.blocks_per_seq(tokens, self.block_size, self.chunk) for g in self.groups]
+
+    def num_free(self) -> list[int]:
+        return [g.allocator.num_free for g in self.groups]
+
+    # --- block tables ----------------------------------------------------------------------------
+    def new_tables(self) -> list[list[int]]:
+        return [[] for _ in self.groups]
+
+    def allocate_slots(self, tables: list[list[int]], start: int, count: int) -> list[torch.Tensor]:
+        """Make room for tokens start..start+count-1 of a sequence; return their slot ids per group."""
+        bs = self.block_size
+        end_blocks = (start + count + bs - 1) // bs
+        slots = []
+        pos = torch.arange(start, start + count)
+        for g, table in zip(self.groups, tables, strict=True):
+            while len(table) < end_blocks:
+                table.append(g.allocator.allocate())
+            t = torch.tensor(table, dtype=torch.long)
+            slots.append(t[pos // bs] * bs + pos % bs)
+        return slots
+
+    def release_out_of_window(self, tables: list[list[int]], num_tokens: int) -> None:
+        """Free the blocks that no future query of a sequence of `num_tokens` cached tokens can see."""
+        bs = self.block_size
+        for g, table in zip(self.groups, tables, strict=True):
+            if g.window is None:
+                continue
+            first_visible = num_tokens - g.window + 1  # the next query is at position num_tokens
+            for b in range(min(len(table), max(0, first_visible) // bs)):
+                if table[b] >= 0:
+                    g.allocator.decref(table[b])
+                    table[b] = -1
+
+    def free(self, tables: list[list[int]]) -> None:
+        for g, table in zip(self.groups, tables, strict=True):
+            for b in table:
+                if b >= 0:
+                    g.allocator.decref(b)
+            table.clear()

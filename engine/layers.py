@@ -1,0 +1,112 @@
+"""Shared layers of every family: RMSNorm (Llama and Gemma conventions), the gated MLP, attention
+over the paged KV cache, and the decoder layer (pre-norm, or Gemma's sandwich norms).
+
+Parameter names follow Hugging Face transformers (`self_attn.q_proj.weight`, ...) so that a HF
+state dict loads as is and our weights load into a transformers model for the exactness tests.
+Every op mirrors transformers' order of operations and dtype casts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.config import ModelConfig
+
+if TYPE_CHECKING:
+    from engine.context import ForwardContext
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm over the last dimension. Llama: w * x_norm.to(dtype); Gemma: (x_norm * (1 + w)).to(dtype)."""
+
+    def __init__(self, dim: int, eps: float, gemma: bool) -> None:
+        super().__init__()
+        self.eps, self.gemma = eps, gemma
+        self.weight = nn.Parameter(torch.empty(dim), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.gemma:
+            return (xf * (1.0 + self.weight.float())).type_as(x)
+        return self.weight * xf.to(x.dtype)
+
+
+class MLP(nn.Module):
+    """down(act(gate(x)) * up(x))."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        h, f = config.hidden_size, config.intermediate_size
+        self.gate_proj = nn.Linear(h, f, bias=False)
+        self.up_proj = nn.Linear(h, f, bias=False)
+        self.down_proj = nn.Linear(f, h, bias=False)
+        self.gelu = config.hidden_act.startswith("gelu")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        g = self.gate_proj(x)
+        g = F.gelu(g, approximate="tanh") if self.gelu else F.silu(g)
+        return self.down_proj(g * self.up_proj(x))
+
+
+class Attention(nn.Module):
+    """q/k/v projections, optional q/k RMSNorm, RoPE, write K/V to the cache, backend attention, o_proj."""
+
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__()
+        self.layer = layer
+        self.num_heads, self.num_kv_heads, self.head_dim = config.num_heads, config.num_kv_heads, config.head_dim
+        self.window = config.layer_windows[layer]
+        self.scale = config.attn_scale
+        self.softcap = config.attn_softcap
+        h, bias = config.hidden_size, config.attention_bias
+        self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(h, self.num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(h, self.num_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=False)
+        self.qk_norm = config.qk_norm
+        if config.qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, config.gemma_norm)
+            self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, config.gemma_norm)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
+        from engine.rope import apply_rope
+
+        t = x.shape[0]
+        q = self.q_proj(x).view(t, self.num_heads, self.head_dim)
+        k = self.k_proj(x).view(t, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(x).view(t, self.num_kv_heads, self.head_dim)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        out = ctx.attend(self.layer, self.window, self.scale, self.softcap, q, k, v)
+        return self.o_proj(out.reshape(t, self.num_heads * self.head_dim))
+
+
+class DecoderLayer(nn.Module):
+    """x + attn(norm(x)), then x + mlp(norm(x)); Gemma adds a norm after each of the two blocks."""
+
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__()
+        eps, gemma = config.rms_norm_eps, config.gemma_norm
+        self.self_attn = Attention(config, layer)
+        self.mlp = MLP(config)
+        self.input_layernorm = RMSNorm(config.hidden_size, eps, gemma)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, eps, gemma)
+        self.sandwich = config.sandwich_norms
+        if self.sandwich:
+            self.pre_feedforward_layernorm = RMSNorm(config.hidden_size, eps, gemma)
+            self.post_feedforward_layernorm = RMSNorm(config.hidden_size, eps, gemma)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
+        if self.sandwich:
+            h = self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), cos, sin, ctx))
+            x = x + h
+            h = self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+            return x + h
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, ctx)
+        return x + self.mlp(self.post_attention_layernorm(x))

@@ -1,0 +1,452 @@
+"""`LLM`: the engine's public API — generate (batch and streaming), chat, score, attribute.
+
+The scheduler here is deliberately simple (the scheduler issue replaces it): sequences are admitted
+while the cache can hold their prompt plus `max_tokens` (blocks are reserved up front, so nothing is
+ever preempted), a waiting prompt is prefilled one chunk per step, otherwise every running
+sequence decodes one token in a single batched forward.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import deque
+from collections.abc import Iterator
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from engine.attention import AttentionBackend, TorchAttentionBackend
+from engine.context import Capture
+from engine.errors import CacheFullError, ContextLengthError, EngineError
+from engine.kv_cache import CacheConfig, PagedKVCache
+from engine.runner import ModelRunner
+from engine.sampling import SamplingParams, sample_token
+from engine.sequence import Sequence
+
+log = logging.getLogger(__name__)
+
+Prompt = str | list[int]
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+          "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass
+class GenerationOutput:
+    prompt: str | None
+    prompt_token_ids: list[int]
+    token_ids: list[int]
+    text: str
+    finish_reason: str  # "eos" | "stop" | "length"
+
+
+@dataclass
+class StreamDelta:
+    """One step of streaming: the new text and tokens of prompt number `index`."""
+
+    index: int
+    text: str
+    token_ids: list[int]
+    finished: bool = False
+    finish_reason: str | None = None
+
+
+@dataclass
+class ScoreOutput:
+    token_ids: list[int]  # the continuation's tokens
+    tokens: list[str]
+    logprobs: list[float]  # log p(token | everything before it)
+
+    @property
+    def total(self) -> float:
+        return float(sum(self.logprobs))
+
+
+@dataclass
+class SpanAttribution:
+    char_start: int
+    char_end: int
+    token_start: int  # first prompt token overlapping the span
+    token_end: int  # one past the last
+    mass: float  # mean attention the answer's tokens put on the span (fraction of all their attention)
+    share: float  # mass / sum of the masses of all given spans
+
+
+@dataclass
+class AttributionOutput:
+    spans: list[SpanAttribution]
+    answer_token_ids: list[int]
+    layers: list[int]  # the layers averaged over
+    per_token: torch.Tensor = field(repr=False)  # [answer tokens, spans]: mass of each answer token
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise EngineError("device 'cuda' requested but no CUDA GPU is available")
+    return dev
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    if dtype is None:
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise EngineError(f"unknown dtype {dtype!r} (use float32, bfloat16 or float16)") from None
+
+
+class LLM:
+    """A loaded model with its paged KV cache.
+
+    model: a GGUF file, a local HF folder, or None for the packaged default (Gemma 3 270M).
+    device: "cpu", "cuda" (or None: CUDA if available). dtype: float32 / bfloat16 / float16
+    (None: bfloat16 on CUDA, float32 on CPU). cache: KV cache sizing (CacheConfig).
+    """
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype | None = None,
+        cache: CacheConfig | None = None,
+        backend: AttentionBackend | None = None,
+        max_model_len: int | None = None,
+    ) -> None:
+        from engine.loader import load_model
+        from engine.paths import default_model_path
+
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.model_path = Path(model) if model is not None else default_model_path()
+        self.model, self.config, self.tokenizer = load_model(self.model_path, self.device, self.dtype)
+        self._init_cache(cache, backend, max_model_len)
+
+    @classmethod
+    def from_parts(
+        cls,
+        model: torch.nn.Module,
+        tokenizer: object | None,
+        device: str | torch.device = "cpu",
+        cache: CacheConfig | None = None,
+        backend: AttentionBackend | None = None,
+        max_model_len: int | None = None,
+    ) -> LLM:
+        """An LLM around an already built `CausalLM` (tests, custom loading)."""
+        self = cls.__new__(cls)
+        self.device = torch.device(device)
+        self.model = model
+        self.config = model.config
+        self.dtype = model.model.embed_tokens.weight.dtype
+        self.model_path = None
+        self.tokenizer = tokenizer
+        self._init_cache(cache, backend, max_model_len)
+        return self
+
+    def _init_cache(self, cache: CacheConfig | None, backend: AttentionBackend | None, max_model_len: int | None) -> None:
+        self.cache_config = cache or CacheConfig()
+        if max_model_len is not None:
+            self.cache_config.max_model_len = max_model_len
+        self.max_model_len = self.cache_config.max_model_len or self.config.max_position_embeddings
+        self.cache_config.max_model_len = self.max_model_len
+        self.kv = PagedKVCache(self.config, self.cache_config, self.device, self.dtype)
+        self.backend = backend or TorchAttentionBackend()
+        self.runner = ModelRunner(self.model, self.kv, self.backend, self.device)
+        self._ids = itertools.count()
+
+    # ------------------------------------------------------------------ tokens
+    def _need_tokenizer(self) -> None:
+        if self.tokenizer is None:
+            raise EngineError("this model has no tokenizer; pass prompts as lists of token ids")
+
+    def encode(self, prompt: Prompt, add_special_tokens: bool = True) -> list[int]:
+        if isinstance(prompt, str):
+            self._need_tokenizer()
+            return self.tokenizer.encode(prompt, add_special_tokens=add_special_tokens)
+        return [int(t) for t in prompt]
+
+    def _decode(self, ids: list[int], skip_special: bool = True) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=skip_special) if self.tokenizer is not None else ""
+
+    def _check_len(self, n: int, what: str = "prompt") -> None:
+        if n > self.max_model_len:
+            raise ContextLengthError(
+                f"{what} is {n} tokens, longer than the configured context of {self.max_model_len} tokens (max_model_len)"
+            )
+        if n > self.kv.max_tokens_per_seq():
+            raise CacheFullError(
+                f"{what} is {n} tokens but the KV cache holds at most {self.kv.max_tokens_per_seq()} tokens per "
+                "sequence; raise the cache memory budget"
+            )
+
+    # ------------------------------------------------------------------ generation
+    def generate(
+        self, prompts: Prompt | Seq[Prompt], params: SamplingParams | None = None
+    ) -> list[GenerationOutput]:
+        """Generate for one prompt or a batch (strings or token-id lists); one output per prompt."""
+        seqs = self._make_seqs(prompts, params)
+        for _ in self._run(seqs):
+            pass
+        return [
+            GenerationOutput(s.prompt, s.prompt_ids, list(s.output_ids), s.text, s.finish_reason or "length")
+            for s in seqs
+        ]
+
+    def stream(self, prompts: Prompt | Seq[Prompt], params: SamplingParams | None = None) -> Iterator[StreamDelta]:
+        """Generate, yielding text/token deltas as they are produced (`index` says which prompt)."""
+        seqs = self._make_seqs(prompts, params)
+        yield from self._run(seqs)
+
+    def chat(self, messages: list[dict], params: SamplingParams | None = None) -> GenerationOutput:
+        """Generate a reply to chat `messages` rendered with the model's chat template."""
+        self._need_tokenizer()
+        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        seqs = self._make_seqs([ids], params)
+        seqs[0].prompt = text
+        for _ in self._run(seqs):
+            pass
+        s = seqs[0]
+        return GenerationOutput(text, s.prompt_ids, list(s.output_ids), s.text, s.finish_reason or "length")
+
+    def _make_seqs(self, prompts: Prompt | Seq[Prompt], params: SamplingParams | None) -> list[Sequence]:
+        params = params or SamplingParams()
+        if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        seqs = []
+        for p in prompts:
+            ids = self.encode(p)
+            if not ids:
+                raise EngineError("empty prompt")
+            self._check_len(len(ids))
+            gen = None
+            if not params.greedy:
+                gen = torch.Generator().manual_seed(
+                    params.seed if params.seed is not None else int(torch.randint(0, 2**62, (1,)))
+                )
+            seqs.append(Sequence(next(self._ids), ids, params, p if isinstance(p, str) else None, generator=gen))
+        return seqs
+
+    def _fits(self, seq: Sequence, reserved: list[int]) -> bool:
+        total = min(seq.num_tokens + seq.params.max_tokens, self.max_model_len)
+        need = self.kv.blocks_needed(total)
+        return all(n <= g.num_blocks - r for n, g, r in zip(need, self.kv.groups, reserved, strict=True))
+
+    def _run(self, seqs: list[Sequence]) -> Iterator[StreamDelta]:
+        index = {s.seq_id: i for i, s in enumerate(seqs)}
+        waiting: deque[Sequence] = deque(s for s in seqs if not self._finish_if_done(s))
+        running: list[Sequence] = []
+        reserved = [0] * len(self.kv.groups)
+        holds: dict[int, list[int]] = {}
+        eos = set(self.config.eos_token_ids)
+        chunk = self.cache_config.max_prefill_chunk
+        try:
+            while waiting or running:
+                while waiting and len(running) < self.cache_config.max_num_seqs and self._fits(waiting[0], reserved):
+                    s = waiting.popleft()
+                    s.tables = self.kv.new_tables()
+                    s.rope_seq_len = len(s.prompt_ids)
+                    need = self.kv.blocks_needed(min(s.num_tokens + s.params.max_tokens, self.max_model_len))
+                    holds[s.seq_id] = need
+                    reserved = [r + n for r, n in zip(reserved, need, strict=True)]
+                    running.append(s)
+                if not running:
+                    raise CacheFullError(
+                        f"KV cache too small for a request of {waiting[0].num_tokens} prompt tokens + "
+                        f"{waiting[0].params.max_tokens} new tokens; raise the cache memory budget or lower max_tokens"
+                    )
+                pre = [s for s in running if s.prefilling]
+                if pre:
+                    s = pre[0]
+                    n = min(chunk, len(s.prompt_ids) - s.num_cached)
+                    hidden = self.runner.forward([(s, n)], [])
+                    if s.prefilling:
+                        continue
+                    stepped, rows = [s], hidden[-1:]
+                else:
+                    stepped = list(running)
+                    rows = self.runner.forward([], stepped)
+                logits = self.model.logits(rows)
+                for i, s in enumerate(stepped):
+                    tok = sample_token(logits[i], s.params, s.all_ids, s.generator)
+                    s.output_ids.append(tok)
+                    self._update_text(s, tok, eos)
+                    delta = self._delta(s)
+                    yield StreamDelta(index[s.seq_id], delta, [tok], s.finished, s.finish_reason)
+                    if s.finished:
+                        self.kv.free(s.tables)
+                        reserved = [r - n for r, n in zip(reserved, holds.pop(s.seq_id), strict=True)]
+                        running.remove(s)
+        finally:
+            for s in running:
+                self.kv.free(s.tables)
+
+    def _finish_if_done(self, s: Sequence) -> bool:
+        if s.params.max_tokens == 0:
+            s.finish_reason = "length"
+            return True
+        return False
+
+    def _update_text(self, s: Sequence, tok: int, eos: set[int]) -> None:
+        p = s.params
+        if (tok in eos and not p.ignore_eos) or tok in p.stop_token_ids:
+            s.finish_reason = "eos" if tok in eos else "stop"
+        s.text = self._decode(s.output_ids, p.skip_special_tokens)
+        if p.stop and s.text:
+            hits = [(s.text.find(st), st) for st in p.stop if st in s.text]
+            if hits:
+                cut = min(h for h, _ in hits)
+                s.text = s.text[:cut]
+                s.finish_reason = "stop"
+        if not s.finished and (len(s.output_ids) >= p.max_tokens or s.num_tokens >= self.max_model_len):
+            s.finish_reason = "length"
+
+    def _delta(self, s: Sequence) -> str:
+        """New streamable text: hold back an incomplete UTF-8 tail and a possible stop-string prefix."""
+        text = s.text
+        end = len(text)
+        if not s.finished:
+            while end > s.emitted and text[end - 1] == "\ufffd":
+                end -= 1
+            hold = max((len(st) - 1 for st in s.params.stop), default=0)
+            end = max(s.emitted, end - hold)
+        out = text[s.emitted : end]
+        s.emitted = end
+        return out
+
+    # ------------------------------------------------------------------ prefill helper
+    def _prefill_collect(
+        self, ids: list[int], rows_from: int, capture_layers: set[int] | None = None
+    ) -> tuple[Sequence, torch.Tensor, list[Capture]]:
+        """Prefill `ids` as a temporary sequence in chunks; return the final hidden states of positions
+        rows_from.. and the attention captures of those positions. The caller frees the sequence."""
+        self._check_len(len(ids))
+        seq = Sequence(next(self._ids), ids, SamplingParams(max_tokens=0))
+        seq.tables = self.kv.new_tables()
+        seq.rope_seq_len = len(ids)
+        need = self.kv.blocks_needed(len(ids))
+        if any(n > f for n, f in zip(need, self.kv.num_free(), strict=True)):
+            self.kv.free(seq.tables)
+            raise CacheFullError(f"KV cache has no room for {len(ids)} tokens; raise the cache memory budget")
+        hiddens, captures = [], []
+        chunk = self.cache_config.max_prefill_chunk
+        try:
+            while seq.prefilling:
+                start = seq.num_cached
+                n = min(chunk, len(ids) - start)
+                lo = max(rows_from - start, 0)
+                cap = None
+                if capture_layers is not None and start + n > rows_from:
+                    cap = Capture(capture_layers, slice(lo, n))
+                h = self.runner.forward([(seq, n)], [], capture=cap)
+                if start + n > rows_from:
+                    hiddens.append(h[lo:])
+                if cap is not None:
+                    captures.append(cap)
+        except BaseException:
+            self.kv.free(seq.tables)
+            raise
+        return seq, torch.cat(hiddens) if hiddens else torch.empty(0), captures
+
+    # ------------------------------------------------------------------ logits
+    @torch.inference_mode()
+    def prompt_logits(self, prompt: Prompt, chunk: int | None = None) -> torch.Tensor:
+        """Float32 logits [T, vocab] of every position of `prompt` (T * vocab floats: short prompts
+        only; generate() keeps just the last row). `chunk` overrides the prefill chunk size."""
+        ids = self.encode(prompt)
+        saved = self.cache_config.max_prefill_chunk
+        if chunk is not None:
+            self.cache_config.max_prefill_chunk = chunk
+        try:
+            seq, hidden, _ = self._prefill_collect(ids, 0)
+        finally:
+            self.cache_config.max_prefill_chunk = saved
+        self.kv.free(seq.tables)
+        return self.model.logits(hidden)
+
+    # ------------------------------------------------------------------ scoring
+    @torch.inference_mode()
+    def score(self, prompt: Prompt, continuation: Prompt) -> ScoreOutput:
+        """Log-probabilities of the continuation's tokens given the prompt (and the tokens before them).
+        The two are tokenized separately (the prompt with BOS, the continuation without)."""
+        p_ids = self.encode(prompt)
+        c_ids = self.encode(continuation, add_special_tokens=False)
+        if not p_ids or not c_ids:
+            raise EngineError("score() needs a non-empty prompt and continuation")
+        ids = p_ids + c_ids
+        seq, hidden, _ = self._prefill_collect(ids, len(p_ids) - 1)
+        self.kv.free(seq.tables)
+        hidden = hidden[: len(c_ids)]
+        target = torch.tensor(c_ids, device=hidden.device)
+        out = []
+        for s in range(0, hidden.shape[0], 256):
+            lp = torch.log_softmax(self.model.logits(hidden[s : s + 256]), dim=-1)
+            out.append(lp.gather(1, target[s : s + 256, None])[:, 0])
+        logprobs = torch.cat(out).tolist()
+        toks = [self.tokenizer.fast.id_to_token(t) for t in c_ids] if self.tokenizer is not None else [str(t) for t in c_ids]
+        return ScoreOutput(c_ids, toks, logprobs)
+
+    # ------------------------------------------------------------------ attribution
+    @torch.inference_mode()
+    def attribute(self, prompt: str, answer: Prompt, spans: list[tuple[int, int]]) -> AttributionOutput:
+        """Attention mass that the answer puts on each character span (start, end) of the prompt.
+
+        The prompt and answer run through the model as one sequence. For every answer token we take
+        the query of the position that predicts it (the position just before it), and at each
+        global-attention layer (sliding-window layers only see nearby text, so they are left out;
+        models without sliding layers use every layer) its attention probabilities over the prompt
+        tokens, p = exp(scale * q.k - lse) with the backend's log-sum-exp. Aggregation:
+        mean over query heads, then mean over those layers, then summed over the prompt tokens that
+        overlap a span (a token counts for every span it overlaps) and averaged over answer tokens.
+        `mass` is that fraction of all attention (the rest goes to other text, BOS and the answer
+        itself); `share` renormalises the masses over the given spans so they sum to 1.
+        """
+        self._need_tokenizer()
+        enc = self.tokenizer.encode_with_offsets(prompt)
+        a_ids = self.encode(answer, add_special_tokens=False)
+        if not a_ids:
+            raise EngineError("attribute() needs a non-empty answer")
+        p_len = len(enc.ids)
+        layers = self.config.global_layers or list(range(self.config.num_layers))
+        ids = enc.ids + a_ids
+        seq, _, caps = self._prefill_collect(ids, p_len - 1, set(layers))
+        try:
+            token_mass = torch.zeros(len(a_ids), p_len)
+            for layer in layers:
+                q = torch.cat([c.q[layer] for c in caps])[: len(a_ids)]  # [A, H, D]
+                lse = torch.cat([c.lse[layer] for c in caps])[: len(a_ids)]  # [A, H]
+                gi, k_cache, _ = self.kv.layer_cache(layer)
+                table = torch.tensor(seq.tables[gi], dtype=torch.long, device=k_cache.device)
+                bs = k_cache.shape[1]
+                k = k_cache.index_select(0, table[: (p_len + bs - 1) // bs]).flatten(0, 1)[:p_len]  # [P, KVH, D]
+                a, h, d = q.shape
+                kvh = k.shape[1]
+                qg = q.float().reshape(a, kvh, h // kvh, d)  # head i reads kv head i // (h // kvh)
+                scores = torch.einsum("akgd,pkd->akgp", qg, k.float()).reshape(a, h, p_len)
+                scores = scores * self.config.attn_scale
+                if self.config.attn_softcap is not None:
+                    cap = self.config.attn_softcap
+                    scores = torch.tanh(scores / cap) * cap
+                probs = torch.exp(scores - lse.float()[..., None])  # [A, H, P]
+                token_mass += probs.mean(1).cpu()
+            token_mass /= len(layers)
+        finally:
+            self.kv.free(seq.tables)
+        results, cols = [], []
+        for a, b in spans:
+            toks = [i for i, (s, e) in enumerate(enc.offsets) if e > s and s < b and e > a]
+            t0, t1 = (toks[0], toks[-1] + 1) if toks else (0, 0)
+            col = token_mass[:, toks].sum(1) if toks else torch.zeros(len(a_ids))
+            cols.append(col)
+            results.append(SpanAttribution(a, b, t0, t1, float(col.mean()), 0.0))
+        total = sum(r.mass for r in results)
+        for r in results:
+            r.share = r.mass / total if total > 0 else 0.0
+        per_token = torch.stack(cols, 1) if cols else torch.zeros(len(a_ids), 0)
+        return AttributionOutput(results, a_ids, layers, per_token)
