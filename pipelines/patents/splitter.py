@@ -27,6 +27,7 @@ _CANDIDATE = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _STATUS = re.compile(r"[ \t]*\(\s*(?P<s>[^()\n]{1,60}?)\s*\)[ \t]*[.:]?|[ \t]*(?P<bare>cancell?ed|deleted|删除)\b[ \t]*[.:]?", re.IGNORECASE)
+_REFERENCE_HINT = re.compile(r"\bclaims?\s+\d|权\s*利\s*要\s*求", re.IGNORECASE)
 _STATUS_WORDS = {
     "original", "currently amended", "previously presented", "canceled", "withdrawn", "new",
     "previously amended", "presently amended", "amended", "not entered", "rejected", "allowed",
@@ -109,9 +110,7 @@ def _candidates(norm: str, start: int, end: int) -> list[_Cand]:
             continue  # "Claims 2" is a reference, not a claim start
         # quality from the context
         line_start = _line_head(norm, start, pos) == pos
-        q = 0
-        if line_start:
-            q += 2
+        q = 2 if line_start else 0
         p = pos - 1
         while p >= start and norm[p].isspace():
             p -= 1
@@ -119,21 +118,26 @@ def _candidates(norm: str, start: int, end: int) -> list[_Cand]:
         if not prev or prev in ".。)]!?\"'":
             q += 2
         elif prev in ";:,":
-            q -= 2
-        else:
             q -= 3
+        else:
+            q -= 2
         b = body_start
         while b < end and norm[b] in " \t:.-":
             b += 1
         nxt = norm[b] if b < end else ""
+        if explicit and status is None and norm[pos] in "cC" and norm[tok_end - 1] not in ".:" and (
+            not nxt or nxt.islower() or nxt in ",;"
+        ):
+            continue  # "claim 1, wherein" after a line break is a reference, not a claim
         if status is not None or explicit:
             q += 1
         elif nxt and (nxt.isupper() or nxt in "(\"'[" or "\u4e00" <= nxt <= "\u9fff"):
             q += 1
         elif nxt and nxt.islower():
             q -= 1
-        elif nxt == "\n" or not nxt:
-            q += 0
+        hint_end = norm.find("\n", b, min(end, b + 150))
+        if _REFERENCE_HINT.search(norm, b, hint_end if hint_end >= 0 else min(end, b + 150)):
+            q += 2  # a claim that refers to another claim: list items rarely do
         out.append(_Cand(pos, tok_end, first, last, q, status, status_span, body_start))
     return out
 
@@ -147,7 +151,8 @@ def _line_head(norm: str, start: int, pos: int) -> int:
     return h
 
 
-STRONG = 4
+STRONG = 4  # a candidate this good bounds the search for the expected number
+MIN_QUALITY = 1  # below this a candidate is an item inside a claim, never a claim
 
 
 def split_claims(norm: str, start: int, end: int) -> list[RawClaim]:
@@ -172,7 +177,7 @@ def split_claims(norm: str, start: int, end: int) -> list[RawClaim]:
             if c.first > expected and c.quality >= STRONG:
                 stop = j
                 break
-            if c.first == expected:
+            if c.first == expected and c.quality >= MIN_QUALITY:
                 window.append(j)
         if window:
             best = max(window, key=lambda j: (cands[j].quality, -j))
