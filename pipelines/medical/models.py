@@ -1,0 +1,142 @@
+"""The medical export contract (pydantic v2): patient, documents with sections, entities with
+assertions, time expressions, events on one timeline, relations, conflicts and ranked evidence.
+
+Every span is a `SourceSpan` with `doc.text[char_start:char_end] == text`. Lists are ordered and
+ids assigned deterministically, floats rounded, so the same input gives byte-identical JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from pipelines.base import ResultBase
+from pipelines.documents import SourceSpan
+
+SCHEMA_VERSION = "medical/1.0"
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TimeInterval(_M):
+    """ISO interval [start, end) with its granularity and what it was anchored to: absolute,
+    document (the note's date), admission, surgery, discharge, or unanchored (start/end null)."""
+
+    start: str | None = None
+    end: str | None = None
+    granularity: str | None = None
+    anchored_to: str = "unanchored"
+
+
+class SectionOut(_M):
+    key: str
+    label: str
+    heading: SourceSpan
+    body: SourceSpan | None = None
+
+
+class DocumentOut(_M):
+    doc_id: str
+    source_name: str
+    kind: str
+    date: str | None
+    date_source: str
+    n_chars: int
+    sha256: str
+    language: str
+    sections: list[SectionOut]
+
+
+class Anchor(_M):
+    date: str
+    source: SourceSpan | None = None
+    how: str
+
+
+class Patient(_M):
+    id: str
+    sex: str | None = None
+    age: str | None = None
+    anchors: dict[str, Anchor] = {}
+
+
+class Entity(_M):
+    id: str
+    type: str
+    text: str
+    span: SourceSpan
+    doc_id: str
+    assertion: str
+    normalized: dict[str, Any] = {}
+    concept: str
+    section: str | None = None
+    trigger: SourceSpan | None = None
+    time: TimeInterval | None = None
+
+
+class TimeExpression(_M):
+    id: str
+    text: str
+    span: SourceSpan
+    kind: str
+    time: TimeInterval
+
+
+class Event(_M):
+    id: str
+    type: str
+    concept: str
+    status: str  # present | negated | possible | historical | mixed
+    time: TimeInterval
+    mentions: list[str]
+    sources: list[SourceSpan]
+    documents: list[str]
+
+
+class Relation(_M):
+    a: str
+    b: str
+    type: str  # before | overlap
+
+
+class Conflict(_M):
+    id: str
+    kind: str
+    concept: str
+    date: str | None
+    description: str
+    entities: list[str]
+    sources: list[SourceSpan]
+
+
+class EvidenceItem(_M):
+    span: SourceSpan
+    score: float
+    doc_id: str
+    section: str | None = None
+    entities: list[str] = []
+    scores: dict[str, float] = {}
+
+
+class Evidence(_M):
+    claim: str
+    kind: str = "question"  # question | diagnosis
+    target: str | None = None  # entity id of the conclusion (diagnosis chains)
+    supporting: list[EvidenceItem]
+    contradicting: list[EvidenceItem]
+    method: str
+
+
+class MedicalResult(ResultBase):
+    patient: Patient
+    documents: list[DocumentOut]
+    entities: list[Entity]
+    times: list[TimeExpression]
+    events: list[Event]
+    relations: list[Relation]
+    conflicts: list[Conflict]
+    evidence: list[Evidence]
+    warnings: list[str] = []

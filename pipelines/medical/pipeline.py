@@ -1,0 +1,553 @@
+"""MedicalPipeline: all documents of one patient -> one MedicalResult.
+
+Stages: per document (kind, date, sections, sentences, entities with assertions, time
+expressions) -> patient anchors (admission, surgery, discharge: stated dates first, then the
+dates of admission notes, operative notes and discharge summaries) -> normalised times -> a time
+for every entity -> events (mentions of one concept on one day merged across documents; past-history
+re-mentions linked to the earlier event) -> relations on one timeline (networkx) -> conflicts
+(affirmed and negated on the same day) -> evidence (for a question, and the evidence chain of
+every discharge diagnosis). Deterministic; no engine needed (an optional engine re-ranking step
+is off by default).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+import networkx as nx
+
+from pipelines.base import Pipeline, PipelineInput, is_candidate_file
+from pipelines.documents import Document
+from pipelines.medical import context
+from pipelines.medical.entities import Mention, extract
+from pipelines.medical.evidence import Candidate, EvidenceIndex
+from pipelines.medical.lexicon import DRUGS
+from pipelines.medical.models import (
+    SCHEMA_VERSION,
+    Anchor,
+    Conflict,
+    DocumentOut,
+    Entity,
+    Event,
+    Evidence,
+    EvidenceItem,
+    MedicalResult,
+    Patient,
+    Relation,
+    SectionOut,
+    TimeExpression,
+    TimeInterval,
+)
+from pipelines.medical.sections import Section, find_sections
+from pipelines.medical.text import Sentence, sentences
+from pipelines.medical.timex import TimeMention, TimeValue, absolute_date, find_times, normalize
+
+_DOC_KINDS = [
+    ("discharge_summary", r"discharge summary|出院小结|出院记录|discharge_summary|discharge"),
+    ("operative_note", r"operative (?:note|report)|op(?:eration)? note|operation report|procedure note|手术记录|operative|手术"),
+    ("admission_note", r"admission (?:note|h&p)|history and physical|\bh&p\b|入院记录|admission|入院"),
+    ("nursing_note", r"nursing|护理记录|护理"),
+    ("lab_report", r"lab(?:oratory)? (?:report|results)|检验报告|化验|检验|\blabs?\b"),
+    ("imaging_report", r"radiology|imaging|ct report|x-ray|影像|超声报告|ultrasound report|echocardiogram"),
+    ("progress_note", r"progress note|病程记录|daily note|progress"),
+    ("consult_note", r"consult"),
+]
+_ANCHOR_RX = {
+    "admission": re.compile(r"(?:admission date|date of admission|admit date|admitted(?: on)?|入院日期|入院时间)\s*[:：]?\s*", re.I),
+    "surgery": re.compile(r"(?:date of (?:surgery|operation|procedure)|surgery date|operation date|operative date|"
+                          r"手术日期|手术时间)\s*[:：]?\s*", re.I),
+    "discharge": re.compile(r"(?:discharge date|date of discharge|discharged(?: on)?|出院日期|出院时间)\s*[:：]?\s*", re.I),
+}
+_SURGERY_SENT = re.compile(r"taken to the (?:OR|operating room)|underwent|operation was|surgery was|行.{0,12}术|手术", re.I)
+_DATE_HEADER = re.compile(r"(?:date|日期|时间|collected|reported|service)", re.I)
+_ANTIBIOTICS = {"amoxicillin", "clavulanate", "ampicillin", "sulbactam", "penicillin", "cefazolin", "ancef", "ceftriaxone",
+                "cefuroxime", "cefepime", "cephalexin", "keflex", "piperacillin", "tazobactam", "zosyn", "meropenem",
+                "vancomycin", "linezolid", "daptomycin", "clindamycin", "metronidazole", "ciprofloxacin", "levofloxacin",
+                "azithromycin", "doxycycline", "gentamicin", "trimethoprim", "sulfamethoxazole", "bactrim", "nitrofurantoin",
+                "头孢唑林", "头孢曲松", "头孢呋辛", "头孢哌酮", "舒巴坦", "万古霉素", "美罗培南", "亚胺培南", "哌拉西林", "他唑巴坦",
+                "左氧氟沙星", "莫西沙星", "阿莫西林", "克林霉素", "甲硝唑", "奥硝唑", "阿奇霉素", "青霉素", "庆大霉素"}
+# findings that support a diagnosis (evidence tracing): concept -> related evidence concepts
+_RELATED = {
+    "wound infection": {"fever", "erythema", "purulent drainage", "wound drainage", "tenderness", "induration", "swelling",
+                        "WBC high", "CRP high", "procalcitonin high", "wound culture", "culture", "antibiotic", "infection",
+                        "neutrophils % high"},
+    "infection": {"fever", "WBC high", "CRP high", "procalcitonin high", "culture", "blood culture", "antibiotic", "chills",
+                  "neutrophils % high"},
+    "sepsis": {"fever", "WBC high", "tachycardia", "hypotension", "blood culture", "lactate high", "antibiotic"},
+    "pneumonia": {"fever", "cough", "sputum", "dyspnea", "crackles", "chest x-ray", "WBC high", "antibiotic"},
+    "appendicitis": {"abdominal pain", "fever", "WBC high", "tenderness", "rebound tenderness", "nausea", "vomiting",
+                     "ct", "ultrasound", "appendectomy", "neutrophils % high"},
+    "cellulitis": {"erythema", "swelling", "edema", "tenderness", "fever", "WBC high", "antibiotic"},
+    "abscess": {"erythema", "swelling", "tenderness", "purulent drainage", "incision and drainage", "fever", "culture"},
+    "anemia": {"hemoglobin low", "fatigue", "transfusion", "hematocrit low"},
+    "cholelithiasis": {"abdominal pain", "ultrasound", "jaundice", "total bilirubin high", "cholecystectomy"},
+    "choledocholithiasis": {"abdominal pain", "jaundice", "total bilirubin high", "ALT high", "AST high", "ct", "ultrasound"},
+    "bowel obstruction": {"abdominal pain", "vomiting", "abdominal distension", "constipation", "x-ray", "ct"},
+    "covid-19": {"fever", "cough", "fatigue", "loss of taste", "headache", "dyspnea", "suspected covid-19"},
+    "heart failure": {"dyspnea", "edema", "BNP high", "crackles", "echocardiogram", "furosemide"},
+    "urinary tract infection": {"dysuria", "fever", "hematuria", "WBC high", "culture", "antibiotic"},
+}
+
+
+@dataclass
+class _Doc:
+    doc: Document
+    order: int
+    kind: str
+    date: date | None
+    date_source: str
+    language: str
+    sections: list[Section]
+    sents: list[Sentence]
+    mentions: list[Mention]
+    times: list[TimeMention]
+    time_values: list[TimeValue] = field(default_factory=list)
+    entity_ids: list[str] = field(default_factory=list)
+
+
+def _doc_kind(doc: Document) -> str:
+    head = (doc.source_name.rsplit("/", 1)[-1] + "\n" + doc.text[:300]).lower()
+    for kind, rx in _DOC_KINDS:
+        if re.search(rx, head):
+            return kind
+    return "note"
+
+
+def _doc_date(doc: Document, times: list[TimeMention]) -> tuple[date | None, str]:
+    name = doc.source_name.replace("\\", "/").rsplit("/", 1)[-1]
+    m = re.search(r"(?<!\d)((?:19|20)\d{2})[-_.]?(0[1-9]|1[0-2])[-_.]?(0[1-9]|[12]\d|3[01])(?!\d)", name)
+    if m:
+        try:
+            return date(int(m.group(1)), int(m.group(2)), int(m.group(3))), "filename"
+        except ValueError:
+            pass
+    first: date | None = None
+    for t in times:
+        if t.start > 400:
+            break
+        d = absolute_date(t)
+        if d is None or not t.value.get("y"):
+            continue
+        line_start = doc.text.rfind("\n", 0, t.start) + 1
+        if _DATE_HEADER.search(doc.text[line_start:t.start]) or not doc.text[line_start:t.start].strip():
+            return d, "header"
+        first = first or (d if t.start < 200 else None)
+    if first:
+        return first, "header"
+    return None, "none"
+
+
+class MedicalPipeline(Pipeline):
+    name = "medical"
+    title = "Medical evidence tracing"
+    version = "0.1.0"
+    schema_version = SCHEMA_VERSION
+    result_model = MedicalResult
+
+    def __init__(self, use_embeddings: bool = True, engine_rerank: bool = False):
+        self.use_embeddings = use_embeddings
+        self.engine_rerank = engine_rerank
+
+    # ----------------------------------------------------------------------------------------
+    def discover(self, folder: Path) -> list[PipelineInput]:
+        """One input per patient: each subfolder (all document files under it, recursively); the
+        files directly in `folder` form one more patient when there are any."""
+        folder = Path(folder)
+
+        def files_under(p: Path, recursive: bool) -> tuple[Path, ...]:
+            it = p.rglob("*") if recursive else p.iterdir()
+            out = []
+            for f in sorted(it):
+                rel = f.relative_to(p).parts
+                if any(part.startswith(".") for part in rel) or not is_candidate_file(f):
+                    continue
+                if f.name.upper().startswith(("PROVENANCE", "README", "LICENSE")):
+                    continue
+                out.append(f)
+            return tuple(out)
+
+        inputs = []
+        direct = files_under(folder, False)
+        if direct:
+            inputs.append(PipelineInput(folder.name or "patient", direct))
+        for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            files = files_under(sub, True)
+            if files:
+                inputs.append(PipelineInput(sub.name, files))
+        return inputs
+
+    def summary_line(self, result: MedicalResult) -> str:  # type: ignore[override]
+        return (f"{len(result.documents)} documents, {len(result.entities)} entities, {len(result.events)} events, "
+                f"{len(result.conflicts)} conflicts")
+
+    # ----------------------------------------------------------------------------------------
+    def run_documents(self, docs: list[Document], input_sha256: str = "", question: str | None = None,
+                      questions: list[str] | None = None) -> MedicalResult:
+        qs = list(questions or []) + ([question] if question else [])
+        prepared = self._prepare(docs)
+        anchors = self._anchors(prepared)
+        warnings: list[str] = []
+        anchor_dates = {k: date.fromisoformat(a.date) for k, a in anchors.items()}
+        times_out: list[TimeExpression] = []
+        n = 0
+        for pd in prepared:
+            for t in pd.times:
+                past = True
+                sec = next((s for s in pd.sections if s.start <= t.start < max(s.body_end, s.end)), None)
+                if sec is not None and sec.key in ("assessment_plan", "discharge_instructions", "discharge_medications"):
+                    past = False
+                tv = normalize(t, pd.date, anchor_dates, past_context=past)
+                pd.time_values.append(tv)
+                n += 1
+                times_out.append(TimeExpression(id=f"T{n}", text=t.text, span=pd.doc.span(t.start, t.end), kind=t.kind,
+                                                time=TimeInterval(**tv.as_dict())))
+        entities = self._entities(prepared)
+        events, mention_event = self._events(prepared, entities)
+        relations = self._relations(events)
+        conflicts = self._conflicts(events, entities)
+        index = EvidenceIndex(self._candidates(prepared, entities), use_embeddings=self.use_embeddings)
+        evidence = [self._evidence(q, index, entities, None) for q in qs]
+        evidence += self._diagnosis_chains(prepared, entities, index)
+        if self.engine_rerank:
+            try:
+                from pipelines.medical.engine_rerank import rerank
+
+                evidence = rerank(evidence, {pd.doc.doc_id: pd.doc for pd in prepared})
+            except Exception as exc:  # the engine is optional
+                warnings.append(f"engine re-ranking skipped: {str(exc).splitlines()[0][:200]}")
+        if not any(pd.date for pd in prepared):
+            warnings.append("no document date found (file name or header): relative times stay unanchored")
+        patient = self._patient(prepared, anchors, input_sha256)
+        return MedicalResult(
+            **self.header(input_sha256),
+            patient=patient,
+            documents=[self._doc_out(pd) for pd in prepared],
+            entities=entities,
+            times=times_out,
+            events=events,
+            relations=relations,
+            conflicts=conflicts,
+            evidence=evidence,
+            warnings=warnings,
+        )
+
+    # ----------------------------------------------------------------------------------------
+    def _prepare(self, docs: list[Document]) -> list[_Doc]:
+        out = []
+        for doc in docs:
+            times = find_times(doc.text)
+            d, src = _doc_date(doc, times)
+            sections = find_sections(doc.text)
+            sents = sentences(doc.text)
+            mentions = extract(doc.text, sections, sents)
+            lang = "zh" if len(re.findall(r"[\u4e00-\u9fff]", doc.text)) > 0.1 * max(1, len(doc.text.strip())) else "en"
+            out.append(_Doc(doc, 0, _doc_kind(doc), d, src, lang, sections, sents, mentions, times))
+        out.sort(key=lambda p: (p.date or date.max, p.doc.doc_id))
+        for i, p in enumerate(out):
+            p.order = i
+        return out
+
+    def _anchors(self, prepared: list[_Doc]) -> dict[str, Anchor]:
+        found: dict[str, Anchor] = {}
+        for key, rx in _ANCHOR_RX.items():
+            for pd in prepared:
+                if key in found:
+                    break
+                for m in rx.finditer(pd.doc.text):
+                    t = next((t for t in pd.times if m.end() <= t.start <= m.end() + 3), None)
+                    d = absolute_date(t, pd.date) if t else None
+                    if d:
+                        found[key] = Anchor(date=d.isoformat(), source=pd.doc.span(m.start(), t.end), how="stated")
+                        break
+        kinds = {"admission": "admission_note", "surgery": "operative_note", "discharge": "discharge_summary"}
+        for key, kind in kinds.items():
+            if key in found:
+                continue
+            pd = next((p for p in prepared if p.kind == kind and p.date), None)
+            if pd:
+                found[key] = Anchor(date=pd.date.isoformat(), source=None, how=f"date of {kind} {pd.doc.doc_id}")
+        if "surgery" not in found:
+            for pd in prepared:
+                for s in pd.sents:
+                    seg = pd.doc.text[s.start:s.end]
+                    if _SURGERY_SENT.search(seg):
+                        t = next((t for t in pd.times if s.start <= t.start < s.end and t.kind in ("date", "datetime")), None)
+                        d = absolute_date(t, pd.date) if t else None
+                        if d:
+                            found["surgery"] = Anchor(date=d.isoformat(), source=pd.doc.span(s.start, s.end), how="date in a sentence about the operation")
+                            break
+                if "surgery" in found:
+                    break
+        return dict(sorted(found.items()))
+
+    def _entity_time(self, pd: _Doc, m: Mention) -> TimeInterval:
+        text = pd.doc.text
+        s0, s1 = m.sentence or (m.start, m.end)
+        best = None
+        for t, tv in zip(pd.times, pd.time_values, strict=True):
+            if s0 <= t.start < s1 and tv.start is not None:
+                dist = abs(t.start - m.start)
+                if best is None or dist < best[0]:
+                    best = (dist, tv)
+        if best:
+            return TimeInterval(**best[1].as_dict())
+        # the nearest earlier time in the same paragraph (or, for labs and vitals, the same section)
+        sec = next((s for s in pd.sections if s.start <= m.start < max(s.body_end, s.end)), None)
+        for t, tv in sorted(zip(pd.times, pd.time_values, strict=True), key=lambda x: -x[0].start):
+            if t.start >= m.start or tv.start is None or t.kind == "duration":
+                continue
+            between = text[t.end:m.start]
+            same_par = "\n\n" not in between and "\n \n" not in between
+            same_sec = sec is not None and sec.start <= t.start
+            if same_par or (m.type in ("lab", "vital") and (same_sec or pd.kind == "lab_report")):
+                return TimeInterval(**tv.as_dict())
+            break
+        if pd.date is None:
+            return TimeInterval(anchored_to="unanchored")
+        if m.assertion in (context.HISTORICAL, context.FAMILY):
+            return TimeInterval(start=None, end=pd.date.isoformat(), granularity=None, anchored_to="document")
+        return TimeInterval(start=pd.date.isoformat(), end=_next_day(pd.date), granularity="day", anchored_to="document")
+
+    def _entities(self, prepared: list[_Doc]) -> list[Entity]:
+        out: list[Entity] = []
+        for pd in prepared:
+            for m in pd.mentions:
+                eid = f"E{len(out) + 1}"
+                pd.entity_ids.append(eid)
+                trig = pd.doc.span(m.trigger[0], m.trigger[1]) if m.trigger else None
+                out.append(Entity(id=eid, type=m.type, text=m.text, span=pd.doc.span(m.start, m.end), doc_id=pd.doc.doc_id,
+                                  assertion=m.assertion, normalized=_round(m.normalized), concept=_concept_key(m),
+                                  section=m.section, trigger=trig, time=self._entity_time(pd, m)))
+        return out
+
+    def _events(self, prepared: list[_Doc], entities: list[Entity]) -> tuple[list[Event], dict[str, str]]:
+        groups: dict[tuple, list[Entity]] = {}
+        later: list[Entity] = []
+        for e in entities:
+            pol = "neg" if e.assertion == context.NEGATED else "pos"
+            t = e.time
+            if t.start is None and e.assertion in (context.HISTORICAL,) and t.end:
+                later.append(e)
+                continue
+            day = t.start[:10] if t.start else (f"before {t.end}" if t.end else None)
+            groups.setdefault((e.concept, pol, day, e.type if e.type in ("lab", "vital") else ""), []).append(e)
+        # past-history re-mentions join the latest earlier event of the same concept
+        for e in later:
+            cands = [k for k in groups if k[0] == e.concept and k[1] == "pos" and k[2] and k[2][:4].isdigit() and k[2] < e.time.end]
+            if cands:
+                groups[max(cands, key=lambda k: k[2])].append(e)
+            else:
+                groups.setdefault((e.concept, "pos", f"before {e.time.end}", ""), []).append(e)
+        events: list[Event] = []
+        mention_event: dict[str, str] = {}
+
+        def sort_key(item):
+            k, ms = item
+            t = _best_time(ms)
+            return (t.start or "9999", t.end or "9999", k[0], k[1], ms[0].id)
+
+        for k, ms in sorted(groups.items(), key=sort_key):
+            eid = f"V{len(events) + 1}"
+            t = _best_time(ms)
+            statuses = sorted({m.assertion for m in ms})
+            types = sorted({m.type for m in ms}, key=lambda x: (-sum(1 for m in ms if m.type == x), x))
+            for m in ms:
+                mention_event[m.id] = eid
+            events.append(Event(id=eid, type=types[0], concept=k[0], status=statuses[0] if len(statuses) == 1 else "mixed",
+                                time=t, mentions=[m.id for m in ms], sources=[m.span for m in ms],
+                                documents=sorted({m.doc_id for m in ms}, key=lambda d: next(
+                                    pd.order for pd in prepared if pd.doc.doc_id == d))))
+        return events, mention_event
+
+    def _relations(self, events: list[Event]) -> list[Relation]:
+        g = nx.DiGraph()
+        placed = [e for e in events if e.time.start]
+        groups: dict[tuple[str, str], list[Event]] = {}
+        for e in placed:
+            groups.setdefault((e.time.start[:16], (e.time.end or e.time.start)[:16]), []).append(e)
+        keys = sorted(groups)
+        for k in keys:
+            rep = groups[k][0]
+            g.add_node(rep.id)
+            for other in groups[k][1:]:
+                g.add_edge(rep.id, other.id, type="overlap")
+        for a, b in zip(keys, keys[1:], strict=False):
+            ra, rb = groups[a][0], groups[b][0]
+            rel = "before" if _le(a[1], b[0]) else "overlap"
+            g.add_edge(ra.id, rb.id, type=rel)
+        before = nx.DiGraph((u, v) for u, v, d in g.edges(data=True) if d["type"] == "before")
+        assert nx.is_directed_acyclic_graph(before)
+        order = {e.id: i for i, e in enumerate(events)}
+        rels = [Relation(a=u, b=v, type=d["type"]) for u, v, d in g.edges(data=True)]
+        rels.sort(key=lambda r: (order[r.a], order[r.b], r.type))
+        return rels
+
+    def _conflicts(self, events: list[Event], entities: list[Entity]) -> list[Conflict]:
+        by_id = {e.id: e for e in entities}
+        pos: dict[tuple[str, str], list[Event]] = {}
+        neg: dict[tuple[str, str], list[Event]] = {}
+        for ev in events:
+            if not ev.time.start:
+                continue
+            day = ev.time.start[:10]
+            (neg if ev.status == context.NEGATED else pos).setdefault((ev.concept, day), []).append(ev)
+        out: list[Conflict] = []
+        for key in sorted(set(pos) & set(neg)):
+            ps = [m for ev in pos[key] for m in ev.mentions if by_id[m].assertion in (context.PRESENT, context.POSSIBLE)]
+            ns = [m for ev in neg[key] for m in ev.mentions]
+            if not ps or not ns:
+                continue
+            a, b = by_id[ns[0]], by_id[ps[0]]
+            cross = a.doc_id != b.doc_id
+            desc = (f"'{a.text}' ({a.doc_id}) says no {key[0]}, but '{b.text}' ({b.doc_id}) records it on {key[1]}"
+                    + (" — in different documents" if cross else " — in the same document"))
+            ids = ns + ps
+            out.append(Conflict(id=f"C{len(out) + 1}", kind="negated_and_affirmed_same_day", concept=key[0], date=key[1],
+                                description=desc, entities=ids, sources=[by_id[i].span for i in ids]))
+        return out
+
+    # ----------------------------------------------------------------------------------------
+    def _candidates(self, prepared: list[_Doc], entities: list[Entity]) -> list[Candidate]:
+        by_doc: dict[str, list[Entity]] = {}
+        for e in entities:
+            by_doc.setdefault(e.doc_id, []).append(e)
+        cands = []
+        for pd in prepared:
+            ents = by_doc.get(pd.doc.doc_id, [])
+            heads = {(s.start, s.end) for s in pd.sections}
+            for s in pd.sents:
+                seg = pd.doc.text[s.start:s.end]
+                if len(seg.strip()) < 3 or any(h0 <= s.start and s.end <= h1 + 1 for h0, h1 in heads):
+                    continue
+                ms = [(e.id, c, e.assertion, e.type) for e in ents if s.start <= e.span.char_start < s.end
+                      for c in _evidence_concepts(e)]
+                sec = next((x.key for x in reversed(pd.sections) if x.start <= s.start), None)
+                cands.append(Candidate(pd.doc.doc_id, s.start, s.end, seg, sec, pd.order, ms))
+        self._docs = {pd.doc.doc_id: pd.doc for pd in prepared}
+        return cands
+
+    def _claim_concepts(self, claim: str) -> set[str]:
+        ms = extract(claim, [], None)
+        concepts = {c for m in ms for c in ([m.canonical] if m.type not in ("lab", "vital") else [])}
+        low = claim.lower()
+        if re.search(r"antibiotic|抗生素|抗菌", low):
+            concepts.add("antibiotic")
+        if re.search(r"\bwbc\b|white (?:blood )?count|白细胞", low):
+            concepts.add("WBC high")
+        for c in list(concepts):
+            concepts |= _RELATED.get(c, set())
+        return concepts
+
+    def _evidence(self, claim: str, index: EvidenceIndex, entities: list[Entity], target: Entity | None) -> Evidence:
+        concepts = self._claim_concepts(target.concept if target is not None and target.concept else claim)
+        if target is not None:
+            concepts |= self._claim_concepts(claim) | {target.concept}
+        exclude = {(target.doc_id, *_sentence_of(index, target))} if target is not None else set()
+        sup, con, method = index.rank(claim, concepts, exclude)
+        docs = self._docs
+
+        def item(c, score, parts) -> EvidenceItem:
+            ids = sorted({m[0] for m in c.mentions if m[1] in concepts}, key=lambda x: int(x[1:]))
+            return EvidenceItem(span=docs[c.doc_id].span(c.start, c.end), score=score, doc_id=c.doc_id, section=c.section,
+                                entities=ids, scores=parts)
+
+        return Evidence(claim=claim, kind="diagnosis" if target is not None else "question",
+                        target=target.id if target is not None else None,
+                        supporting=[item(*x) for x in sup], contradicting=[item(*x) for x in con], method=method)
+
+    def _diagnosis_chains(self, prepared: list[_Doc], entities: list[Entity], index: EvidenceIndex) -> list[Evidence]:
+        problems = [e for e in entities if e.type == "problem" and e.assertion != context.NEGATED]
+        targets = [e for e in problems if e.section == "discharge_diagnosis"]
+        if not targets and prepared:
+            # no discharge diagnoses: the problem list of the latest document stands for the conclusions
+            last = prepared[-1].doc.doc_id
+            targets = [e for e in entities if e.doc_id == last and e.type in ("problem", "symptom")
+                       and e.assertion in (context.PRESENT, context.HISTORICAL, context.POSSIBLE)]
+        seen: set[str] = set()
+        out = []
+        for e in targets:
+            key = e.concept
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(self._evidence(e.text, index, entities, e))
+        return out
+
+    # ----------------------------------------------------------------------------------------
+    def _patient(self, prepared: list[_Doc], anchors: dict[str, Anchor], sha: str) -> Patient:
+        sex = age = None
+        for pd in prepared:
+            t = pd.doc.text
+            m = re.search(r"(\d{1,3})[ -](?:year|yr)s?[ -]old\b[^.\n]{0,40}?\b(male|female|man|woman|boy|girl)\b", t, re.I)
+            if m:
+                age = f"{m.group(1)} years"
+                sex = "female" if m.group(2).lower() in ("female", "woman", "girl") else "male"
+            m = re.search(r"(?:性别[:：]?\s*)?([男女])[，,、\s]+(?:年龄[:：]?\s*)?(\d{1,3})\s*岁", t)
+            if m:
+                sex = "male" if m.group(1) == "男" else "female"
+                age = f"{m.group(2)} years"
+        return Patient(id=(sha[:12] if sha else "patient"), sex=sex, age=age, anchors=anchors)
+
+    def _doc_out(self, pd: _Doc) -> DocumentOut:
+        doc = pd.doc
+        secs = [SectionOut(key=s.key, label=s.label, heading=doc.span(s.start, s.end),
+                           body=doc.span(s.body_start, s.body_end) if s.body_end > s.body_start else None) for s in pd.sections]
+        return DocumentOut(doc_id=doc.doc_id, source_name=Path(doc.source_name).name, kind=pd.kind,
+                           date=pd.date.isoformat() if pd.date else None, date_source=pd.date_source,
+                           n_chars=len(doc.text), sha256=doc.sha256, language=pd.language, sections=secs)
+
+
+# -------------------------------------------------------------------------------------------------
+def _next_day(d: date) -> str:
+    from datetime import timedelta
+
+    return (d + timedelta(days=1)).isoformat()
+
+
+def _le(a: str, b: str) -> bool:
+    return a <= b
+
+
+def _round(d: dict) -> dict:
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in sorted(d.items())}
+
+
+def _concept_key(m: Mention) -> str:
+    if m.type == "vital":
+        if m.canonical == "temperature" and m.normalized.get("flag") == "high":
+            return "fever"
+        return f"vital:{m.canonical}"
+    if m.type == "lab":
+        return f"lab:{m.canonical}"
+    if m.type == "medication":
+        return m.canonical.lower()
+    return re.sub(r"\s+", " ", re.sub(r"\s*\((?:finding|disorder|procedure|situation|physical object|organism|substance|"
+                                      r"record artifact)\)\s*$", "", m.canonical.lower())).strip()
+
+
+def _evidence_concepts(e: Entity) -> list[str]:
+    out = [e.concept]
+    if e.type == "lab" and e.normalized.get("flag") in ("high", "low"):
+        out.append(f"{e.normalized['analyte']} {e.normalized['flag']}")
+    if e.type == "medication":
+        drug = str(e.normalized.get("drug", e.concept)).lower()
+        if any(a in drug for a in _ANTIBIOTICS) or drug in DRUGS and drug in _ANTIBIOTICS:
+            out.append("antibiotic")
+    if e.type == "procedure" and "culture" in e.concept:
+        out.append("culture")
+    return out
+
+
+def _best_time(ms: list[Entity]) -> TimeInterval:
+    rank = {"minute": 0, "hour": 1, "day": 2, "week": 3, "month": 4, "year": 5, None: 6}
+    return sorted((m.time for m in ms), key=lambda t: (t.start is None, rank.get(t.granularity, 6), t.start or "", t.end or ""))[0]
+
+
+def _sentence_of(index: EvidenceIndex, e: Entity) -> tuple[int, int]:
+    for c in index.cands:
+        if c.doc_id == e.doc_id and c.start <= e.span.char_start < c.end:
+            return c.start, c.end
+    return e.span.char_start, e.span.char_end
