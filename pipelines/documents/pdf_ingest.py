@@ -144,11 +144,17 @@ def _isolated(w: _Word, words: list[_Word]) -> bool:
 
 
 def _group_lines(words: list[_Word]) -> list[_Line]:
+    """Words into lines by vertical position. A raised small word (a superscript footnote marker)
+    that sorts before its line joins it: either middle lies within the other's vertical extent."""
     lines: list[_Line] = []
     for w in sorted(words, key=lambda w: (w.top, w.x0)):
         mid = (w.top + w.bottom) / 2
         for line in reversed(lines[-3:]):
-            if line.top - 0.5 <= mid <= line.bottom + 0.5 and abs(line.top - w.top) <= 0.6 * w.height:
+            lh = line.bottom - line.top
+            overlap = min(line.bottom, w.bottom) - max(line.top, w.top)
+            small = min(lh, w.height) < 0.8 * max(lh, w.height)
+            inside = line.top - 0.5 <= mid <= line.bottom + 0.5 or (small and overlap >= 0.3 * min(lh, w.height))
+            if inside and abs(line.top - w.top) <= 0.6 * max(w.height, line.bottom - line.top):
                 line.words.append(w)
                 break
         else:
@@ -170,15 +176,19 @@ def _fill(words: list[_Word], lo: float, hi: float) -> float:
 
 
 def _is_prose(segments: list[list[_Word]]) -> bool:
-    """Whether line segments read as running text: words separated by word spaces, not table
-    cells separated by wide gaps (median over segments of the widest gap <= 1.5 x word height)."""
-    widest = []
+    """Whether line segments read as running text rather than table cells: at least as many
+    segments of words separated by word spaces (or one long run of CJK text) as segments with a
+    gap wider than 1.5 x the word height."""
+    prose = table = 0
     for seg in segments:
         seg = sorted(seg, key=lambda w: w.x0)
         gaps = [b.x0 - a.x1 for a, b in zip(seg, seg[1:], strict=False)]
-        if gaps:
-            widest.append(max(gaps) / statistics.median(w.height for w in seg))
-    return not widest or statistics.median(widest) <= 1.5
+        height = statistics.median(w.height for w in seg)
+        if gaps and max(gaps) > 1.5 * height:
+            table += 1
+        elif len(seg) >= 3 or sum(len(w.text) for w in seg) >= 8:
+            prose += 1
+    return prose > 0 and prose >= table
 
 
 def _find_gutter(lines: list[_Line], width: float) -> float | None:
@@ -197,7 +207,11 @@ def _find_gutter(lines: list[_Line], width: float) -> float | None:
         crossing = sum(1 for w in words if w.x0 < x < w.x1)
         left = sum(1 for w in words if w.x1 <= x)
         right = len(words) - left - crossing
-        if crossing <= 0.02 * len(words) and left > 0.08 * len(words) and right > 0.08 * len(words):
+        # full-width lines (titles, captions, headers) may cross; CJK lines are few long "words",
+        # so crossing is also judged by lines
+        crossing_lines = sum(1 for ln in lines if any(w.x0 < x < w.x1 for w in ln.words))
+        few_crossing = crossing <= 0.02 * len(words) or crossing_lines <= 0.25 * len(lines)
+        if few_crossing and left > 0.08 * len(words) and right > 0.08 * len(words):
             # both sides must hold text on many lines at the same height (true columns)
             both = [_side_segments(ln, x) for ln in lines]
             both = [(lw, rw) for lw, rw in both if lw and rw]
@@ -259,30 +273,45 @@ def _find_side_column(lines: list[_Line], width: float) -> tuple[str, float, flo
 
 
 def _two_columns(lines: list[_Line], width: float) -> list[_Line]:
+    """Split at a two-column gutter, band by band: lines that cross the gutter (or bridge it with an
+    ordinary word space, like a centred title) separate bands; a band is read column by column only
+    when its text on both sides is running text (not the cells of a table under the columns)."""
     gutter = _find_gutter(lines, width)
     if gutter is None:
         return lines
+    gaps = []
+    for ln in lines:
+        lw, rw = _side_segments(ln, gutter)
+        if lw and rw:
+            gaps.append(min(w.x0 for w in rw) - max(w.x1 for w in lw))
+    typical_gap = statistics.median(gaps) if gaps else 0.0
+
+    def spanning(ln: _Line) -> bool:
+        if any(w.x0 < gutter < w.x1 for w in ln.words):
+            return True
+        lw, rw = _side_segments(ln, gutter)
+        return bool(lw and rw) and min(w.x0 for w in rw) - max(w.x1 for w in lw) < 0.5 * typical_gap
+
     ordered: list[_Line] = []
-    left: list[_Line] = []
-    right: list[_Line] = []
+    band: list[_Line] = []
 
     def flush() -> None:
-        ordered.extend(left)
-        ordered.extend(right)
-        left.clear()
-        right.clear()
+        segments = [seg for ln in band for seg in _side_segments(ln, gutter) if seg]
+        both = sum(1 for ln in band if all(_side_segments(ln, gutter)))
+        if both >= 2 and _is_prose(segments):
+            left = [_Line(lw) for ln in band if (lw := _side_segments(ln, gutter)[0])]
+            right = [_Line(rw) for ln in band if (rw := _side_segments(ln, gutter)[1])]
+            ordered.extend(left + right)
+        else:
+            ordered.extend(band)
+        band.clear()
 
     for line in lines:
-        if any(w.x0 < gutter < w.x1 for w in line.words):
+        if spanning(line):
             flush()
             ordered.append(line)
-            continue
-        lw = [w for w in line.words if w.x1 <= gutter]
-        rw = [w for w in line.words if w.x0 >= gutter]
-        if lw:
-            left.append(_Line(lw))
-        if rw:
-            right.append(_Line(rw))
+        else:
+            band.append(line)
     flush()
     return ordered
 

@@ -119,9 +119,13 @@ def find_captions(doc: Document, layout: Layout) -> list[Caption]:
     """Every caption of a figure/table/exhibit/chart, with duplicates settled and continuations merged."""
     out: list[Caption] = []
     lines = layout.lines
+    candidates: list[tuple[int, Line, bool]] = []
     for i, ln in enumerate(lines):
-        if _DOT_LEADER.search(ln.text):
-            continue  # a table of contents / list of figures line
+        if _DOT_LEADER.search(ln.text) or not re.search(rf"{ZH_LABEL_RE}|{EN_LABEL_RE}", ln.text):
+            continue  # nothing to see, or a table of contents / list of figures line
+        parts = _side_by_side(doc, ln)
+        candidates.extend((i, part, len(parts) > 1) for part in parts)
+    for i, ln, beside in candidates:
         parsed = parse_caption_start(ln.text)
         if parsed is None:
             continue
@@ -166,11 +170,39 @@ def find_captions(doc: Document, layout: Layout) -> list[Caption]:
         continued = bool(_CONTINUED.search(ln.text[:40]))
         if score < 3:
             continue
-        end = _caption_end(lines, i)
+        end = ln.end if beside else _caption_end(lines, i)
         text = (rest + doc.text[ln.end:end]).strip()
         text = re.sub(r"\s*\n\s*", " ", text)
         out.append(Caption(kind, label, number, ln, ln.start, end, text, score, evidence, continued))
     return _settle(out)
+
+
+def _side_by_side(doc: Document, ln: Line) -> list[Line]:
+    """A line holding two captions side by side ("图2：… 图3：…" under two figures) as two lines."""
+    if doc.char_boxes is None:
+        return [ln]
+    starts = [ln.start]
+    last_x1 = None
+    for k in range(ln.start, ln.end):
+        b = doc.char_boxes[k]
+        if np.isnan(b[0]):
+            continue
+        if last_x1 is not None and b[0] - last_x1 > 2.0 * max(ln.height, 1.0):
+            starts.append(k)
+        last_x1 = float(b[2])
+    if len(starts) < 2:
+        return [ln]
+    bounds = list(zip(starts, starts[1:] + [ln.end], strict=True))
+    heads = [a for a, b in bounds if parse_caption_start(doc.text[a:b])]
+    if len(heads) < 2:
+        return [ln]
+    cuts = heads if heads[0] == ln.start else [ln.start] + heads
+    out = []
+    for a, b in zip(cuts, cuts[1:] + [ln.end], strict=True):
+        while b > a and doc.text[b - 1].isspace():
+            b -= 1
+        out.append(Line(ln.index, a, b, ln.page, doc.text[a:b], doc.bbox_of(a, b), ln.height, ln.blank_before))
+    return out
 
 
 def _gap_above(lines: list[Line], i: int) -> float:
@@ -193,6 +225,9 @@ def _caption_end(lines: list[Line], i: int) -> int:
         ln = lines[j]
         if ln.page != first.page or ln.blank_before or parse_caption_start(ln.text):
             break
+        prev = lines[j - 1].bbox
+        if ln.bbox and prev and (ln.bbox[1] < prev[3] - 1 or ln.bbox[0] > first.bbox[2] or ln.bbox[2] < first.bbox[0] - 40):
+            break  # not the next line down in the caption's own column
         if ln.bbox and first.bbox and (ln.bbox[1] - lines[j - 1].bbox[3] > 0.8 * max(first.height, 1) if lines[j - 1].bbox else False):
             break
         # a caption's continuation lines sit within its horizontal extent (no wider than a column)
@@ -304,12 +339,12 @@ def _grow(layout: Layout, cap: BBox, graphics: list[BBox], direction: str, caps:
         reach = _reach(layout, me.line, "above")
         cands = [g for g in cands if g[1] < cap[1] - 1 and g[3] <= cap[1] + 6]
         cands = [g for g in cands if not any(o[3] <= cap[1] and g[3] < o[1] for o in others)]
-        seed = [g for g in cands if reach - g[3] < 40]
+        seed = [g for g in cands if reach - g[3] < 40 and g[2] > cap[0] - 20 and g[0] < cap[2] + 20]
     else:
         reach = _reach(layout, me.line, "below")
         cands = [g for g in cands if g[3] > cap[3] + 1 and g[1] >= cap[3] - 6]
         cands = [g for g in cands if not any(o[1] >= cap[3] and g[1] > o[3] for o in others)]
-        seed = [g for g in cands if g[1] - reach < 40]
+        seed = [g for g in cands if g[1] - reach < 40 and g[2] > cap[0] - 20 and g[0] < cap[2] + 20]
     if not seed:
         return None
     region = union(seed)

@@ -374,7 +374,9 @@ class Resolver:
                 continue
             k = {"图表": "exhibit", "图": "figure", "表": "table", "表格": "table"}.get(m.group("kind") or "", None)
             f = Found(m.start(), m.end(), "chain", target_kind=k)
-            f.candidates = ["plural"] if (m.group("kind") or "") in ("图表", "") else []
+            f.candidates = ["plural"] if m.group("kind") == "图表" else []
+            if not m.group("kind"):
+                f.candidates = ["vague"]
             out.append(f)
         return out
 
@@ -386,26 +388,25 @@ class Resolver:
             if f.kind != "chain":
                 continue
             plural = f.candidates == ["plural"]
+            vague = f.candidates == ["vague"]
             f.candidates = []
             kinds = {f.target_kind, *KIN.get(f.target_kind, ())} if f.target_kind and f.target_kind != "exhibit" else set(FLOAT_KINDS)
-            ante = [j for j in range(i - 1, -1, -1) if mentions[j].kind in FLOAT_KINDS | {"deictic", "chain"}
+            ante = [j for j in range(i - 1, -1, -1) if mentions[j].kind in {*FLOAT_KINDS, "deictic", "chain"}
                     and mentions[j].resolution == "internal"
                     and (mentions[j].kind == "chain" or any(self._ref(t).kind in kinds for t in mentions[j].targets))]
             if not ante:
                 f.resolution, f.why, f.confidence = "unresolved", "no_antecedent", 0.0
                 f.reason = "mention of a mention: no earlier mention of a matching target"
                 continue
+            # the antecedent is earlier and already resolved; walk its chain to bound the hops and
+            # to guard against loops
             seen = {i}
-            j, hops = ante[0], 0
-            while True:
-                hops += 1
-                if j in seen or hops > 3:
-                    break
+            j, depth = ante[0], 1
+            while mentions[j].kind == "chain" and mentions[j].antecedent is not None and j not in seen:
                 seen.add(j)
-                if mentions[j].kind != "chain" or mentions[j].antecedent is None:
-                    break
                 j = mentions[j].antecedent
-            if hops > 3 or (mentions[j].kind == "chain" and mentions[j].antecedent is None):
+                depth += 1
+            if depth > 3 or j in seen:
                 f.resolution, f.why, f.confidence = "unresolved", "no_antecedent", 0.0
                 f.reason = "mention of a mention: the chain is longer than 3 hops or loops"
                 continue
@@ -415,10 +416,11 @@ class Resolver:
                 more = [t for t in mentions[ante[1]].targets if self._ref(t).kind in kinds and t not in targets]
                 targets += more
             f.targets = targets
-            f.hops = hops + mentions[ante[0]].hops if mentions[ante[0]].kind == "chain" else hops
-            f.hops = min(f.hops, 3)
-            f.confidence = round(max(0.3, mentions[ante[0]].confidence * 0.8), 3)
+            f.hops = depth
+            f.confidence = round(max(0.3, mentions[ante[0]].confidence * (0.5 if vague else 0.8)), 3)
             f.reason = f"mention of a mention: follows '{self.doc.text[mentions[ante[0]].start:mentions[ante[0]].end]}' ({f.hops} hop(s))"
+            if vague:
+                f.reason += "; a vague back-reference, it may mean the earlier text rather than a figure or table"
 
     # -- citations, sections, equations, footnotes ----------------------------------------------
 
@@ -510,6 +512,8 @@ class Resolver:
             f = Found(m.start(), m.end(), "section")
             if key in secs:
                 self._settle_simple(f, [secs[key].id], [], "heading", 0.9)
+            elif f"cn{n}" in secs:
+                self._settle_simple(f, [secs[f"cn{n}"].id], [], f"top-level heading numbered {m.group('num')}", 0.8)
             elif str(n) in secs:
                 self._settle_simple(f, [secs[str(n)].id], [], f"section numbered {n}", 0.7)
             else:
