@@ -74,7 +74,7 @@ def test_patent_sample_shows_tree(server, tmp_path):
             page.goto(f"{server}/patents", wait_until="domcontentloaded")
             page.get_by_role("tab", name="Bundled sample").click(timeout=30000)
             page.get_by_role("button", name="Analyse the sample").click(timeout=30000)
-            page.get_by_text("Claim tree").wait_for(timeout=60000)
+            page.get_by_role("heading", name="Claim tree", exact=True).wait_for(timeout=60000)
             # the tree is drawn as an SVG by the graphviz chart, one node per claim
             page.locator("svg g.node").first.wait_for(timeout=60000)
             nodes = page.locator("svg g.node").count()
