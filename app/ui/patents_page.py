@@ -48,7 +48,7 @@ def render(result, doc) -> None:
     )
 
     st.subheader("Claim tree")
-    st.graphviz_chart(to_dot(result), use_container_width=True)
+    st.graphviz_chart(to_dot(result))
 
     st.subheader("Claim")
     numbers = [c.number for c in claims]
