@@ -82,7 +82,8 @@ _ZH: list[tuple[str, str, str, int]] = [
 ]
 _ZH_PSEUDO = ["无明显诱因", "无诱因", "无明显缓解", "未见明显异常", "无特殊", "否认无", "未引起重视", "如下", "例如",
               "无明显变化", "未见异常", "无不适", "无明显原因"]
-_ZH_TERM = ["但", "但是", "然而", "伴有", "伴", "出现", "现", "有"]
+_ZH_TERM = ["但", "但是", "然而"]
+_ZH_NEG_TERM = ["伴有", "伴", "出现", "现", "有", "可见", "见"]
 _ZH_CLAUSE = re.compile(r"[，,。；;：:！？\n]")
 
 _INTRINSIC_NEG = {"afebrile": NEGATED, "nontender": NEGATED, "non-tender": NEGATED}
@@ -113,6 +114,7 @@ for _p, _c, _d, _n in _ZH:
     _ZH_INFO.setdefault(_p, []).append((_c, _d, _n))
 _ZH_PSEUDO_RX = _compile(_ZH_PSEUDO, True)
 _ZH_TERM_RX = _compile(_ZH_TERM, True)
+_ZH_NEG_TERM_RX = _compile(_ZH_NEG_TERM, True)
 _WORD = re.compile(r"[A-Za-z0-9]+|[\u4e00-\u9fff]")
 
 
@@ -145,9 +147,11 @@ def _tokens(text: str) -> int:
     return len(_WORD.findall(text))
 
 
-def _terminated(text: str, a: int, b: int, cjk: bool) -> bool:
+def _terminated(text: str, a: int, b: int, cjk: bool, category: str = NEGATED) -> bool:
     between = text[a:b]
     if cjk:
+        if category == NEGATED and _ZH_NEG_TERM_RX.search(between):
+            return True
         return bool(_ZH_CLAUSE.search(between)) or bool(_ZH_TERM_RX.search(between))
     if re.search(r"[;:\n]|\.\s", between):
         return True
@@ -165,14 +169,14 @@ def assert_span(text: str, ent_start: int, ent_end: int, triggers: list[Trigger]
         if t.start < ent_end and t.end > ent_start:
             continue  # a trigger inside the mention ("suspected covid-19") is part of its name
         if t.direction in ("f", "bi") and t.end <= ent_start:
-            if _terminated(text, t.end, ent_start, t.cjk):
+            if _terminated(text, t.end, ent_start, t.cjk, t.category):
                 continue
             if _tokens(text[t.end:ent_start]) > t.max_tokens:
                 continue
             # "no" only negates a nearby mention: one intervening entity-free stretch
             hits.setdefault(t.category, t)
         elif t.direction in ("b", "bi") and t.start >= ent_end:
-            if _terminated(text, ent_end, t.start, t.cjk):
+            if _terminated(text, ent_end, t.start, t.cjk, t.category):
                 continue
             if _tokens(text[ent_end:t.start]) > t.max_tokens:
                 continue

@@ -45,7 +45,7 @@ _ZH_CONCEPTS = {k: v for k, v in _CONCEPTS.items() if not k.isascii()}
 _EN_RX = re.compile(r"(?<![\w-])(" + "|".join(re.escape(k) for k in sorted(_EN_CONCEPTS, key=len, reverse=True)) + r")(?![\w])", re.I)
 _ZH_RX = re.compile("|".join(re.escape(k) for k in sorted(_ZH_CONCEPTS, key=len, reverse=True)))
 _ZH_DISEASE_SUFFIX = re.compile(r"(癌|炎|瘤|结石|梗阻|骨折|疝|破裂|出血|占位|感染|综合征|溃疡|穿孔|积液|增生|狭窄|梗死|梗塞|衰竭|血症|病变|扩张|脓肿)")
-_ZH_LEFT_STOP = set("无否认考虑为伴及和并有的诊断史患既往曾见未示提行于在与或、，。；：:,.;（）() 0123456789查体致因起后前经合")
+_ZH_LEFT_STOP = set("无否认考虑为伴及和并有的诊断史患既往曾见未示提行于在与或查体致因起后前经合现予由改、")
 _EN_MODIFIERS = re.compile(r"(?:(?:acute|chronic|severe|mild|moderate|recurrent|perforated|postoperative|post-operative|"
                            r"bilateral|left|right|community[- ]acquired|hospital[- ]acquired|viral|bacterial|essential|"
                            r"uncontrolled|suspected|superficial|deep|incisional|complicated|uncomplicated|new|worsening)\s+){1,3}$", re.I)
@@ -74,10 +74,27 @@ _SECTION_ITEM_TYPE = {"medications": "medication", "discharge_medications": "med
                       "preop_diagnosis": "problem", "postop_diagnosis": "problem", "past_history": "problem",
                       "chief_complaint": "symptom"}
 _DOSE = re.compile(r"(?P<dose>\d+(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?)\s*(?P<unit>mg/ml|mg/kg|mg|mcg|μg|ug|g|kg|ml|mL|units?|U|IU|meq|mEq|%|片|粒|支|袋|克|毫克)(?![a-zA-Z])", re.I)
-_ROUTE_RX = re.compile(r"(?<![\w])(" + "|".join(re.escape(k) for k in sorted(ROUTES, key=len, reverse=True)) + r")(?![\w])", re.I)
-_FREQ_RX = re.compile(r"(?<![\w])(" + "|".join(re.escape(k) for k in sorted(FREQUENCIES, key=len, reverse=True))
-                      + r"|q\.?\s?\d{1,2}\s?h(?:ours?|rs?)?\.?|every\s+\d{1,2}\s+hours?|每\s*\d{1,2}\s*小时(?:一次|1次)?)(?![\w])", re.I)
-_DRUG_RX = re.compile(r"(?<![\w])(" + "|".join(re.escape(k) for k in sorted(DRUGS, key=len, reverse=True)) + r")(?![a-z])", re.I)
+
+
+def _terms_rx(terms, extra: str = "") -> re.Pattern:
+    """Alternation of terms: ASCII ones on word boundaries, Chinese ones anywhere."""
+    alts = []
+    for k in sorted(terms, key=len, reverse=True):
+        e = re.escape(k)
+        if k.isascii():
+            left = r"(?<![A-Za-z0-9_])" if k[0].isalnum() else ""
+            right = r"(?![A-Za-z0-9_])" if k[-1].isalnum() or k[-1] == "." else ""
+            alts.append(left + e + right)
+        else:
+            alts.append(e)
+    if extra:
+        alts.append(extra)
+    return re.compile("(" + "|".join(alts) + ")", re.I)
+
+
+_ROUTE_RX = _terms_rx(ROUTES)
+_FREQ_RX = _terms_rx(FREQUENCIES, r"(?<![A-Za-z])q\.?\s?\d{1,2}\s?h(?:ours?|rs?)?\.?(?![A-Za-z])|every\s+\d{1,2}\s+hours?|每\s*\d{1,2}\s*小时(?:一次|1次)?")
+_DRUG_RX = _terms_rx(DRUGS)
 _NON_ENTITY_ITEMS = re.compile(r"^(?:none|no known allergies|no complaints|no active medications|nkda|n/a|unknown|无|不详|"
                                r"no known drug allergies|see above|as above|other|others)\.?$", re.I)
 
@@ -120,8 +137,10 @@ def _clean_item(text: str, s: int, e: int) -> tuple[int, int]:
     return s, e
 
 
-def _split_items(text: str, s: int, e: int) -> list[tuple[int, int]]:
-    """Split a list at commas/semicolons/' and ', keeping vaccine names that contain commas whole."""
+def _split_items(text: str, s: int, e: int, commas: bool = True) -> list[tuple[int, int]]:
+    """Split a list at commas/semicolons/' and ' and inline numbering ("1. A  2. B"), keeping
+    vaccine names that contain commas whole; `commas=False` keeps English commas inside items
+    ("Perforated appendicitis, status post appendectomy")."""
     seg = text[s:e]
     low = seg.lower()
     protected: list[tuple[int, int]] = []
@@ -132,7 +151,9 @@ def _split_items(text: str, s: int, e: int) -> list[tuple[int, int]]:
                 if not any(pa < b and a < pb for pa, pb in protected):
                     protected.append((a, b))
     cuts = []
-    for m in re.finditer(r",\s*(?:and\s+|or\s+)?|;\s*|\s+and\s+|\s+or\s+|、|，|；|及|和", seg):
+    sep = (r",\s*(?:and\s+|or\s+)?|\s+and\s+|\s+or\s+|" if commas else "") + \
+        r";\s*|\.\s+(?=[A-Z\u4e00-\u9fff])|\s+(?:\d{1,2}[.、)]|[（(]\d{1,2}[）)])\s*|、|，|；|。|及|和"
+    for m in re.finditer(sep, seg):
         if any(pa <= m.start() < pb for pa, pb in protected):
             continue
         # a comma inside parentheses belongs to the item
@@ -158,6 +179,15 @@ def _item_type(item: str, default: str) -> tuple[str, str]:
     if base in _CONCEPTS:
         typ, can = _CONCEPTS[base]
         return (typ if default != "procedure" else "procedure"), can
+    if not tag and default in ("problem", "procedure"):
+        # "Postoperative wound infection", "Perforated appendicitis, s/p ...": the concept inside names it
+        found = [(m.start(), _EN_CONCEPTS[m.group(1).lower()]) for m in _EN_RX.finditer(item)]
+        found += [(m.start(), _ZH_CONCEPTS[m.group(0)]) for m in _ZH_RX.finditer(item)]
+        found = [f for f in found if f[1][0] in ("problem", "procedure") or default != "problem"]
+        if found:
+            pref = [f for f in found if f[1][0] == default] or found
+            typ, can = min(pref)[1]
+            return (default if default == "procedure" else typ), can
     if tag:
         typ = _SEMTYPE.get(tag.group(1), default)
         if default == "procedure":
@@ -227,11 +257,15 @@ def _plausible_problem(item: str) -> bool:
     low = item.lower().strip()
     if _SEMTAG.search(low) or low in _CONCEPTS:
         return True
-    if _EN_RX.search(low) or _ZH_RX.search(item):
+    if (_EN_RX.search(low) or _ZH_RX.search(item)) and not _CLAUSE_WORDS.search(low):
         return True
-    # short noun phrases only; a clause is not a problem name
+    # short noun phrases only; a clause is not a problem name (the lexicon then finds the term inside)
     words = low.split()
-    return 0 < len(words) <= 4 and not re.search(r"\b(the|was|were|is|are|has|had|to|on|at|in|by|this|that|patient)\b|\d", low)
+    return 0 < len(words) <= 4 and not _CLAUSE_WORDS.search(low)
+
+
+_CLAUSE_WORDS = re.compile(r"\b(the|was|were|is|are|has|had|to|on|at|in|by|this|that|patient|morning|today|yesterday|"
+                           r"night|home|since|after|before|from|until|during)\b|\d")
 
 
 def _add_item(text: str, col: _Collector, a: int, b: int, default: str, source: str) -> None:
@@ -275,10 +309,13 @@ def _section_items(text: str, col: _Collector, sections: list[Section]) -> None:
             elif default in ("problem", "procedure"):
                 if len(seg) > 120 or len(seg.split()) > 14:
                     continue
-                items = _split_items(text, a, b) if default == "problem" and sec.key == "past_history" else [(a, b)]
+                items = _split_items(text, a, b, commas=sec.key == "past_history")
                 for pa, pb in items:
                     if pb - pa < 2 or _NON_ENTITY_ITEMS.match(text[pa:pb].strip()):
                         continue
+                    if any(t.category in (context.NEGATED, context.POSSIBLE, context.FAMILY)
+                           for t in context.find_triggers(text, pa, pb)):
+                        continue  # "否认糖尿病史", "r/o sepsis": the lexicon finds the term, ConText its assertion
                     if sec.key == "past_history" and not _plausible_problem(text[pa:pb]):
                         continue
                     _add_item(text, col, pa, pb, default, "section_item")
@@ -291,7 +328,11 @@ def _medications(text: str, col: _Collector) -> None:
         line_end = text.find("\n", m.end())
         line_end = len(text) if line_end < 0 else line_end
         window = text[m.end():min(line_end, m.end() + 70)]
-        stop = re.search(r"[.;,，。；](?!\d)|\band\b|\bafter\b|\bthen\b|\bfor\b|\bwith\b|\bvia\b", window)
+        stop = re.search(r"[.;,，。；](?!\d)|\b(?:and|after|then|for|with|via|was|were|is|changed|switched|to|because|due|"
+                         r"stopped|discontinued|and)\b|改为|换为|停用|由|共", window)
+        nxt = _DRUG_RX.search(window)
+        if nxt and nxt.start() > 0 and (stop is None or nxt.start() < stop.start()) and not text[m.end():m.end() + nxt.start()].strip() == "":
+            window = window[:nxt.start()]
         seg_end = m.end() + (stop.start() if stop else len(window))
         e = m.end()
         for rx in (_DOSE, _ROUTE_RX, _FREQ_RX):
@@ -299,6 +340,9 @@ def _medications(text: str, col: _Collector) -> None:
                 e = max(e, mm.end())
         while e > s and text[e - 1].isspace():
             e -= 1
+        before = re.search(r"(?:(?<![A-Za-z])(?:IV|PO|IM|SC|iv|po)\s+|口服|静滴|静脉滴注|静推|肌注|皮下注射)$", text[max(0, s - 6):s])
+        if before:
+            s -= len(before.group(0))
         norm = _med_details(text, s, e)
         col.add(Mention("medication", s, e, text[s:e], "medication", norm.get("drug", m.group(1).lower()), norm))
 
@@ -321,22 +365,31 @@ def _lexicon(text: str, col: _Collector) -> None:
         s, e = m.start(), m.end()
         typ, can = _ZH_CONCEPTS[m.group(0)]
         col.add(Mention(typ, s, e, text[s:e], "lexicon", can))
-    for m in _ZH_DISEASE_SUFFIX.finditer(text):
-        e = m.end()
-        s = m.start()
-        while s > 0 and m.start() - s < 6 and "\u4e00" <= text[s - 1] <= "\u9fff" and text[s - 1] not in _ZH_LEFT_STOP:
-            s -= 1
-        if s == m.start() and len(m.group(0)) < 2:
-            continue
-        # a longer lexicon term may already cover part of it: replace when ours contains it
-        overl = [x for x in col.items if x.start < e and s < x.end]
-        if overl and all(x.source == "lexicon" and s <= x.start and x.end <= e for x in overl):
+    for run in re.finditer(r"[\u4e00-\u9fff]+", text):
+        # split the run at stop characters; the phrase ends at its last disease suffix
+        pos = run.start()
+        for piece in re.split(r"([" + re.escape("".join(sorted(_ZH_LEFT_STOP))) + r"])", run.group(0)):
+            a, b = pos, pos + len(piece)
+            pos = b
+            if len(piece) < 2 or piece in _ZH_LEFT_STOP:
+                continue
+            last = None
+            for sm in _ZH_DISEASE_SUFFIX.finditer(piece):
+                last = sm
+            if last is None:
+                continue
+            e = a + last.end()
+            s = max(a, e - 10)
+            if e - s < 2:
+                continue
+            overl = [x for x in col.items if x.start < e and s < x.end]
+            if overl and not all(x.source == "lexicon" and s <= x.start and x.end <= e for x in overl):
+                continue
+            inner = [x for x in overl if x.type == "problem"]
             for x in overl:
                 col.items.remove(x)
-            can = overl[0].canonical if len(overl) == 1 and overl[0].type == "problem" else text[s:e]
+            can = max(inner, key=lambda x: x.end - x.start).canonical if inner else text[s:e]
             col.add(Mention("problem", s, e, text[s:e], "lexicon", can))
-        elif not overl:
-            col.add(Mention("problem", s, e, text[s:e], "lexicon", text[s:e]))
 
 
 def extract(text: str, sections: list[Section], sents: list[Sentence] | None = None) -> list[Mention]:

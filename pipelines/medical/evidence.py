@@ -122,9 +122,11 @@ class EvidenceIndex:
                                         normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True)
         return self.emb
 
-    def rank(self, claim: str, claim_concepts: set[str], exclude: set[tuple[str, int, int]] | None = None,
+    def rank(self, claim: str, claim_concepts: dict[str, float], exclude: set[tuple[str, int, int]] | None = None,
              top_k: int = 5) -> tuple[list[tuple[Candidate, float, dict]], list[tuple[Candidate, float, dict]], str]:
-        """(supporting, contradicting, method): candidates with final score and score parts."""
+        """(supporting, contradicting, method): candidates with final score and score parts.
+        `claim_concepts` maps a concept to its weight (1 for the claim's own concepts, less for
+        related findings); only a negated mention of the claim's own concept contradicts."""
         exclude = exclude or set()
         lex = self.bm25.scores(tokens(claim))
         mx = max(lex) if lex and max(lex) > 0 else 1.0
@@ -144,14 +146,19 @@ class EvidenceIndex:
             concept = 0.0
             negated = False
             if matched:
+                def val(m) -> float:
+                    w = claim_concepts[m[1]]
+                    return w * {"present": 1.0, "possible": 0.8}.get(m[2], 0.5)
+
                 primary = [m for m in matched if m[2] in ("present", "possible")]
-                neg = [m for m in matched if m[2] == "negated"]
+                neg = [m for m in matched if m[2] == "negated" and claim_concepts[m[1]] >= 1.0]
                 if primary:
-                    concept = 1.0 if any(m[2] == "present" for m in primary) else 0.8
+                    concept = max(val(m) for m in primary) + 0.1 * (len({m[0] for m in primary}) - 1)
+                    concept = min(concept, 1.2)
                 elif neg:
                     concept, negated = 1.0, True
-                else:
-                    concept = 0.5  # historical / family / hypothetical re-mention
+                elif any(m[2] != "negated" for m in matched):
+                    concept = max(val(m) for m in matched if m[2] != "negated")  # past / family / hypothetical
             lexn = lex[i] / mx
             w_sem = 0.25 if method.startswith("bm25+emb") else 0.0
             score = 0.3 * lexn + w_sem * sem[i] + 0.45 * concept

@@ -34,7 +34,9 @@ SECTION_HEADINGS: dict[str, list[str]] = {
     "imaging": ["imaging", "radiology", "imaging studies", "diagnostic studies", "studies", "findings",
                 "impression", "影像学检查", "影像检查", "ct检查", "mri检查", "b超检查", "超声检查", "胸片"],
     "procedures": ["procedures", "procedure", "operations", "operation", "procedure performed", "operation performed",
-                   "operative procedure", "name of operation", "手术名称", "手术经过", "手术过程", "术式"],
+                   "operative procedure", "name of operation", "手术名称", "术式"],
+    "operative_course": ["description of procedure", "description of the procedure", "description", "operative findings",
+                         "technique", "手术经过", "手术过程", "术中所见"],
     "preop_diagnosis": ["preoperative diagnosis", "pre-operative diagnosis", "术前诊断"],
     "postop_diagnosis": ["postoperative diagnosis", "post-operative diagnosis", "术后诊断"],
     "admission_diagnosis": ["admitting diagnosis", "admission diagnosis", "admission diagnoses", "入院诊断", "初步诊断"],
@@ -71,7 +73,9 @@ _SYMPTOMS_EN = {
     "muscle pain": "muscle pain", "myalgia": "muscle pain", "back pain": "back pain", "numbness": "numbness",
     "tachycardia": "tachycardia", "hypotension": "hypotension", "hypoxia": "hypoxia", "wheezing": "wheezing",
     "crackles": "crackles", "rales": "crackles", "murmur": "murmur", "bleeding": "bleeding",
-    "afebrile": "fever",
+    "afebrile": "fever", "redness": "erythema", "purulent discharge": "purulent drainage",
+    "incisional pain": "pain", "rebound tenderness": "rebound tenderness", "murphy sign": "murphy sign",
+    "murphy's sign": "murphy sign",
 }
 _PROBLEMS_EN = {
     "hypertension": "hypertension", "htn": "hypertension", "diabetes": "diabetes mellitus",
@@ -107,7 +111,9 @@ _PROBLEMS_EN = {
     "pleural effusion": "pleural effusion", "effusion": "effusion", "mitral regurgitation":
     "mitral regurgitation", "aortic stenosis": "aortic stenosis", "thrombocytopenia": "thrombocytopenia",
     "neutropenia": "neutropenia", "hypoglycemia": "hypoglycemia", "hyperglycemia": "hyperglycemia",
-    "allergy": "allergy",
+    "allergy": "allergy", "peritonitis": "peritonitis", "perforation": "perforation", "mrsa": "mrsa",
+    "staphylococcus aureus": "staphylococcus aureus", "e. coli": "escherichia coli", "escherichia coli":
+    "escherichia coli", "intra-abdominal abscess": "abscess",
 }
 _PROCEDURES_EN = {
     "appendectomy": "appendectomy", "laparoscopic appendectomy": "appendectomy", "cholecystectomy":
@@ -126,7 +132,7 @@ _PROCEDURES_EN = {
     "electrocardiogram": "ecg", "blood culture": "blood culture", "blood cultures": "blood culture",
     "wound culture": "wound culture", "culture": "culture", "culture and sensitivity": "culture",
     "picc line": "picc line", "central line": "central line", "foley catheter": "foley catheter",
-    "surgery": "surgery", "operation": "surgery", "thoracentesis": "thoracentesis", "paracentesis":
+    "thoracentesis": "thoracentesis", "paracentesis":
     "paracentesis", "lumbar puncture": "lumbar puncture", "physical therapy": "physical therapy",
     "wound care": "wound care", "cardioversion": "cardioversion", "ablation": "ablation",
 }
@@ -144,6 +150,7 @@ _SYMPTOMS_ZH = {
     "消瘦": "weight loss", "体重下降": "weight loss", "食欲减退": "anorexia", "纳差": "anorexia", "盗汗": "night sweats",
     "包块": "mass", "肿块": "mass", "意识障碍": "confusion", "抽搐": "seizure", "出血": "bleeding", "啰音": "crackles",
     "干湿啰音": "crackles", "杂音": "murmur", "心动过速": "tachycardia",
+    "墨菲征": "murphy sign", "墨菲氏征": "murphy sign", "切口红肿": "erythema", "切口渗液": "wound drainage", "发冷": "chills", "切口疼痛": "pain",
 }
 _PROBLEMS_ZH = {
     "高血压": "hypertension", "糖尿病": "diabetes mellitus", "2型糖尿病": "diabetes mellitus", "冠心病": "coronary artery disease",
@@ -165,7 +172,7 @@ _PROBLEMS_ZH = {
 _PROCEDURES_ZH = {
     "阑尾切除术": "appendectomy", "腹腔镜阑尾切除术": "appendectomy", "胆囊切除术": "cholecystectomy",
     "腹腔镜胆囊切除术": "cholecystectomy", "疝修补术": "hernia repair", "剖腹探查术": "laparotomy", "清创术": "debridement",
-    "切开引流": "incision and drainage", "手术": "surgery", "气管插管": "intubation", "输血": "transfusion", "透析": "dialysis",
+    "切开引流": "incision and drainage", "气管插管": "intubation", "输血": "transfusion", "透析": "dialysis",
     "血液透析": "dialysis", "胃镜": "endoscopy", "结肠镜": "colonoscopy", "纤维结肠镜": "colonoscopy", "活检": "biopsy",
     "ct": "ct", "mri": "mri", "b超": "ultrasound", "超声": "ultrasound", "彩超": "ultrasound", "x线": "x-ray",
     "胸片": "chest x-ray", "心电图": "ecg", "血培养": "blood culture", "伤口分泌物培养": "wound culture", "培养": "culture",

@@ -47,7 +47,7 @@ from pipelines.medical.timex import TimeMention, TimeValue, absolute_date, find_
 
 _DOC_KINDS = [
     ("discharge_summary", r"discharge summary|出院小结|出院记录|discharge_summary|discharge"),
-    ("operative_note", r"operative (?:note|report)|op(?:eration)? note|operation report|procedure note|手术记录|operative|手术"),
+    ("operative_note", r"operative (?:note|report)|\bop(?:eration)? note|operation report|procedure note|手术记录|^operative"),
     ("admission_note", r"admission (?:note|h&p)|history and physical|\bh&p\b|入院记录|admission|入院"),
     ("nursing_note", r"nursing|护理记录|护理"),
     ("lab_report", r"lab(?:oratory)? (?:report|results)|检验报告|化验|检验|\blabs?\b"),
@@ -109,14 +109,20 @@ class _Doc:
 
 
 def _doc_kind(doc: Document) -> str:
-    head = (doc.source_name.rsplit("/", 1)[-1] + "\n" + doc.text[:300]).lower()
-    for kind, rx in _DOC_KINDS:
-        if re.search(rx, head):
-            return kind
+    """Kind from the title line, then the file name, then the first lines."""
+    title = next((ln.strip() for ln in doc.text.splitlines() if ln.strip()), "").lower()[:80]
+    name = doc.source_name.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    for head in (title, name, doc.text[:300].lower()):
+        for kind, rx in _DOC_KINDS:
+            if re.search(rx, head):
+                return kind
     return "note"
 
 
-def _doc_date(doc: Document, times: list[TimeMention]) -> tuple[date | None, str]:
+def _doc_date(doc: Document, times: list[TimeMention], kind: str = "note") -> tuple[date | None, str]:
+    """The note's date: from a file name like 003_2024-03-05.txt, else the best-labelled date in the
+    header (a discharge summary's discharge date, a record/collection/service date, an admission
+    note's admission date, else the first full date near the top)."""
     name = doc.source_name.replace("\\", "/").rsplit("/", 1)[-1]
     m = re.search(r"(?<!\d)((?:19|20)\d{2})[-_.]?(0[1-9]|1[0-2])[-_.]?(0[1-9]|[12]\d|3[01])(?!\d)", name)
     if m:
@@ -124,19 +130,28 @@ def _doc_date(doc: Document, times: list[TimeMention]) -> tuple[date | None, str
             return date(int(m.group(1)), int(m.group(2)), int(m.group(3))), "filename"
         except ValueError:
             pass
-    first: date | None = None
+    cands: list[tuple[int, int, date]] = []
     for t in times:
         if t.start > 400:
             break
         d = absolute_date(t)
         if d is None or not t.value.get("y"):
             continue
-        line_start = doc.text.rfind("\n", 0, t.start) + 1
-        if _DATE_HEADER.search(doc.text[line_start:t.start]) or not doc.text[line_start:t.start].strip():
-            return d, "header"
-        first = first or (d if t.start < 200 else None)
-    if first:
-        return first, "header"
+        label = doc.text[max(doc.text.rfind("\n", 0, t.start) + 1, t.start - 40):t.start].lower()
+        if re.search(r"discharge|出院", label):
+            prio = 0 if kind == "discharge_summary" else 4
+        elif re.search(r"admission|admit|入院", label):
+            prio = 1 if kind == "admission_note" else 3
+        elif re.search(r"surgery|operation|手术", label):
+            prio = 1 if kind == "operative_note" else 3
+        elif _DATE_HEADER.search(label) or not label.strip():
+            prio = 2
+        else:
+            prio = 5 if t.start < 200 else 9
+        cands.append((prio, t.start, d))
+    cands = [c for c in cands if c[0] < 9]
+    if cands:
+        return min(cands)[2], "header"
     return None, "none"
 
 
@@ -194,12 +209,21 @@ class MedicalPipeline(Pipeline):
         times_out: list[TimeExpression] = []
         n = 0
         for pd in prepared:
+            ref: tuple[int, date] | None = None  # the last resolved date of the current paragraph
             for t in pd.times:
                 past = True
                 sec = next((s for s in pd.sections if s.start <= t.start < max(s.body_end, s.end)), None)
                 if sec is not None and sec.key in ("assessment_plan", "discharge_instructions", "discharge_medications"):
                     past = False
-                tv = normalize(t, pd.date, anchor_dates, past_context=past)
+                if ref is not None and "\n\n" in pd.doc.text[ref[0]:t.start]:
+                    ref = None
+                base = ref[1] if (ref is not None and t.kind == "document_relative") else pd.date
+                tv = normalize(t, base, anchor_dates, past_context=past)
+                line_start = pd.doc.text.rfind("\n", 0, t.start) + 1
+                at_line_start = not pd.doc.text[line_start:t.start].strip(" \t-*•")
+                if (t.kind in ("date", "datetime", "anchored") and tv.start and tv.granularity in ("day", "minute", "hour")
+                        and at_line_start):
+                    ref = (t.end, date.fromisoformat(tv.start[:10]))  # a dated entry: "POD 4: ... this morning"
                 pd.time_values.append(tv)
                 n += 1
                 times_out.append(TimeExpression(id=f"T{n}", text=t.text, span=pd.doc.span(t.start, t.end), kind=t.kind,
@@ -239,12 +263,13 @@ class MedicalPipeline(Pipeline):
         out = []
         for doc in docs:
             times = find_times(doc.text)
-            d, src = _doc_date(doc, times)
+            kind = _doc_kind(doc)
+            d, src = _doc_date(doc, times, kind)
             sections = find_sections(doc.text)
             sents = sentences(doc.text)
             mentions = extract(doc.text, sections, sents)
             lang = "zh" if len(re.findall(r"[\u4e00-\u9fff]", doc.text)) > 0.1 * max(1, len(doc.text.strip())) else "en"
-            out.append(_Doc(doc, 0, _doc_kind(doc), d, src, lang, sections, sents, mentions, times))
+            out.append(_Doc(doc, 0, kind, d, src, lang, sections, sents, mentions, times))
         out.sort(key=lambda p: (p.date or date.max, p.doc.doc_id))
         for i, p in enumerate(out):
             p.order = i
@@ -300,8 +325,8 @@ class MedicalPipeline(Pipeline):
             if t.start >= m.start or tv.start is None or t.kind == "duration":
                 continue
             between = text[t.end:m.start]
-            same_par = "\n\n" not in between and "\n \n" not in between
-            same_sec = sec is not None and sec.start <= t.start
+            same_sec = sec is None or sec.start <= t.start
+            same_par = "\n\n" not in between and "\n \n" not in between and same_sec
             if same_par or (m.type in ("lab", "vital") and (same_sec or pd.kind == "lab_report")):
                 return TimeInterval(**tv.as_dict())
             break
@@ -429,22 +454,25 @@ class MedicalPipeline(Pipeline):
         self._docs = {pd.doc.doc_id: pd.doc for pd in prepared}
         return cands
 
-    def _claim_concepts(self, claim: str) -> set[str]:
+    def _claim_concepts(self, claim: str) -> dict[str, float]:
         ms = extract(claim, [], None)
-        concepts = {c for m in ms for c in ([m.canonical] if m.type not in ("lab", "vital") else [])}
+        concepts = {m.canonical: 1.0 for m in ms if m.type not in ("lab", "vital")}
         low = claim.lower()
         if re.search(r"antibiotic|抗生素|抗菌", low):
-            concepts.add("antibiotic")
+            concepts["antibiotic"] = 1.0
         if re.search(r"\bwbc\b|white (?:blood )?count|白细胞", low):
-            concepts.add("WBC high")
+            concepts["WBC high"] = 1.0
         for c in list(concepts):
-            concepts |= _RELATED.get(c, set())
+            for r in sorted(_RELATED.get(c, ())):
+                concepts.setdefault(r, 0.6)
         return concepts
 
     def _evidence(self, claim: str, index: EvidenceIndex, entities: list[Entity], target: Entity | None) -> Evidence:
         concepts = self._claim_concepts(target.concept if target is not None and target.concept else claim)
         if target is not None:
-            concepts |= self._claim_concepts(claim) | {target.concept}
+            for k, w in self._claim_concepts(claim).items():
+                concepts[k] = max(w, concepts.get(k, 0.0))
+            concepts[target.concept] = 1.0
         exclude = {(target.doc_id, *_sentence_of(index, target))} if target is not None else set()
         sup, con, method = index.rank(claim, concepts, exclude)
         docs = self._docs

@@ -75,7 +75,7 @@ def find_sections(text: str) -> list[Section]:
             add(m.start("label"), m.end("label"), m.end(), label, key, 1, 3)
     for m in _CAPS.finditer(text):
         label = m.group("label").strip()
-        if len(label.split()) > 6 or not re.search(r"[A-Z]{3}", label):
+        if len(label.split()) > 6 or not re.search(r"[A-Z]{3}", label) or re.search(r"\d", label):
             continue
         add(m.start("label"), m.end("label"), m.end(), label, canonical(label), 1, 2)
 
