@@ -290,7 +290,10 @@ def _two_columns(lines: list[_Line], width: float) -> list[_Line]:
         if any(w.x0 < gutter < w.x1 for w in ln.words):
             return True
         lw, rw = _side_segments(ln, gutter)
-        return bool(lw and rw) and min(w.x0 for w in rw) - max(w.x1 for w in lw) < 0.5 * typical_gap
+        if not (lw and rw):
+            return False
+        gap = min(w.x0 for w in rw) - max(w.x1 for w in lw)
+        return gap < min(0.5 * typical_gap, 0.8 * max(w.height for w in ln.words))  # a word space
 
     ordered: list[_Line] = []
     band: list[_Line] = []

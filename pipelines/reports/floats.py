@@ -161,6 +161,9 @@ def find_captions(doc: Document, layout: Layout) -> list[Caption]:
         elif kind in ("table", "exhibit") and any(_table_near(tb, ln) for tb, _ in layout.tables_on(ln.page)):
             score += 2
             evidence.append("table beside it")
+        if _stands_alone(layout, lines, i, ln):
+            score += 1
+            evidence.append("a short line standing alone")
         pl = layout.pages.get(ln.page)
         if pl and pl.width and ln.bbox:
             centre = (ln.bbox[0] + ln.bbox[2]) / 2
@@ -203,6 +206,18 @@ def _side_by_side(doc: Document, ln: Line) -> list[Line]:
             b -= 1
         out.append(Line(ln.index, a, b, ln.page, doc.text[a:b], doc.bbox_of(a, b), ln.height, ln.blank_before))
     return out
+
+
+def _stands_alone(layout: Layout, lines: list[Line], i: int, ln: Line) -> bool:
+    """A short line with a paragraph break after it (a one-line caption, as in plain text)."""
+    nxt = lines[i + 1] if i + 1 < len(lines) else None
+    breaks = nxt is None or nxt.blank_before or nxt.page != ln.page
+    if ln.bbox is not None:
+        width = text_width(layout, ln.page)
+        short = width > 0 and (ln.bbox[2] - ln.bbox[0]) < 0.6 * width
+    else:
+        short = len(ln.text) < 50
+    return breaks and short
 
 
 def _gap_above(lines: list[Line], i: int) -> float:

@@ -178,8 +178,15 @@ class Resolver:
         found: list[Found] = []
         text = self.doc.text
         for rx, zh in ((ZH_FLOAT, True), (EN_FLOAT, False)):
-            for m in rx.finditer(text):
-                s, e = m.start(), m.end()
+            pos = 0
+            while (m := rx.search(text, pos)) is not None:
+                s, e = m.start(), self._same_kind_end(m)
+                pos = e
+                if e < m.end():  # "Table II and Fig. 3a": two mentions; match again from the cut
+                    m = rx.match(text, s, e)
+                    if m is None:
+                        pos = s + 1
+                        continue
                 label = m.group("label")
                 if zh and s > 0 and text[s - 1] in _ZH_NOT_LABEL_BEFORE.get(label[-1], set()) and label in ("图", "表"):
                     continue
@@ -190,6 +197,15 @@ class Resolver:
                 e = self._trim_end(m, zh)
                 found.append(self._resolve_float(m, s, e, zh))
         return found
+
+    def _same_kind_end(self, m: re.Match) -> int:
+        """End of the part of a match whose labels all name the first label's kind."""
+        kind0 = label_kind(m.group("label"))
+        base = m.start("list")
+        for it in _ITEM_SPLIT.finditer(m.group("list")):
+            if it.group("label") and label_kind(it.group("label")) != kind0:
+                return base + it.start()
+        return m.end()
 
     def _trim_end(self, m: re.Match, zh: bool) -> int:
         e = m.end()
@@ -557,7 +573,9 @@ class Resolver:
                     e = s + len(mark)
                     if any(a <= s < b for a, b in note_spans) or self._is_excluded(s, e):
                         continue
-                    if s == 0 or text[s - 1].isspace() or text[s - 1].isdigit() or (e < len(text) and text[e].isdigit()):
+                    if s < 2 or text[s - 1].isdigit() or (e < len(text) and text[e].isdigit()):
+                        continue
+                    if text[s - 1].isspace() and not self._glued(s):
                         continue
                     if boxes is None or not self._raised(s, e):
                         continue
@@ -572,12 +590,20 @@ class Resolver:
             out.append(f)
         return out
 
+    def _glued(self, s: int) -> bool:
+        """A space before offset s that ingest inserted (no box) between two characters that touch."""
+        boxes = self.doc.char_boxes
+        if boxes is None or self.doc.text[s - 1] != " " or not np.isnan(boxes[s - 1][0]) or np.isnan(boxes[s - 2][0]):
+            return False
+        height = float(boxes[s - 2][3] - boxes[s - 2][1])
+        return 0 <= float(boxes[s][0] - boxes[s - 2][2]) < 0.25 * max(height, 1.0)
+
     def _raised(self, s: int, e: int) -> bool:
         boxes = self.doc.char_boxes
         mark = boxes[s:e]
         if np.isnan(mark[:, 0]).any():
             return False
-        lo, hi = max(0, s - 6), s
+        lo, hi = max(0, s - 7), s
         ctx = boxes[lo:hi]
         ctx = ctx[~np.isnan(ctx[:, 0])]
         if not len(ctx):

@@ -37,7 +37,7 @@ def render_terminal(result: ReportResult, max_rows: int = 200) -> Group:
     for m in result.mentions[:max_rows]:
         style = {"external": "cyan", "unresolved": "red", "ambiguous": "yellow"}.get(m.resolution, "")
         tgt = ", ".join(m.targets) if m.targets else m.resolution
-        mt.add_row(str(m.page), m.text.replace("\n", " "), m.kind, tgt, f"{m.confidence:.2f}", m.reason[:90], style=style)
+        mt.add_row(str(m.page), m.text.replace("\n", " "), m.kind, tgt, f"{m.confidence:.2f}", m.reason[:160], style=style)
     if len(result.mentions) > max_rows:
         mt.caption = f"… {len(result.mentions) - max_rows} more (use --json for all)"
     parts.append(mt)

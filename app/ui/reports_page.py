@@ -1,0 +1,175 @@
+"""The research-report page: a PDF in; its pages drawn with every mention and target outlined; a
+chosen mention shows its target cropped from the page with caption and description; the
+unresolved mentions listed; the JSON export to download.
+
+Tests call `run_input((name, data))` and `render(result, pdf_bytes)` directly, or put `(name,
+data)` in `st.session_state[PENDING]` before an AppTest run; people use the upload or the samples.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from app.export import to_json
+from pipelines.documents import Document, IngestError, load_bytes
+from pipelines.reports.models import Mention, ReportResult, Target
+
+PENDING = "reports_pending_input"
+RESULT = "reports_result"
+SAMPLES = Path(__file__).resolve().parents[2] / "data" / "samples" / "reports"
+MENTION_COLOUR = "#2563eb"
+TARGET_COLOUR = "#16a34a"
+UNRESOLVED_COLOUR = "#dc2626"
+
+
+def run_input(file: tuple[str, bytes]) -> tuple[ReportResult, Document]:
+    """Ingest (name, bytes) and analyse it. Raises `IngestError` (one line) for a bad file."""
+    from pipelines.reports import analyse_document
+
+    name, data = file
+    doc = load_bytes(data, name)
+    pdf = data if doc.source_format == "pdf" else None
+    return analyse_document(doc, pdf), doc
+
+
+def _mention_label(i: int, m: Mention) -> str:
+    where = ", ".join(m.targets) if m.targets else m.resolution
+    return f"p{m.page} · {m.text.replace(chr(10), ' ')} → {where}"
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _page_image(pdf_bytes: bytes, page: int, boxes: tuple, resolution: int = 80):
+    """The page as an image with boxes drawn: boxes = ((bbox, colour, width), ...)."""
+    import io
+
+    import pdfplumber
+
+    with pdfplumber.open(io.BytesIO(pdf_bytes)) as pdf:
+        p = pdf.pages[page - 1]
+        im = p.to_image(resolution=resolution)
+        for bbox, colour, width in boxes:
+            im.draw_rect(bbox, stroke=colour, fill=(0, 0, 0, 0), stroke_width=width)
+        return im.annotated.copy()
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _crop(pdf_bytes: bytes, page: int, bbox: tuple, resolution: int = 100):
+    import io
+
+    import pdfplumber
+
+    with pdfplumber.open(io.BytesIO(pdf_bytes)) as pdf:
+        p = pdf.pages[page - 1]
+        x0, top, x1, bottom = bbox
+        box = (max(0.0, x0 - 4), max(0.0, top - 4), min(float(p.width), x1 + 4), min(float(p.height), bottom + 4))
+        return p.crop(box).to_image(resolution=resolution).annotated.copy()
+
+
+def _target_card(t: Target, pdf_bytes: bytes | None) -> None:
+    st.markdown(f"**{t.label}** ({t.kind}, page {t.page})")
+    if pdf_bytes and t.bbox:
+        try:
+            st.image(_crop(pdf_bytes, t.page, tuple(t.bbox)), caption=t.caption[:200] or t.label)
+        except Exception as exc:  # rendering is a convenience; the data is still shown
+            st.caption(f"(cannot draw the crop: {exc})")
+    st.write(t.description or t.caption)
+    if t.rows:
+        st.dataframe([dict(enumerate(r)) for r in t.rows[:30]], use_container_width=True)
+
+
+def render(result: ReportResult, pdf_bytes: bytes | None) -> None:
+    """Metrics, the chosen mention and its target, the annotated page, the unresolved list."""
+    s = result.stats
+    c1, c2, c3, c4, c5 = st.columns(5)
+    c1.metric("Figures/tables", s.get("figures_tables", 0))
+    c2.metric("Mentions", s.get("mentions", 0))
+    c3.metric("Resolved", s.get("resolved", 0))
+    c4.metric("External", s.get("external", 0))
+    c5.metric("Unresolved", s.get("unresolved", 0))
+    for w in result.warnings:
+        st.warning(w)
+    st.download_button(
+        "Download JSON", to_json(result), file_name=f"{result.document.get('doc_id', 'report')}.reports.json",
+        mime="application/json", key="reports_download",
+    )
+    targets = {t.id: t for t in result.targets}
+    mentions = result.mentions
+    left, right = st.columns([3, 2])
+    chosen: Mention | None = None
+    with right:
+        st.subheader("Mention")
+        if mentions:
+            idx = st.selectbox("Choose a mention", list(range(len(mentions))), format_func=lambda i: _mention_label(i, mentions[i]), key="reports_mention")
+            chosen = mentions[idx]
+            st.caption(f"{chosen.kind} · {chosen.resolution} · confidence {chosen.confidence:.2f} · hops {chosen.hops}")
+            st.write(chosen.reason)
+            for tid in chosen.targets:
+                if tid in targets:
+                    _target_card(targets[tid], pdf_bytes)
+        else:
+            st.info("No mentions found.")
+    with left:
+        st.subheader("Page")
+        n_pages = int(result.document.get("n_pages", 1) or 1)
+        default = chosen.page if chosen else 1
+        page_no = st.number_input("Page", min_value=1, max_value=n_pages, value=min(default, n_pages), step=1, key=f"reports_page_{default}")
+        if pdf_bytes:
+            boxes = []
+            for t in result.targets:
+                if t.page == page_no and t.bbox and t.kind in ("figure", "table", "exhibit", "chart"):
+                    boxes.append((tuple(t.bbox), TARGET_COLOUR, 2))
+            for m in mentions:
+                if m.page == page_no and m.bbox:
+                    colour = MENTION_COLOUR if m.resolution == "internal" else UNRESOLVED_COLOUR
+                    width = 3 if chosen is m else 1
+                    boxes.append((tuple(m.bbox), colour, width))
+            try:
+                st.image(_page_image(pdf_bytes, int(page_no), tuple(boxes)), caption=f"page {page_no}: mentions blue (red: not linked), figures and tables green")
+            except Exception as exc:
+                st.caption(f"(cannot draw the page: {exc})")
+        else:
+            st.caption("Not a PDF: no page images.")
+    st.subheader("Unresolved mentions")
+    if not result.unresolved:
+        st.success("Every mention was resolved or recognised as external.")
+    for u in result.unresolved:
+        st.markdown(f"- page {u.page}: **{u.text}** — {u.why}: {u.reason}")
+    floats = [t for t in result.unreferenced_targets if targets.get(t) and targets[t].kind in ("figure", "table", "exhibit", "chart")]
+    if floats:
+        st.caption("Figures and tables nothing mentions: " + ", ".join(floats))
+
+
+def _samples() -> list[Path]:
+    if not SAMPLES.is_dir():
+        return []
+    return sorted(p for p in SAMPLES.iterdir() if p.suffix.lower() in {".pdf", ".txt", ".md", ".docx"})
+
+
+def page() -> None:
+    st.title("Research reports")
+    st.caption('Every "see Figure 3", "如图1所示", "the table above" and "[12]" in a report, resolved to its target.')
+    chosen = st.session_state.pop(PENDING, None)
+    up = st.file_uploader("Report", type=["pdf", "txt", "md", "docx"], key="reports_upload")
+    samples = _samples()
+    pick = st.selectbox("…or a bundled sample", [None, *samples], format_func=lambda p: "—" if p is None else p.name, key="reports_sample")
+    if st.button("Run", type="primary", key="reports_run"):
+        if up is not None:
+            chosen = (up.name, up.getvalue())
+        elif pick is not None:
+            chosen = (pick.name, pick.read_bytes())
+        else:
+            st.warning("Upload a report or pick a sample first.")
+    if chosen is not None:
+        try:
+            with st.spinner("Reading the report…"):
+                result, doc = run_input(chosen)
+            pdf = chosen[1] if doc.source_format == "pdf" else None
+            st.session_state[RESULT] = (result, pdf)
+        except IngestError as exc:
+            st.session_state.pop(RESULT, None)
+            st.error(str(exc))
+    out = st.session_state.get(RESULT)
+    if out:
+        render(*out)
