@@ -5,6 +5,8 @@ Deterministic: no clocks, no sets in the output, every list sorted.
 
 from __future__ import annotations
 
+import re
+
 import networkx as nx
 
 from pipelines.documents import Document, SourceSpan
@@ -26,6 +28,8 @@ from pipelines.patents.structure import analyse_structure
 from pipelines.patents.text import mask_furniture, normalise, trim
 from pipelines.patents.tree import build_graph, build_trees
 
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_LATIN = re.compile(r"[A-Za-z]")
 PIPELINE_NAME = "patents"
 PIPELINE_VERSION = "0.1.0"
 
@@ -33,8 +37,8 @@ PIPELINE_VERSION = "0.1.0"
 def detect_language(text: str) -> str:
     """'zh' when CJK ideographs make up a good share of the letters, else 'en'."""
     sample = text[:4000]
-    cjk = sum(1 for ch in sample if "\u4e00" <= ch <= "\u9fff")
-    latin = sum(1 for ch in sample if ch.isascii() and ch.isalpha())
+    cjk = len(_CJK.findall(sample))
+    latin = len(_LATIN.findall(sample))
     return "zh" if cjk and cjk * 3 >= latin else "en"
 
 
@@ -152,6 +156,29 @@ def analyse_document(doc: Document, input_sha256: str = "") -> PatentResult:
     )
 
 
+def _ancestors(claims: list[Claim], graph: nx.DiGraph) -> dict[int, list[int]]:
+    """Every claim's ancestors (sorted), memoised over the parents; cycles cut."""
+    memo: dict[int, frozenset[int]] = {}
+    parents = {n: sorted(graph.predecessors(n)) for n in graph.nodes}
+
+    def anc(n: int, path: set[int]) -> frozenset[int]:
+        got = memo.get(n)
+        if got is not None:
+            return got
+        path.add(n)
+        acc: set[int] = set()
+        for p in parents.get(n, []):
+            if p in path:
+                continue
+            acc.add(p)
+            acc |= anc(p, path)
+        path.discard(n)
+        memo[n] = frozenset(acc)
+        return memo[n]
+
+    return {c.number: sorted(anc(c.number, set())) for c in claims}
+
+
 def _antecedents(
     norm: str,
     claims: list[Claim],
@@ -167,27 +194,40 @@ def _antecedents(
             body[raw.numbers[0]] = (raw.body_start, raw.end)
     words_cache: dict[int, set[str]] = {}
     out: dict[int, list[Missing]] = {}
+    ancestors_of = _ancestors(claims, graph)
     for c in claims:
         if c.cancelled or c.number not in body:
             continue
         a, b = body[c.number]
         skip = [(r.start, r.end) for r in refs_by_claim.get(c.number, [])]
-        ancestors = sorted(nx.ancestors(graph, c.number)) if c.depends_on else []
+        ancestors = [n for n in ancestors_of.get(c.number, []) if n in body]
         if zh:
-            inherited_text = "".join("".join(norm[body[n][0] : body[n][1]].split()) for n in ancestors if n in body)
+            inherited_text = "".join("".join(norm[body[n][0] : body[n][1]].split()) for n in ancestors)
             hits = check_chinese(norm, a, b, skip, inherited_text)
         else:
-            inherited: set[str] = set()
+            sets = []
             for n in ancestors:
-                if n in body:
-                    if n not in words_cache:
-                        words_cache[n] = words_of(norm[body[n][0] : body[n][1]])
-                    inherited |= words_cache[n]
-            inherited_text = "\n".join(norm[body[n][0] : body[n][1]] for n in ancestors if n in body)
-            hits = check_english(norm, a, b, skip, inherited, inherited_text)
+                if n not in words_cache:
+                    words_cache[n] = words_of(norm[body[n][0] : body[n][1]])
+                sets.append(words_cache[n])
+
+            def text_of(ancestors: list[int] = ancestors) -> str:
+                return "\n".join(norm[body[n][0] : body[n][1]] for n in ancestors)
+
+            hits = check_english(norm, a, b, skip, sets, text_of)
         if hits:
             out[c.number] = hits
     return out
+
+
+def _max_depth(claims: list[Claim], graph: nx.DiGraph) -> int:
+    """Length of the longest dependency chain among live claims (0 when the graph has a cycle)."""
+    live = {c.number for c in claims if not c.cancelled}
+    depth: dict[int, int] = {}
+    for n in nx.topological_sort(graph):
+        ps = [depth[p] for p in graph.predecessors(n) if p in live]
+        depth[n] = 1 + max(ps) if ps and n in live else 0
+    return max((depth[n] for n in live), default=0)
 
 
 def _stats(claims: list[Claim], findings: list, graph: nx.DiGraph) -> Stats:
@@ -201,8 +241,7 @@ def _stats(claims: list[Claim], findings: list, graph: nx.DiGraph) -> Stats:
         sev[f.severity] = sev.get(f.severity, 0) + 1
         code[f.code] = code.get(f.code, 0) + 1
     is_dag = nx.is_directed_acyclic_graph(graph)
-    live = graph.subgraph([c.number for c in active])
-    max_depth = nx.dag_longest_path_length(live) if is_dag and live.number_of_nodes() else 0
+    max_depth = _max_depth(claims, graph) if is_dag else 0
     return Stats(
         n_claims=len(claims),
         n_active=len(active),

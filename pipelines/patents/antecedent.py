@@ -14,9 +14,9 @@ only when not even the first two characters of X occur earlier.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z\-]*")
 _STOP = frozenset(
     """a an the said of for to in on at by with from into onto over under between among within without through
     via per as and or nor but than that which who whom whose where when while wherein whereby whereof thereof
@@ -43,11 +43,24 @@ _VERBISH = frozenset(
 )
 _ORDINALS = frozenset("first second third fourth fifth sixth seventh eighth ninth tenth last next other".split())
 _NP_TOKEN = re.compile(r"[A-Za-z][A-Za-z\-]*|\(\s*\d+[a-z']?\s*\)|\S")
-_DEFINITE = re.compile(r"\b(?:the|said)\s+", re.IGNORECASE)
+_DEFINITE = re.compile(r"\b(?:the|said)\s+")  # run on lower-cased text
+_ALPHA = re.compile(r"[a-z]+")
 
 
 def singular(w: str) -> str:
     """A crude singular form of an English noun, good enough to match plural and singular heads."""
+    got = _SINGULAR.get(w)
+    if got is None:
+        got = _SINGULAR[w] = _singular(w)
+        if len(_SINGULAR) > 200_000:
+            _SINGULAR.clear()
+    return got
+
+
+_SINGULAR: dict[str, str] = {}
+
+
+def _singular(w: str) -> str:
     w = w.lower()
     if len(w) > 4 and w.endswith("ies"):
         return w[:-3] + "y"
@@ -67,85 +80,110 @@ class Missing:
     head: str
 
 
-def _add_words(seen: set[str], text: str) -> None:
-    for w in _WORD.findall(text):
-        w = singular(w)
-        seen.add(w)
-        if "-" in w:
-            seen.update(singular(p) for p in w.split("-") if p)
-
-
 def words_of(text: str) -> set[str]:
-    """Every word of `text` (and every part of a hyphenated word), lower-cased and singular."""
-    seen: set[str] = set()
-    _add_words(seen, text)
-    return seen
+    """Every word of `text`, lower-cased (parts of hyphenated words as words of their own)."""
+    return set(_ALPHA.findall(text.lower()))
+
+
+def forms(word: str) -> set[str]:
+    """The word in both numbers: 'valve' -> {'valve', 'valves'}, 'bodies' -> {'body', 'bodies', ...}."""
+    w = word.lower()
+    s = singular(w)
+    out = {w, s, s + "s", s + "es"}
+    if s.endswith("y"):
+        out.add(s[:-1] + "ies")
+    return out
 
 
 def check_english(
-    norm: str, start: int, end: int, skip: list[tuple[int, int]], inherited: set[str], inherited_text: str = ""
+    norm: str,
+    start: int,
+    end: int,
+    skip: list[tuple[int, int]],
+    inherited: list[set[str]] | None = None,
+    inherited_text: Callable[[], str] | None = None,
 ) -> list[Missing]:
     """Definite noun phrases in norm[start:end] without antecedent (see the module docstring).
 
-    `skip`: ranges (reference phrases) to ignore; `inherited`: words of the ancestor claims,
-    `inherited_text` their text (to look for "a second X" when the claim says "the second X").
+    `skip`: ranges (reference phrases) to ignore; `inherited`: the word sets of the ancestor
+    claims (`words_of`); `inherited_text`: gives their text (to look for "a second X" when the
+    claim says "the second X"), called only when needed.
     """
+    sets = inherited or []
     seg = norm[start:end]
-    seen: set[str] = set()
+    low = seg.lower()
+    seen: set[str] = set()  # the words before the current phrase
+    fed = 0
+    flagged: set[str] = set()
     out: list[Missing] = []
-    last = 0
-    for m in _DEFINITE.finditer(seg):
+    inherited_union: set[str] | None = None
+    for m in _DEFINITE.finditer(low):
         s = m.start()
-        if any(a <= start + s < b for a, b in skip):
+        if skip and any(a <= start + s < b for a, b in skip):
             continue
-        # words before this phrase join the seen set
-        _add_words(seen, seg[last:s])
-        last = s
+        seen.update(_ALPHA.findall(low, fed, s))
+        fed = s
         pos = m.end()
-        np_words: list[tuple[str, int]] = []
+        toks = _NP_TOKEN.findall(low, pos, pos + 70)
+        np_words: list[str] = []
         terminator = ""
-        toks = [(wm.group(), wm.end()) for wm in _NP_TOKEN.finditer(seg, pos, min(len(seg), pos + 120))][:8]
-        for k, (tok, tok_end) in enumerate(toks):
-            low = tok.lower()
+        for k, tok in enumerate(toks[:8]):
             if not tok[0].isalpha():
                 terminator = tok
                 break
-            if low in _STOP or low in _VERBISH:
-                terminator = low
+            if tok in _STOP or tok in _VERBISH:
+                terminator = tok
                 break
-            if np_words and low.endswith(("ing", "ed")):
-                nxt = toks[k + 1][0].lower() if k + 1 < len(toks) else ""
+            if np_words and tok.endswith(("ing", "ed")):
+                nxt = toks[k + 1] if k + 1 < len(toks) else ""
                 if not nxt or not nxt[0].isalpha() or nxt in _STOP:
-                    terminator = low  # a verb: "the valve being", "the milk collected in"
+                    terminator = tok  # a verb: "the valve being", "the milk collected in"
                     break
-            np_words.append((tok, tok_end))
+            np_words.append(tok)
             if len(np_words) >= 5:
                 break
         if not np_words or terminator in ("and", "or", "/"):
             continue
-        if any(len(w) > 4 and w.lower().endswith("ly") for w, _ in np_words):
+        first = np_words[0]
+        head = np_words[-1]
+        if first in _IDIOMS or (len(np_words) == 1 and head.endswith(("ing", "ed"))):
             continue
-        if len(np_words) == 1 and np_words[0][0].lower().endswith(("ing", "ed")):
+        content = [w for w in np_words if w not in _ORDINALS]
+        if not content:
             continue
-        first = np_words[0][0].lower()
-        content = [w for w, _ in np_words if w.lower() not in _ORDINALS]
-        head, head_end = np_words[-1]
         h = singular(head)
-        if first in _IDIOMS or h in _IDIOMS or not content or len(h) < 3 or head.isupper():
+        if h in _IDIOMS or len(h) < 3 or any(len(w) > 4 and w.endswith("ly") for w in np_words):
             continue
-        heads = {singular(w) for w in content}
+        # where the head ends, and its original case (an acronym in capitals is not checked)
+        head_end = pos
+        for w in np_words:
+            head_end = low.find(w, head_end) + len(w)
+        if seg[head_end - len(head) : head_end].isupper():
+            continue
         if first in _ORDINALS and first not in ("last", "next", "other") and len(np_words) > 1:
             # "the second lid" needs "second ... lid" earlier, not just "a first lid"
-            if _has_ordinal_phrase(first, h, seg[:s]) or _has_ordinal_phrase(first, h, inherited_text):
+            if _has_ordinal_phrase(first, h, seg[:s]) or (
+                inherited_text is not None and _has_ordinal_phrase(first, h, inherited_text())
+            ):
                 continue
             out.append(Missing(start + s, start + head_end, f"{first} {h}"))
             continue
-        if heads & seen or heads & inherited:
+        if h in flagged:
             continue
-        if any(part in seen or part in inherited for w in heads for part in w.split("-") if len(part) > 2):
-            continue  # "the sole-plate" after "a sole"
+        variants: set[str] = set()
+        for w in content:
+            for part in w.split("-"):
+                if len(part) > 2:
+                    variants |= forms(part)
+        if not variants.isdisjoint(seen):
+            continue
+        if sets:
+            if inherited_union is None:
+                inherited_union = set().union(*sets)
+            if not variants.isdisjoint(inherited_union):
+                continue
         out.append(Missing(start + s, start + head_end, h))
-        seen.add(h)  # flag each missing head once per claim
+        flagged.add(h)  # flag each missing head once per claim
     return out
 
 

@@ -31,6 +31,12 @@ _EN_NUMBERED = re.compile(
     rf"\b(?P<lead>{_LEAD}){_QUANT}claims?\s+(?P<nums>{_N}{_UNIT}(?:{_EN_SEP}{_EN_SEP_CLAIM}{_N}{_UNIT})*)\b",
     re.IGNORECASE,
 )
+# Fast path: the core "claim(s) N ..." starts with a literal; its lead-in is matched backwards.
+_EN_CORE = re.compile(
+    rf"claims?\s+(?P<nums>{_N}{_UNIT}(?:{_EN_SEP}{_EN_SEP_CLAIM}{_N}{_UNIT})*)\b", re.IGNORECASE
+)
+_EN_PREFIX = re.compile(rf"(?<![A-Za-z]){_LEAD}{_QUANT}\Z", re.IGNORECASE)
+_PRECEDING_WORDS = ("preced", "previous", "prior", "foregoing", "above", "earlier", "aforementioned")
 _EN_ALL_PRECEDING = re.compile(
     rf"\b{_LEAD}(?:(?:any|either|each|all|one|a)(?:\s+one)?(?:\s+or\s+more)?\s+(?:of\s+)?(?:the\s+)?"
     r"(?:preceding|previous|prior|foregoing|above|aforementioned|above-mentioned|earlier)\s+claims?"
@@ -120,6 +126,18 @@ def _overlaps(taken: list[tuple[int, int]], a: int, b: int) -> bool:
     return any(a < y and x < b for x, y in taken)
 
 
+def _preceding(norm: str, start: int, end: int, number: int, refs: list[Ref], taken: list[tuple[int, int]]) -> None:
+    """'any preceding claim' (all earlier claims) and 'the preceding claim' (the one before)."""
+    for m in _EN_ALL_PRECEDING.finditer(norm, start, end):
+        if not _overlaps(taken, m.start(), m.end()):
+            refs.append(Ref(m.start(), m.end(), tuple(range(1, number)), "all_preceding"))
+            taken.append((m.start(), m.end()))
+    for m in _EN_PRECEDING_ONE.finditer(norm, start, end):
+        if not _overlaps(taken, m.start(), m.end()):
+            refs.append(Ref(m.start(), m.end(), (number - 1,) if number > 1 else (), "preceding"))
+            taken.append((m.start(), m.end()))
+
+
 def find_references(norm: str, start: int, end: int, number: int, zh: bool | None = None) -> list[Ref]:
     """Reference phrases in norm[start:end] of claim `number`, in text order."""
     refs: list[Ref] = []
@@ -127,26 +145,26 @@ def find_references(norm: str, start: int, end: int, number: int, zh: bool | Non
     segment = norm[start:end]
     lower = segment.lower()
     if "claim" in lower:
-        for m in _EN_NUMBERED.finditer(norm, start, end):
+        for m in _EN_CORE.finditer(norm, start, end):
             a, b = m.start(), m.end()
+            if a > start and norm[a - 1].isalnum():
+                continue  # "disclaim 1"
+            window_start = max(start, a - 90)
+            pm = _EN_PREFIX.search(norm, window_start, a)
+            if pm and pm.start() < a:
+                a = pm.start()
             tokens = _EN_TOKENS.findall(m.group("nums"))
             nums, has_and, has_or, has_range = _expand(tokens)
             head = norm[a : m.start("nums")].lower()
-            alt = bool(re.search(r"\b(?:any|either|one)\b", head))
+            alt = "any" in head or "either" in head or "one" in head
             if _EXTERNAL_AFTER.match(norm, b, end):
                 kind = "external"
             else:
                 kind = _kind(nums, has_and, has_or, has_range, alt)
             refs.append(Ref(a, b, tuple(nums), kind))
             taken.append((a, b))
-        for m in _EN_ALL_PRECEDING.finditer(norm, start, end):
-            if not _overlaps(taken, m.start(), m.end()):
-                refs.append(Ref(m.start(), m.end(), tuple(range(1, number)), "all_preceding"))
-                taken.append((m.start(), m.end()))
-        for m in _EN_PRECEDING_ONE.finditer(norm, start, end):
-            if not _overlaps(taken, m.start(), m.end()):
-                refs.append(Ref(m.start(), m.end(), (number - 1,) if number > 1 else (), "preceding"))
-                taken.append((m.start(), m.end()))
+        if any(w in lower for w in _PRECEDING_WORDS):
+            _preceding(norm, start, end, number, refs, taken)
     if "权" in segment:
         for m in _CN_NUMBERED.finditer(norm, start, end):
             a, b = m.start(), m.end()

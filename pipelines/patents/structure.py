@@ -69,6 +69,24 @@ _CONJ_ONLY = re.compile(r"(?:and|or|and/or|then|以及|和|及)?", re.IGNORECASE
 _LEADING_CONJ = re.compile(r"(?:and|or|and/or)\s+", re.IGNORECASE)
 
 
+_COLON_AFTER = re.compile(r"\s+(?:the\s+)?(?:following\s+)?(?:steps?|elements?|components?)?(?:\s+of)?\s*:")
+
+
+@dataclass(frozen=True)
+class _Rel:
+    """A transition match, relative to the body start."""
+
+    s: int
+    e: int
+    lastgroup: str | None
+
+    def start(self) -> int:
+        return self.s
+
+    def end(self) -> int:
+        return self.e
+
+
 @dataclass
 class Structure:
     """Offsets (into the document) of a claim's parts."""
@@ -147,21 +165,33 @@ def analyse_structure(
     st = Structure()
     if body_start >= end:
         return st
-    masked = _masked(norm, body_start, end, refs)
     pattern = _CN_TRANSITION if zh else _EN_TRANSITION
     chosen = None
-    after = refs[0][1] - body_start if (dependent and refs) else 0
-    matches = [m for m in pattern.finditer(masked) if m.start() >= after]
-    if matches:
-        strong = [m for m in matches if m.lastgroup not in _WEAK]
-        if not dependent and not zh:
-            colon = [m for m in strong if masked[m.end() : m.end() + 40].lstrip(" \t").startswith(":")
-                     or re.match(r"\s+(?:the\s+)?(?:following\s+)?(?:steps?|elements?|components?)?(?:\s+of)?\s*:", masked[m.end() : m.end() + 60])]
-            chosen = colon[0] if colon else (strong[0] if strong else matches[0])
-        else:
-            chosen = strong[0] if strong else matches[0]
-    pre_end = chosen.start() if chosen else len(masked)
-    subject = _subject(masked[:pre_end] if chosen else masked[:200], zh)
+    first_strong = first_any = None
+    search_from = refs[0][1] if (dependent and refs) else body_start
+    colon_wanted = not dependent and not zh
+    for m in pattern.finditer(norm, search_from, end):
+        if refs and any(m.start() < b and a < m.end() for a, b in refs):
+            continue
+        if first_any is None:
+            first_any = m
+        if m.lastgroup in _WEAK:
+            continue
+        if first_strong is None:
+            first_strong = m
+            if not colon_wanted:
+                break
+        after = norm[m.end() : m.end() + 60]
+        if after.lstrip(" \t").startswith(":") or _COLON_AFTER.match(after):
+            chosen = m
+            break
+        if m.start() - body_start > 1500:
+            break
+    chosen = chosen or first_strong or first_any
+    masked = _masked(norm, body_start, chosen.start() if chosen else min(end, body_start + 200), refs)
+    if chosen is not None:
+        chosen = _Rel(chosen.start() - body_start, chosen.end() - body_start, chosen.lastgroup)
+    subject = _subject(masked, zh)
     st.subject = subject or None
     st.category = category_of(subject, zh)
     if chosen is None:
