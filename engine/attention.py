@@ -204,16 +204,19 @@ class TorchAttentionBackend(AttentionBackend):
         cols = cols.clamp(max=block_tables.shape[1] - 1)
         blk = block_tables.gather(1, cols)
         blk = torch.where(valid_col & (blk >= 0), blk, torch.zeros_like(blk))
-        k = k_cache[blk].flatten(1, 2)  # [B, J*bs, KVH, D]
-        v = v_cache[blk].flatten(1, 2)
+        flat = blk.reshape(-1)  # index_select: advanced indexing k_cache[blk] is far slower on CPU
+        k = k_cache.index_select(0, flat).view(b, j * bs, *k_cache.shape[2:])  # [B, J*bs, KVH, D]
+        v = v_cache.index_select(0, flat).view(b, j * bs, *v_cache.shape[2:])
         kpos = first_blk[:, None] * bs + torch.arange(j * bs, device=dev)[None, :]
         qpos = (kv_lens - 1)[:, None]
         mask = kpos <= qpos
         if window is not None:
             mask &= kpos > qpos - window
         # Slots past a sequence's length may never have been written (the pools are allocated with
-        # torch.empty): zero V there so that 0 * garbage cannot become NaN.
-        v = torch.where(mask[:, :, None, None], v, torch.zeros((), dtype=v.dtype, device=dev))
+        # torch.empty): zero K and V there, so that garbage (NaN, inf) cannot leak through the mask.
+        zero = torch.zeros((), dtype=v.dtype, device=dev)
+        k = torch.where(mask[:, :, None, None], k, zero)
+        v = torch.where(mask[:, :, None, None], v, zero)
         mask = mask[:, None, None, :]  # [B, 1, 1, L]
         qh = q.unsqueeze(2)  # [B, H, 1, D]
         kh, vh = k.transpose(1, 2), v.transpose(1, 2)

@@ -356,15 +356,16 @@ class LLM:
 
     # ------------------------------------------------------------------ logits
     @torch.inference_mode()
-    def prompt_logits(self, prompt: Prompt, chunk: int | None = None) -> torch.Tensor:
-        """Float32 logits [T, vocab] of every position of `prompt` (T * vocab floats: short prompts
-        only; generate() keeps just the last row). `chunk` overrides the prefill chunk size."""
+    def prompt_logits(self, prompt: Prompt, chunk: int | None = None, last: int | None = None) -> torch.Tensor:
+        """Float32 logits [T, vocab] of every position of `prompt`, or of its `last` positions
+        (T * vocab floats: keep T small; generate() computes only the last row). `chunk` overrides
+        the prefill chunk size."""
         ids = self.encode(prompt)
         saved = self.cache_config.max_prefill_chunk
         if chunk is not None:
             self.cache_config.max_prefill_chunk = chunk
         try:
-            seq, hidden, _ = self._prefill_collect(ids, 0)
+            seq, hidden, _ = self._prefill_collect(ids, 0 if last is None else max(0, len(ids) - last))
         finally:
             self.cache_config.max_prefill_chunk = saved
         self.kv.free(seq.tables)

@@ -28,3 +28,13 @@ def gemma_llm():
     from engine import LLM, CacheConfig
 
     return LLM(device="cpu", dtype="float32", cache=CacheConfig(memory_budget=256 * 2**20, max_model_len=4096))
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Engine tests run torch on one thread: on the shared 2-core CI machine, OpenMP's second thread
+    turns every small op into a ~10 ms wait when the other core is busy. Restored after each test."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
