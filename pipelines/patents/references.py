@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 _UNIT = r"(?!\s*(?:%|°|(?:mm|cm|nm|um|µm|m|km|kg|mg|g|ml|l|wt|vol|mol|degrees?|percent|times|seconds?|minutes?|hours?|days?)\b))"
 _N = r"\d{1,3}(?!\d)(?!\.\d)"
-_EN_SEP = r"(?:\s*,\s*(?:and/or\s+|and\s+|or\s+)?|\s+and/or\s+|\s+and\s+|\s+or\s+|\s*(?:-|~)\s*|\s+(?:to|through|thru)\s+)"
+_EN_SEP = r"(?:\s*,\s*(?:and/or\s+|and\s+|or\s+)?|\s+and/or\s+|\s+and\s+|\s*&\s*|\s+or\s+|\s*(?:-|~)\s*|\s+(?:to|through|thru)\s+)"
 _EN_SEP_CLAIM = r"(?:(?:any\s+(?:one\s+)?of\s+|either\s+of\s+)?claims?\s+)?"
 _LEAD = (
     r"(?:(?:as\s+(?:claimed|recited|defined|set\s+forth|described|specified|characteri[sz]ed|stated|disclosed)\s+in"
@@ -52,14 +52,14 @@ _EXTERNAL_AFTER = re.compile(
     re.IGNORECASE,
 )
 _NUM_IN = re.compile(r"\d{1,3}")
-_EN_TOKENS = re.compile(r"\d{1,3}|and/or|and|or|to|through|thru|-|~|,", re.IGNORECASE)
+_EN_TOKENS = re.compile(r"\d{1,3}|and/or|and|&|or|to|through|thru|-|~|,", re.IGNORECASE)
 
-_CN_SEP = r"(?:\s*(?:,|、|或者|或|以及|和|及|与|至|到|-|~)\s*(?:权\s*利\s*要\s*求\s*)?)"
+_CN_SEP = r"(?:\s*(?:,|、|或者|或|以及|和|及|与|與|至|到|-|~)\s*(?:第\s*)?(?:权\s*利\s*要\s*求\s*|請\s*求\s*項\s*|请\s*求\s*项\s*)?)"
 _CN_NUMBERED = re.compile(
-    r"(?P<lead>(?:如|根据|按照|依据|依照|按|基于|使用|采用|利用|用|由)?\s*)(?:前述|上述)?\s*"
-    rf"权\s*利\s*要\s*求(?:书)?\s*(?:第\s*)?(?P<nums>\d{{1,3}}(?:{_CN_SEP}\d{{1,3}})*)\s*(?:项)?"
-    r"(?P<tail>\s*(?:中|所述)?\s*(?:的)?\s*(?:任意一项|任一项|任何一项|任意项|任一|之一|一项或多项|至少一项)(?:权利要求)?)?"
-    r"(?P<end>\s*(?:中)?所(?:述|限定|记载)(?:的)?)?"
+    r"(?P<lead>(?:如|根据|根據|按照|依据|依據|依照|按|基于|基於|使用|采用|採用|利用|用|由)?\s*)(?:前述|上述)?\s*"
+    rf"(?:权\s*利\s*要\s*求(?:书)?|請\s*求\s*項|请\s*求\s*项|申\s*請\s*專\s*利\s*範\s*圍)\s*(?:第\s*)?(?P<nums>\d{{1,3}}(?:{_CN_SEP}\d{{1,3}})*)\s*(?:项|項)?"
+    r"(?P<tail>\s*(?:中|所述)?\s*(?:的)?\s*(?:任意一项|任一项|任何一项|任意项|任一項|任一|之一|一项或多项|至少一项)(?:权利要求)?)?"
+    r"(?P<end>\s*(?:中)?所(?:述|限定|记载|記載)(?:的)?|\s*に記載の)?"
 )
 _CN_ALL_PRECEDING = re.compile(
     r"(?:如|根据|按照|依据|依照|按)?\s*(?:前述|上述|前面|以上)(?:的)?\s*(?:任意一项|任一项|任一|各项|所有)?\s*权利要求"
@@ -103,7 +103,7 @@ def _expand(tokens: list[str]) -> tuple[list[int], bool, bool, bool]:
         elif tl in ("to", "through", "thru", "-", "~", "至", "到"):
             pending_range = True
             has_range = True
-        elif tl in ("and", "和", "及", "与", "以及"):
+        elif tl in ("and", "&", "和", "及", "与", "與", "以及"):
             has_and = True
         elif tl in ("or", "and/or", "或", "或者"):
             has_or = True
@@ -165,7 +165,7 @@ def find_references(norm: str, start: int, end: int, number: int, zh: bool | Non
             taken.append((a, b))
         if any(w in lower for w in _PRECEDING_WORDS):
             _preceding(norm, start, end, number, refs, taken)
-    if "权" in segment:
+    if "权" in segment or "求" in segment or "範" in segment:
         for m in _CN_NUMBERED.finditer(norm, start, end):
             a, b = m.start(), m.end()
             while a < b and norm[a].isspace():
@@ -175,7 +175,7 @@ def find_references(norm: str, start: int, end: int, number: int, zh: bool | Non
             if _overlaps(taken, a, b):
                 continue
             raw = m.group("nums")
-            tokens = re.findall(r"\d{1,3}|或者|以及|或|和|及|与|至|到|-|~|,|、", raw)
+            tokens = re.findall(r"\d{1,3}|或者|以及|或|和|及|与|與|至|到|-|~|,|、", raw)
             nums, has_and, has_or, has_range = _expand(tokens)
             alt = bool(m.group("tail"))
             refs.append(Ref(a, b, tuple(nums), _kind(nums, has_and, has_or, has_range, alt)))

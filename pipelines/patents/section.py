@@ -29,7 +29,9 @@ _END_HEADING = re.compile(
     r"abstract(?:\s+of\s+the\s+disclosure)?|description(?:\s+of\s+(?:the\s+)?(?:embodiments|drawings|invention))?"
     r"|detailed\s+description.*|brief\s+description.*|background(?:\s+of\s+the\s+invention)?|field(?:\s+of\s+the\s+invention)?"
     r"|technical\s+field|summary(?:\s+of\s+the\s+invention)?|cross[- ]reference.*|references\s+cited|patent\s+citations.*"
-    r"|cited\s+by.*|non-patent\s+citations.*|similar\s+documents|priority\s+applications.*|legal\s+events"
+    r"|cited\s+by.*|non-patent\s+citations.*|similar\s+documents.*|priority\s+(?:and\s+related\s+)?applications.*"
+    r"|legal\s+events.*|family\s+cites\s+families.*|concepts.*|patentanspr(?:ü|ue)che|anspr(?:ü|ue)che|revendications"
+    r"|reivindicaciones|beschreibung|description\s+of\s+(?:the\s+)?preferred\s+embodiments?"
     r"|说\s*明\s*书(?:\s*摘\s*要)?|摘\s*要|技术领域|背景技术|发明内容|具体实施方式|附图说明|说明书附图"
     r"|\*\s*\*\s*\*(?:\s*\*)*"
     r")[ \t]*:?[ \t]*$",

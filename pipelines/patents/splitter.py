@@ -27,7 +27,7 @@ _CANDIDATE = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _STATUS = re.compile(r"[ \t]*\(\s*(?P<s>[^()\n]{1,60}?)\s*\)[ \t]*[.:]?|[ \t]*(?P<bare>cancell?ed|deleted|删除)\b[ \t]*[.:]?", re.IGNORECASE)
-_REFERENCE_HINT = re.compile(r"\bclaims?\s+\d|权\s*利\s*要\s*求", re.IGNORECASE)
+_REFERENCE_HINT = re.compile(r"\bclaims?\s+\d|权\s*利\s*要\s*求|請\s*求\s*項|请\s*求\s*项", re.IGNORECASE)
 _STATUS_WORDS = {
     "original", "currently amended", "previously presented", "canceled", "withdrawn", "new",
     "previously amended", "presently amended", "amended", "not entered", "rejected", "allowed",

@@ -111,3 +111,32 @@ def test_reference_in_body_and_preamble_both_count():
     )
     assert result.claims[2].depends_on == [1, 2]
     assert [r.text for r in result.claims[2].references] == ["claim 2", "claim 1"]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected", "ref_text"),
+    [
+        ("如請求項1所述之裝置，其中x。", [1], "如請求項1所述"),
+        ("根據請求項1或2所述之裝置，其中x。", [1, 2], "根據請求項1或2所述"),
+        ("如請求項1至3中任一項所述之裝置，其中x。", [1, 2, 3], "如請求項1至3中任一項所述"),
+        ("如申請專利範圍第2項所述之裝置，其中x。", [2], "如申請專利範圍第2項所述"),
+        ("請求項1に記載の装置。", [1], "請求項1に記載の"),
+    ],
+)
+def test_traditional_chinese_and_japanese_forms(body, expected, ref_text):
+    result = analyse_text(BASE_ZH + "6." + body + "\n")
+    claim = result.claims[-1]
+    assert claim.depends_on == expected
+    assert [r.text for r in claim.references] == [ref_text]
+
+
+def test_ampersand_and_other_english_forms():
+    result = analyse_text(
+        BASE_EN
+        + "6. The device of claims 1 & 2, wherein x.\n"
+        + "7. The device according to at least one of claims 1 to 3, wherein x.\n"
+        + "8. Device according to one of the claims 2 to 4, characterized in that x.\n"
+        + "9. The device as set forth in claim 8 or any one of claims 1-2, wherein x.\n"
+    )
+    assert {c.number: c.depends_on for c in result.claims[5:]} == {6: [1, 2], 7: [1, 2, 3], 8: [2, 3, 4], 9: [1, 2, 8]}
+    assert result.claims[5].references[0].kind == "conjunctive"

@@ -159,3 +159,12 @@ def test_repeated_running_header_is_furniture():
     result = analyse_text(text)
     assert deps(result) == {1: [], 2: [1]}
     assert "Sheet" not in result.claims[1].text
+
+
+@pytest.mark.parametrize("tail", ["Patentansprüche\n\n1. Vorrichtung nach Anspruch 2.\n", "Revendications\n1. Dispositif.\n",
+                                  "Description\n\n1. Field\nThe device of claim 2.\n", "* * * * *\n",
+                                  "Priority And Related Applications (3)\n", "Cited By (12)\n"])
+def test_section_ends_at_other_parts(tail):
+    result = analyse_text("Claims\n\n" + CLAIMS + "\n" + tail)
+    assert deps(result) == {1: [], 2: [1]}
+    assert result.claims[-1].text.rstrip().endswith("red.")
