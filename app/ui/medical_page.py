@@ -19,6 +19,7 @@ PENDING = "medical_pending_input"
 RESULT = "medical_result"
 TEXTS = "medical_texts"
 FILES = "medical_files"
+EMBEDDINGS = "medical_use_embeddings"  # False: lexical + concept evidence ranking only (tests, slow machines)
 COLOURS = {"problem": "#fecaca", "symptom": "#fde68a", "medication": "#bbf7d0", "procedure": "#bfdbfe",
            "lab": "#e9d5ff", "vital": "#fbcfe8", "immunization": "#ccfbf1"}
 NEGATED = "#e5e7eb"
@@ -26,10 +27,17 @@ EVIDENCE = "#fef08a"
 
 
 @st.cache_resource
-def _pipeline():
+def _pipeline(use_embeddings: bool = True):
     from pipelines.medical.pipeline import MedicalPipeline
 
-    return MedicalPipeline()
+    return MedicalPipeline(use_embeddings=use_embeddings)
+
+
+def _use_embeddings() -> bool:
+    try:
+        return bool(st.session_state.get(EMBEDDINGS, True))
+    except Exception:
+        return True
 
 
 def sample_patients() -> list[Path]:
@@ -60,7 +68,7 @@ def run_input(files: list[tuple[str, bytes]], question: str | None = None):
     for name, data in sorted(files, key=lambda f: Path(f[0]).name):
         h.update(Path(name).name.encode("utf-8") + b"\0")
         h.update(hashlib.sha256(data).digest())
-    result = _pipeline().run_documents(docs, input_sha256=h.hexdigest(), question=question or None)
+    result = _pipeline(_use_embeddings()).run_documents(docs, input_sha256=h.hexdigest(), question=question or None)
     try:
         st.session_state[TEXTS] = {d.doc_id: d.text for d in docs}
     except Exception:  # outside a Streamlit run (plain function call in a test)

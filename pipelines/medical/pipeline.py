@@ -358,14 +358,14 @@ class MedicalPipeline(Pipeline):
                 later.append(e)
                 continue
             day = t.start[:10] if t.start else (f"before {t.end}" if t.end else None)
-            groups.setdefault((e.concept, pol, day, e.type if e.type in ("lab", "vital") else ""), []).append(e)
+            groups.setdefault((e.concept, pol, day), []).append(e)
         # past-history re-mentions join the latest earlier event of the same concept
         for e in later:
             cands = [k for k in groups if k[0] == e.concept and k[1] == "pos" and k[2] and k[2][:4].isdigit() and k[2] < e.time.end]
             if cands:
                 groups[max(cands, key=lambda k: k[2])].append(e)
             else:
-                groups.setdefault((e.concept, "pos", f"before {e.time.end}", ""), []).append(e)
+                groups.setdefault((e.concept, "pos", f"before {e.time.end}"), []).append(e)
         events: list[Event] = []
         mention_event: dict[str, str] = {}
 

@@ -1,0 +1,43 @@
+"""`longdoc medical FOLDER [--question ...] [--json]`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from app.cli import app
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "medical"
+runner = CliRunner()
+
+
+def test_json_export_with_question():
+    res = runner.invoke(app, ["medical", str(FIX / "en-appendectomy"), "--question", "why was the antibiotic changed?",
+                              "--json", "--no-embeddings"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["pipeline"] == "medical" and len(data["documents"]) == 6
+    q = [e for e in data["evidence"] if e["kind"] == "question"]
+    assert q and "vancomycin" in q[0]["supporting"][0]["span"]["text"]
+
+
+def test_human_output_lists_conflicts_and_evidence():
+    res = runner.invoke(app, ["medical", str(FIX / "zh-cholecystitis"), "--no-embeddings"])
+    assert res.exit_code == 0, res.output
+    assert "conflict" in res.stdout and "Diagnosis:" in res.stdout
+
+
+def test_bad_file_is_one_line_naming_it(tmp_path):
+    (tmp_path / "note.txt").write_text("Chief complaint: fever.")
+    (tmp_path / "broken.pdf").write_bytes(b"not a pdf")
+    res = runner.invoke(app, ["medical", str(tmp_path), "--no-embeddings"])
+    assert res.exit_code == 1
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and "broken.pdf" in err[0]
+
+
+def test_missing_folder_fails_cleanly(tmp_path):
+    res = runner.invoke(app, ["medical", str(tmp_path / "nope")])
+    assert res.exit_code == 1 and "nope" in res.stderr
