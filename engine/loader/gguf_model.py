@@ -40,6 +40,8 @@ def gguf_state_dict(f: GGUFFile, config: ModelConfig, dtype: torch.dtype) -> dic
         if hf is None:
             continue
         arr = family.fix_gguf_tensor(hf, f.tensor(name), config)
+        if not arr.flags.writeable:  # F32 tensors are views of the read-only memory map
+            arr = arr.copy()
         out[hf] = torch.from_numpy(arr).to(dtype)
     return out
 

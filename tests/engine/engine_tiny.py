@@ -55,3 +55,66 @@ def tiny_hf_model(family: str, seed: int = 0, **over) -> torch.nn.Module:
             elif name.endswith("bias"):
                 p.copy_(torch.randn_like(p) * 0.2)
     return model
+
+
+def write_gguf(model: torch.nn.Module, family: str, path, qtype: str = "F32", drop: set[str] = frozenset(),
+               arch: str | None = None) -> None:
+    """Write a transformers model as a llama.cpp-style GGUF (names, Gemma's 1 + w norms, Llama's
+    q/k row permutation), 2-D weights in `qtype`, everything else F32. No tokenizer."""
+    import gguf
+    import numpy as np
+
+    from engine.models import gemma3 as g3
+    from engine.models.common import GGUF_BLOCK_NAMES, GGUF_TOP_NAMES
+
+    cfg = model.config
+    arch = arch or {"mistral": "llama"}.get(family, family)
+    block = g3.GGUF_NAMES if family == "gemma3" else GGUF_BLOCK_NAMES
+    inv_block = {v: k for k, v in block.items()}
+    inv_top = {v: k for k, v in GGUF_TOP_NAMES.items()}
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_uint32(f"{arch}.context_length", cfg.max_position_embeddings)
+    w.add_uint32(f"{arch}.embedding_length", cfg.hidden_size)
+    w.add_uint32(f"{arch}.block_count", cfg.num_hidden_layers)
+    w.add_uint32(f"{arch}.feed_forward_length", cfg.intermediate_size)
+    w.add_uint32(f"{arch}.attention.head_count", cfg.num_attention_heads)
+    w.add_uint32(f"{arch}.attention.head_count_kv", cfg.num_key_value_heads)
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    w.add_uint32(f"{arch}.attention.key_length", head_dim)
+    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", cfg.rms_norm_eps)
+    w.add_uint32(f"{arch}.vocab_size", cfg.vocab_size)
+    rope = cfg.rope_parameters.get("full_attention", cfg.rope_parameters)
+    w.add_float32(f"{arch}.rope.freq_base", rope["rope_theta"])
+    if family in ("gemma3", "mistral"):
+        w.add_uint32(f"{arch}.attention.sliding_window", cfg.sliding_window)
+    if rope.get("rope_type") == "llama3":  # llama.cpp writes llama3 scaling as per-frequency divisors
+        from engine.rope import RopeConfig, inv_freq_and_scale
+
+        plain, _ = inv_freq_and_scale(RopeConfig(theta=rope["rope_theta"]), head_dim, cfg.max_position_embeddings)
+        scaled, _ = inv_freq_and_scale(RopeConfig.from_hf(rope, 1e4), head_dim, cfg.max_position_embeddings)
+        w.add_tensor("rope_freqs.weight", (plain / scaled).numpy().astype(np.float32))
+    q = gguf.GGMLQuantizationType[qtype]
+    for name, t in model.state_dict().items():
+        if name in inv_top:
+            gname = inv_top[name]
+        elif name.startswith("model.layers."):
+            _, _, idx, rest = name.split(".", 3)
+            gname = f"blk.{idx}.{inv_block[rest]}"
+        else:
+            continue
+        if gname in drop or (name == "lm_head.weight" and cfg.tie_word_embeddings):
+            continue
+        a = t.detach().float().numpy().copy()
+        if family == "gemma3" and name.endswith("norm.weight"):
+            a = a + 1.0
+        if arch == "llama" and (".q_proj." in name or ".k_proj." in name):
+            n_head = cfg.num_attention_heads if ".q_proj." in name else cfg.num_key_value_heads
+            a = a.reshape(n_head, 2, a.shape[0] // n_head // 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
+        if a.ndim == 2 and q != gguf.GGMLQuantizationType.F32:
+            w.add_tensor(gname, gguf.quants.quantize(a, q), raw_dtype=q)
+        else:
+            w.add_tensor(gname, np.ascontiguousarray(a, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
