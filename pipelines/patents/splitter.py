@@ -13,6 +13,7 @@ not start claims 1 and 2, but "2. The device of claim 1" on the next line does.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 
@@ -168,17 +169,22 @@ def split_claims(norm: str, start: int, end: int) -> list[RawClaim]:
     chosen.append(cands[i0])
     idx = i0 + 1
     n = len(cands)
+    by_number: dict[int, list[int]] = {}
+    for j, c in enumerate(cands):
+        if c.quality >= MIN_QUALITY:
+            by_number.setdefault(c.first, []).append(j)
+    strong = [j for j, c in enumerate(cands) if c.quality >= STRONG]
     while idx < n:
         expected = chosen[-1].last + 1
-        window: list[int] = []
-        stop = n
-        for j in range(idx, n):
-            c = cands[j]
-            if c.first > expected and c.quality >= STRONG:
-                stop = j
-                break
-            if c.first == expected and c.quality >= MIN_QUALITY:
-                window.append(j)
+        # the first strong candidate with a higher number bounds the search
+        p = bisect.bisect_left(strong, idx)
+        while p < len(strong) and cands[strong[p]].first <= expected:
+            p += 1
+        stop = strong[p] if p < len(strong) else n
+        same = by_number.get(expected, [])
+        lo = bisect.bisect_left(same, idx)
+        hi = bisect.bisect_left(same, stop)
+        window = same[lo:hi]
         if window:
             best = max(window, key=lambda j: (cands[j].quality, -j))
             chosen.append(cands[best])

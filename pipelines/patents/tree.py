@@ -36,27 +36,26 @@ def build_trees(claims: list[Claim], g: nx.DiGraph, finding_codes: dict[int, lis
     expanded: set[int] = set()
     reached: set[int] = set()
     queue: list[int] = []
+    children = {n: sorted(k for k in g.successors(n) if not by_number[k].cancelled) for n in g.nodes}
 
     def node(n: int, depth: int, path: set[int], continuation: bool = False) -> TreeNode:
         c = by_number[n]
         reached.add(n)
-        t = TreeNode(number=n, status=c.status, category=c.category, findings=finding_codes.get(n, []),
-                     continuation=continuation)
-        kids = sorted(k for k in g.successors(n) if not by_number[k].cancelled)
+        kids = children[n]
+        base = {"number": n, "status": c.status, "category": c.category, "findings": finding_codes.get(n, []),
+                "continuation": continuation}
         if n in path or (n in expanded and not continuation):
-            t.repeat = bool(kids)
-            return t
+            return TreeNode(**base, repeat=bool(kids))
         expanded.add(n)
         if not kids:
-            return t
+            return TreeNode(**base)
         if depth >= MAX_DEPTH:
-            t.continued = True
             queue.append(n)
-            return t
+            return TreeNode(**base, continued=True)
         path.add(n)
-        t.children = [node(k, depth + 1, path) for k in kids]
+        subtrees = [node(k, depth + 1, path) for k in kids]
         path.discard(n)
-        return t
+        return TreeNode(**base, children=subtrees)
 
     trees = [node(c.number, 0, set()) for c in claims if c.independent and not c.cancelled]
     i = 0
