@@ -43,7 +43,7 @@ _VERBISH = frozenset(
 )
 _ORDINALS = frozenset("first second third fourth fifth sixth seventh eighth ninth tenth last next other".split())
 _NP_TOKEN = re.compile(r"[A-Za-z][A-Za-z\-]*|\(\s*\d+[a-z']?\s*\)|\S")
-_DEFINITE = re.compile(r"\b(?:the|said)\s+")  # run on lower-cased text
+_DEFINITE = re.compile(r"\b(?:the|said)\s+(?=([a-z][a-z-]*)?)")  # run on lower-cased text
 _ALPHA = re.compile(r"[a-z]+")
 
 
@@ -124,6 +124,18 @@ def check_english(
         seen.update(_ALPHA.findall(low, fed, s))
         fed = s
         pos = m.end()
+        # fast path: the first word after "the" is a content word met before -> it has a basis
+        w1 = m.group(1)
+        if w1 in _IDIOMS:
+            continue
+        if w1 not in _ORDINALS and w1 not in _STOP and w1 not in _VERBISH:
+            if w1 in seen or singular(w1) in seen:
+                continue
+            if sets:
+                if inherited_union is None:
+                    inherited_union = set().union(*sets)
+                if w1 in inherited_union or singular(w1) in inherited_union:
+                    continue
         toks = _NP_TOKEN.findall(low, pos, pos + 70)
         np_words: list[str] = []
         terminator = ""

@@ -52,7 +52,7 @@ def build_section(n_claims: int = 200) -> tuple[str, dict[int, list[int]]]:
                 edits = []
                 for r in c.references:
                     a, b = r.span.char_start - c.span.char_start, r.span.char_end - c.span.char_start
-                    edits.append((a, b, re.sub(r"\d+", lambda m: str(int(m.group()) + base), body[a:b])))
+                    edits.append((a, b, re.sub(r"\d+", lambda m, off=base: str(int(m.group()) + off), body[a:b])))
                 for a, b, new in sorted(edits, reverse=True):
                     body = body[:a] + new + body[b:]
                 body = re.sub(r"^\d+", str(base + c.number), body)
@@ -67,9 +67,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=60)
     ap.add_argument("--claims", type=int, default=200)
+    ap.add_argument("--pin", action="store_true", help="pin the process to one CPU core (sched_setaffinity)")
     args = ap.parse_args()
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one CPU core
+    if args.pin and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     text, truth = build_section(args.claims)
     result = analyse_text(text)
     got = {c.number: c.depends_on for c in result.claims}
@@ -78,27 +79,29 @@ def main() -> int:
     assert len(result.claims) == args.claims and not wrong, wrong[:5]
     for _ in range(5):
         analyse_text(text)
-    times, json_times = [], []
+    wall, cpu, json_wall = [], [], []
     for _ in range(args.runs):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         r = analyse_text(text)
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         r.model_dump_json()
         t2 = time.perf_counter()
-        times.append((t1 - t0) * 1000)
-        json_times.append((t2 - t1) * 1000)
-    times.sort()
-    json_times.sort()
+        wall.append((t1 - t0) * 1000)
+        cpu.append((c1 - c0) * 1000)
+        json_wall.append((t2 - t1) * 1000)
 
     def p95(xs: list[float]) -> float:
+        xs = sorted(xs)
         return xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
 
-    print(f"patents benchmark: {args.claims}-claim section, {len(text)} chars, {args.runs} runs, one core, "
-          f"Python {platform.python_version()}")
-    print(f"  analyse_text: median {statistics.median(times):.1f} ms, p95 {p95(times):.1f} ms, min {times[0]:.1f} ms")
-    print(f"  JSON export:  median {statistics.median(json_times):.1f} ms, p95 {p95(json_times):.1f} ms")
-    ok = statistics.median(times) < 50
-    print(f"  target < 50 ms (median): {'met' if ok else 'NOT met'}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"patents benchmark: {args.claims}-claim section, {len(text)} chars, {args.runs} runs, single-threaded, "
+          f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load average {load:.1f}")
+    print(f"  analyse_text CPU time:  median {statistics.median(cpu):.1f} ms, p95 {p95(cpu):.1f} ms, min {min(cpu):.1f} ms")
+    print(f"  analyse_text wall time: median {statistics.median(wall):.1f} ms, p95 {p95(wall):.1f} ms, min {min(wall):.1f} ms")
+    print(f"  JSON export wall time:  median {statistics.median(json_wall):.1f} ms, p95 {p95(json_wall):.1f} ms")
+    ok = statistics.median(cpu) < 50
+    print(f"  target < 50 ms on one core (median CPU time): {'met' if ok else 'NOT met'}")
     return 0 if ok else 1
 
 
