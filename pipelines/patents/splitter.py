@@ -18,14 +18,13 @@ import re
 from dataclasses import dataclass, field
 
 _CANDIDATE = re.compile(
-    r"(?:^|(?<=[.。;:)\]])|(?<=[.;:)\]][ \t])|(?<=[.;:)\]][ \t]{2}))[ \t]*"
     r"(?P<tok>"
     r"\[\s*claims?\s+(?P<a>\d{1,3})(?:\s*(?:-|~|to|through)\s*(?P<a2>\d{1,3}))?\s*\]\s*[.:]?"
-    r"|claims?\s+(?P<b>\d{1,3})(?:\s*(?:-|~|to|through)\s*(?P<b2>\d{1,3}))?\s*[.:]?"
-    r"|(?P<c>\d{1,3})\s?\.?\s*(?:-|~|to|through)\s*(?P<c2>\d{1,3})\s?[.、]"
-    r"|(?P<d>\d{1,3})\s?[.、](?!\d)"
+    r"|(?<![A-Za-z])claims?\s+(?P<b>\d{1,3})(?:\s*(?:-|~|to|through)\s*(?P<b2>\d{1,3}))?\s*[.:]?"
+    r"|(?<![\d.,])(?P<c>\d{1,3})\s?\.?\s*(?:-|~|to|through)\s*(?P<c2>\d{1,3})\s?[.、]"
+    r"|(?<![\d.,])(?P<d>\d{1,3})\s?[.、](?!\d)"
     r")",
-    re.IGNORECASE | re.MULTILINE,
+    re.IGNORECASE,
 )
 _STATUS = re.compile(r"[ \t]*\(\s*(?P<s>[^()\n]{1,60}?)\s*\)[ \t]*[.:]?|[ \t]*(?P<bare>cancell?ed|deleted|删除)\b[ \t]*[.:]?", re.IGNORECASE)
 _REFERENCE_HINT = re.compile(r"\bclaims?\s+\d|权\s*利\s*要\s*求|請\s*求\s*項|请\s*求\s*项", re.IGNORECASE)
@@ -84,6 +83,12 @@ def _candidates(norm: str, start: int, end: int) -> list[_Cand]:
     out: list[_Cand] = []
     for m in _CANDIDATE.finditer(norm, start, end):
         pos = m.start("tok")
+        # allowed where a line starts, or within two spaces after the end of a sentence or marker
+        q = pos - 1
+        while q >= start and norm[q] in " \t":
+            q -= 1
+        if q >= start and norm[q] != "\n" and not (norm[q] in ".。;:)]" and pos - 1 - q <= 2):
+            continue
         groups = m.groupdict()
         n_first = groups["a"] or groups["b"] or groups["c"] or groups["d"]
         n_last = groups["a2"] or groups["b2"] or groups["c2"] or n_first
