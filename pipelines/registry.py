@@ -12,6 +12,7 @@ import os
 from pipelines.base import Pipeline
 
 _PIPELINES: dict[str, str] = {
+    "contracts": "pipelines.contracts.pipeline:ContractsPipeline",
     "patents": "pipelines.patents.pipeline:PatentsPipeline",
     "medical": "pipelines.medical.pipeline:MedicalPipeline",
     "reports": "pipelines.reports.pipeline:ReportsPipeline",

@@ -38,17 +38,29 @@ from pipelines.contracts.structure import Clause, Structure
 NUMBERED_KINDS = {"numbered", "schedule", "paragraph"}
 
 
+# Measured with `python -m pipelines.contracts.calibrate` on the 4 corpus pairs plus 12 synthetic
+# alterations of them (see BENCHMARKS.md, "Contracts"): the middle of the plateau of best F1.
+THRESHOLD_NGRAM = 0.47  # plateau 0.34-0.60
+THRESHOLD_SEMANTIC = 0.48  # plateau 0.36-0.60
+
+
 @dataclass(frozen=True)
 class AlignConfig:
     """Weights and threshold of the alignment score (threshold measured: see calibrate.py)."""
 
-    threshold: float = 0.42
+    threshold: float | None = None  # None: the measured default for the path in use (below)
     w_anchor: float = 0.10
     w_context: float = 0.10
     semantic: bool = False  # blend MiniLM into the content score (English only)
     w_semantic: float = 0.5
     split_containment: float = 0.75  # share of a fragment's shingles found in the whole
     split_coverage: float = 0.80  # share of the whole covered by all its fragments together
+
+    @property
+    def tau(self) -> float:
+        if self.threshold is not None:
+            return self.threshold
+        return THRESHOLD_SEMANTIC if self.semantic else THRESHOLD_NGRAM
 
 
 @dataclass
@@ -142,7 +154,7 @@ def align(text_a: str, sa: Structure, text_b: str, sb: Structure, cfg: AlignConf
     S = score_matrix(content, A, B, cfg)
     match_a: dict[int, int] = {}
     if len(A) and len(B):
-        gain = np.maximum(S - cfg.threshold, 0.0)
+        gain = np.maximum(S - cfg.tau, 0.0)
         rows, cols = linear_sum_assignment(-gain)
         for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
             if gain[i, j] > 0:

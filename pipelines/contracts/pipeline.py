@@ -145,7 +145,7 @@ def compare_structures(doc_a: Document, sa: Structure, doc_b: Document, sb: Stru
         documents={"a": info(doc_a, sa), "b": info(doc_b, sb)},
         clauses={"a": [_clause_out(doc_a, c) for c in A], "b": [_clause_out(doc_b, c) for c in B]},
         alignment=rows, summary=summary, stats=stats,
-        settings=Settings(method="ngram+minilm" if al.semantic_used else "ngram", threshold=cfg.threshold,
+        settings=Settings(method="ngram+minilm" if al.semantic_used else "ngram", threshold=cfg.tau,
                           w_anchor=cfg.w_anchor, w_context=cfg.w_context,
                           w_semantic=cfg.w_semantic if al.semantic_used else 0.0,
                           embedder="all-MiniLM-L6-v2" if al.semantic_used and minilm_path() else None),

@@ -354,10 +354,6 @@ def parse_structure(text: str, language: str | None = None) -> Structure:
     seen_marker = False
     history: dict[str, object] = {}  # last value seen per numbering style
 
-    def close(end_line: _Line | None) -> None:
-        nonlocal current
-        current = None
-
     def new(kind, anchor, number, level, ln, marker=None, heading=None, parent=None, style=""):
         nonlocal current
         c = Clause(len(clauses), anchor, number, kind, level, ln.start, ln.end, parent=parent, heading=heading, style=style)
@@ -518,7 +514,7 @@ def _place(marker: _Marker, stack: list[tuple[_Marker, str]]) -> None:
                 return
         if fam == "dot" and depth > 1:  # 1.1 belongs under 1 even when (a) items are open
             parent = marker.key.rsplit(".", 1)[0]
-            for i, (m, a) in enumerate(stack):
+            for i, (m, _a) in enumerate(stack):
                 if m.key == parent:
                     del stack[i + 1:]
                     return

@@ -1,0 +1,174 @@
+"""Human views of a `ContractResult`: the terminal report (rich) and a self-contained HTML redline.
+
+Both put the material changes first, then every aligned pair with its inline redline
+(deletions struck through in red, insertions underlined in green, renumbering in amber).
+The HTML has no external resources (inline CSS, no scripts needed) and links each summary entry
+to its row.
+"""
+
+from __future__ import annotations
+
+import html
+
+from pipelines.contracts.model import AlignmentRow, ContractResult
+from pipelines.documents import Document
+
+CHANGE_COLOURS = {
+    "unchanged": "#9ca3af", "modified": "#2563eb", "added": "#16a34a", "deleted": "#dc2626", "moved": "#9333ea",
+    "renumbered": "#d97706", "split": "#0891b2", "merged": "#0891b2",
+}
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#111827}
+h1{font-size:20px} h2{font-size:16px;margin-top:28px}
+.meta{color:#4b5563;font-size:13px}
+table.rl{border-collapse:collapse;width:100%;table-layout:fixed}
+table.rl td{vertical-align:top;border-top:1px solid #e5e7eb;padding:6px 8px;font-size:13px;white-space:pre-wrap;word-wrap:break-word}
+table.rl td.tag{width:120px;white-space:normal}
+.badge{display:inline-block;padding:1px 6px;border-radius:8px;color:#fff;font-size:11px}
+del{background:#fee2e2;color:#991b1b;text-decoration:line-through}
+ins{background:#dcfce7;color:#166534;text-decoration:underline}
+.ren{background:#fef3c7;color:#92400e}
+.fmt{background:#f3f4f6}
+.anchor{font-family:ui-monospace,monospace;font-size:11px;color:#374151}
+.flags{font-size:12px;color:#7c2d12;margin-top:4px;white-space:normal}
+.material{font-weight:600}
+tr.unchanged td{color:#6b7280}
+li{margin:3px 0;font-size:13px}
+"""
+
+
+def side_html(row: AlignmentRow, side: str) -> str:
+    """One side ("a" or "b") of a row's redline as HTML: the clause text with its changes marked."""
+    out = []
+    for op in row.diff:
+        span = op.a_span if side == "a" else op.b_span
+        if span is None:
+            continue
+        t = html.escape(span.text)
+        if op.op == "equal":
+            out.append(t)
+        elif op.op == "format":
+            out.append(f'<span class="fmt">{t}</span>')
+        elif op.op == "renumber":
+            out.append(f'<span class="ren">{t}</span>')
+        elif side == "a":
+            out.append(f"<del>{t}</del>")
+        else:
+            out.append(f"<ins>{t}</ins>")
+    return "".join(out)
+
+
+def badge(change: str) -> str:
+    return f'<span class="badge" style="background:{CHANGE_COLOURS.get(change, "#6b7280")}">{html.escape(change)}</span>'
+
+
+def flags_html(row: AlignmentRow) -> str:
+    if not row.flags:
+        return ""
+    items = []
+    for f in row.flags:
+        cls = "material" if f.material else ""
+        items.append(f'<span class="{cls}">⚑ {html.escape(f.kind)}: {html.escape(f.detail)}</span>')
+    return '<div class="flags">' + "<br>".join(items) + "</div>"
+
+
+def row_html(k: int, row: AlignmentRow) -> str:
+    extra = []
+    if row.edited and row.change not in {"modified"}:
+        extra.append("edited")
+    if row.renumbered and row.change != "renumbered":
+        extra.append("renumbered")
+    tag = badge(row.change) + (f' <span class="meta">{", ".join(extra)}</span>' if extra else "")
+    anchors = f'<div class="anchor">{html.escape(row.a or "—")} → {html.escape(row.b or "—")} · {row.score:.2f}</div>'
+    cls = "unchanged" if row.change == "unchanged" and not row.flags else ""
+    return (f'<tr id="row-{k}" class="{cls}"><td class="tag">{tag}{anchors}</td>'
+            f"<td>{side_html(row, 'a')}</td><td>{side_html(row, 'b')}{flags_html(row)}</td></tr>")
+
+
+def redline_html(result: ContractResult, doc_a: Document | str | None = None, doc_b: Document | str | None = None) -> str:
+    """A self-contained HTML redline of the pair: summary (material first, linked), then every row."""
+    da, db = result.documents["a"], result.documents["b"]
+    name_a = doc_a.source_name if isinstance(doc_a, Document) else da.source_name
+    name_b = doc_b.source_name if isinstance(doc_b, Document) else db.source_name
+    s = result.stats
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\">",
+        f"<title>Redline: {html.escape(name_a)} → {html.escape(name_b)}</title><style>{CSS}</style></head><body>",
+        f"<h1>Redline: {html.escape(name_a)} → {html.escape(name_b)}</h1>",
+        f'<p class="meta">{s["clauses_a"]} → {s["clauses_b"]} clauses · {s["modified"]} modified · {s["added"]} added · '
+        f'{s["deleted"]} deleted · {s["moved"]} moved · {s["renumbered"]} renumbered · {s["split"]} split · '
+        f'{s["merged"]} merged · {s["material"]} material · method {html.escape(result.settings.method)}, '
+        f"threshold {result.settings.threshold}</p>",
+        "<h2>Changes (material first)</h2><ul>",
+    ]
+    for item in result.summary:
+        cls = ' class="material"' if item.material else ""
+        mark = "⚑ " if item.material else ""
+        parts.append(f'<li{cls}><a href="#row-{item.row}">{mark}{html.escape(item.text)}</a></li>')
+    if not result.summary:
+        parts.append("<li>No changes.</li>")
+    parts.append('</ul><h2>Side by side</h2><table class="rl"><tr><th></th>'
+                 f"<th>{html.escape(name_a)}</th><th>{html.escape(name_b)}</th></tr>")
+    for k, row in enumerate(result.alignment):
+        parts.append(row_html(k, row))
+    parts.append("</table></body></html>\n")
+    return "".join(parts)
+
+
+def render_terminal(result: ContractResult, show_unchanged: bool = False, max_chars: int = 600):
+    """A rich renderable: counts, the material changes first, then each changed pair with its redline."""
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    s = result.stats
+    head = Text(
+        f"{result.documents['a'].source_name} → {result.documents['b'].source_name}: "
+        f"{s['clauses_a']} → {s['clauses_b']} clauses; {s['modified']} modified, {s['added']} added, "
+        f"{s['deleted']} deleted, {s['moved']} moved, {s['renumbered']} renumbered, {s['split']} split, "
+        f"{s['merged']} merged; {s['material']} material",
+        style="bold",
+    )
+    summary = Table(title="Changes (material first)", show_lines=False, expand=True)
+    summary.add_column("", width=2)
+    summary.add_column("Change")
+    for item in result.summary:
+        summary.add_row("⚑" if item.material else "", Text(item.text, style="bold" if item.material else ""))
+    rows = []
+    for row in result.alignment:
+        if row.change == "unchanged" and not show_unchanged:
+            continue
+        t = Text()
+        for op in row.diff:
+            if op.op in {"equal", "format"}:
+                t.append((op.b_span or op.a_span).text)
+            elif op.op == "renumber":
+                t.append(op.a_span.text, style="strike yellow")
+                t.append(op.b_span.text, style="bold yellow")
+            else:
+                if op.a_span is not None:
+                    t.append(op.a_span.text, style="strike red")
+                if op.b_span is not None:
+                    t.append(op.b_span.text, style="underline green")
+            if len(t) > max_chars:
+                t.truncate(max_chars)
+                t.append(" …", style="dim")
+                break
+        for f in row.flags:
+            t.append(f"\n⚑ {f.kind}: {f.detail}", style="bold magenta" if f.material else "magenta")
+        title = f"{row.a or '—'} → {row.b or '—'}  [{row.change}{', edited' if row.edited and row.change != 'modified' else ''}]"
+        rows.append(Panel(t, title=title, title_align="left", border_style=CHANGE_COLOURS.get(row.change, "white")))
+    return Group(head, summary, *rows)
+
+
+def terminal_text(result: ContractResult, width: int = 120) -> str:
+    """The terminal report as plain text (tests, logs)."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(render_terminal(result))
+    return console.export_text()
