@@ -202,15 +202,20 @@ def _find_gutter(lines: list[_Line], width: float) -> float | None:
     words = [w for line in lines for w in line.words]
     x_min = min(w.x0 for w in words)
     x_max = max(w.x1 for w in words)
+    x0s = np.array([w.x0 for w in words])
+    x1s = np.array([w.x1 for w in words])
+    line_of = np.array([k for k, line in enumerate(lines) for _ in line.words])
     best = None
     for x in np.arange(0.3 * width, 0.7 * width, 2.0):
-        crossing = sum(1 for w in words if w.x0 < x < w.x1)
-        left = sum(1 for w in words if w.x1 <= x)
+        cross = (x0s < x) & (x < x1s)
+        crossing = int(np.count_nonzero(cross))
+        left = int(np.count_nonzero(x1s <= x))
         right = len(words) - left - crossing
+        if left <= 0.08 * len(words) or right <= 0.08 * len(words):
+            continue
         # full-width lines (titles, captions, headers) may cross; CJK lines are few long "words",
         # so crossing is also judged by lines
-        crossing_lines = sum(1 for ln in lines if any(w.x0 < x < w.x1 for w in ln.words))
-        few_crossing = crossing <= 0.02 * len(words) or crossing_lines <= 0.25 * len(lines)
+        few_crossing = crossing <= 0.02 * len(words) or len(np.unique(line_of[cross])) <= 0.25 * len(lines)
         if few_crossing and left > 0.08 * len(words) and right > 0.08 * len(words):
             # both sides must hold text on many lines at the same height (true columns)
             both = [_side_segments(ln, x) for ln in lines]
@@ -244,17 +249,23 @@ def _find_side_column(lines: list[_Line], width: float) -> tuple[str, float, flo
     if len(lines) < 6 or width <= 0:
         return None
     words = [w for ln in lines for w in ln.words]
+    x0s = np.array([w.x0 for w in words])
+    x1s = np.array([w.x1 for w in words])
+    tops = np.array([w.top for w in words])
+    bottoms = np.array([w.bottom for w in words])
     for side in ("left", "right"):
         xs = np.arange(0.08 * width, 0.36 * width, 2.0) if side == "left" else np.arange(0.92 * width, 0.64 * width, -2.0)
         for x in xs:
-            narrow = [w for w in words if (w.x1 <= x - 4 if side == "left" else w.x0 >= x + 4)]
-            if len(narrow) < 3:
+            mask = x1s <= x - 4 if side == "left" else x0s >= x + 4
+            if mask.sum() < 3:
                 continue
-            top = min(w.top for w in narrow)
-            bottom = max(w.bottom for w in narrow)
-            band = [w for w in words if w.bottom > top and w.top < bottom]
-            if any(w.x0 < x + 4 and w.x1 > x - 4 for w in band):
+            top = float(tops[mask].min())
+            bottom = float(bottoms[mask].max())
+            in_band = (bottoms > top) & (tops < bottom)
+            if np.any(in_band & (x0s < x + 4) & (x1s > x - 4)):
                 continue
+            narrow = [w for w, m in zip(words, mask, strict=True) if m]
+            band = [w for w, b in zip(words, in_band, strict=True) if b]
             narrow_lines = {round(w.top) for w in narrow}
             body = [w for w in band if w not in narrow]
             body_lines = {round(w.top) for w in body}

@@ -3,7 +3,8 @@ height), the drawn objects of each PDF page (images, rectangles, curves, rules),
 pdfplumber's table finder, and internal hyperlinks (LaTeX/hyperref `GoTo` annotations).
 
 Everything here is read from the `Document` (text, pages, one box per character) and, when the PDF
-bytes are at hand, from pdfplumber; without the PDF the pipeline still runs on text and boxes.
+bytes are at hand, from the PDF itself: drawn objects with pdfium (fast, no text layout), links
+and tables with pdfplumber; without the PDF the pipeline still runs on text and boxes.
 """
 
 from __future__ import annotations
@@ -136,6 +137,7 @@ def _read_pdf(layout: Layout, data: bytes) -> None:
         return
     layout._pdf = pdf
     layout.has_pdf = True
+    drawn = _drawn_objects(data)
     page_ids: dict[int, int] = {}
     for i, p in enumerate(pdf.pages, start=1):
         try:
@@ -148,18 +150,13 @@ def _read_pdf(layout: Layout, data: bytes) -> None:
             continue
         w, h = float(p.width), float(p.height)
         pl.width, pl.height = pl.width or w, pl.height or h
-        try:
-            objs = list(p.images) + list(p.rects) + list(p.curves) + list(p.lines)
-        except Exception:
-            objs = []
-        for o in objs:
-            box = (float(o["x0"]), float(o["top"]), float(o["x1"]), float(o["bottom"]))
+        for box in drawn.get(i, []):
             # page furniture: rules in the header/footer zone, and page-sized backgrounds
             if box[3] < 0.1 * h or box[1] > 0.92 * h:
                 continue
             if (box[2] - box[0]) > 0.95 * w and (box[3] - box[1]) > 0.9 * h:
                 continue
-            pl.graphics.append(tuple(round(v, 2) for v in box))
+            pl.graphics.append(box)
         try:
             annots = p.annots or []
         except Exception:
@@ -168,6 +165,62 @@ def _read_pdf(layout: Layout, data: bytes) -> None:
             link = _internal_link(pdf, a, i, page_ids)
             if link is not None:
                 pl.links.append(link)
+
+
+def _drawn_objects(data: bytes) -> dict[int, list[BBox]]:
+    """Boxes of the images, paths and shadings of each page (top-left origin, PDF points), read
+    with pdfium (fast: no text layout). A form XObject counts as one box unless it covers most of
+    the page, in which case its own objects are taken (mapped through the form's matrix)."""
+    import ctypes
+
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as R
+
+    kinds = (R.FPDF_PAGEOBJ_IMAGE, R.FPDF_PAGEOBJ_PATH, R.FPDF_PAGEOBJ_SHADING)
+    out: dict[int, list[BBox]] = {}
+    try:
+        pdf = pdfium.PdfDocument(data)
+    except Exception as exc:
+        log.warning("pdfium cannot open the PDF: %s", exc)
+        return out
+    try:
+        for i in range(len(pdf)):
+            page = pdf[i]
+            h, w = float(page.get_height()), float(page.get_width())
+            boxes: list[BBox] = []
+
+            def add(left: float, bottom: float, right: float, top: float, h: float = h, boxes: list[BBox] = boxes) -> None:
+                boxes.append((round(left, 2), round(h - top, 2), round(right, 2), round(h - bottom, 2)))
+
+            for obj in page.get_objects(max_depth=0):
+                try:
+                    left, bottom, right, top = obj.get_bounds()
+                except Exception:
+                    continue
+                if obj.type in kinds:
+                    add(left, bottom, right, top)
+                elif obj.type == R.FPDF_PAGEOBJ_FORM:
+                    if (right - left) * (top - bottom) < 0.5 * w * h:
+                        add(left, bottom, right, top)
+                        continue
+                    m = obj.get_matrix()
+                    for k in range(R.FPDFFormObj_CountObjects(obj.raw)):
+                        child = R.FPDFFormObj_GetObject(obj.raw, k)
+                        if R.FPDFPageObj_GetType(child) not in kinds:
+                            continue
+                        cl, cb, cr, ct = (ctypes.c_float() for _ in range(4))
+                        if not R.FPDFPageObj_GetBounds(child, cl, cb, cr, ct):
+                            continue
+                        x0, y0 = m.on_point(cl.value, cb.value)
+                        x1, y1 = m.on_point(cr.value, ct.value)
+                        add(min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1))
+            out[i + 1] = boxes
+            page.close()
+    except Exception as exc:  # drawn objects are evidence; never fail the analysis on them
+        log.warning("pdfium failed reading drawn objects: %s", exc)
+    finally:
+        pdf.close()
+    return out
 
 
 def _internal_link(pdf, annot: dict, page: int, page_ids: dict[int, int]) -> Link | None:
