@@ -201,10 +201,10 @@ def find_vitals(text: str) -> list[Measurement]:
             if label.isascii():
                 if s > 0 and (text[s - 1].isalnum()) and text[s - 1].isascii():
                     continue
-                if len(label) <= 2 and not m.group("unit") and vital != "blood_pressure":
+                if len(label) == 1 and not m.group("unit"):
+                    continue  # "T 38", "P 5" without a unit are not vital signs
+                if label in ("PR",) and not m.group("unit"):
                     continue
-                if label[-1].isalpha() and m.start("value") == m.end("label") and len(label) > 2:
-                    pass
             value = m.group("value").replace(" ", "").replace("／", "/")
             unit = m.group("unit")
             unit_n = re.sub(r"\s+", "", unit).replace("／", "/") if unit else None
