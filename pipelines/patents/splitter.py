@@ -26,6 +26,9 @@ _CANDIDATE = re.compile(
     r")",
     re.IGNORECASE,
 )
+# Where a claim number may begin: after a line break, a full stop or a closing marker (then the
+# candidate itself is matched there; much cheaper than trying the candidate pattern everywhere).
+_ANCHOR = re.compile(r"[\n.。;:)\]][ \t]*(?=[\[cC\d])")
 _STATUS = re.compile(r"[ \t]*\(\s*(?P<s>[^()\n]{1,60}?)\s*\)[ \t]*[.:]?|[ \t]*(?P<bare>cancell?ed|deleted|删除)\b[ \t]*[.:]?", re.IGNORECASE)
 _REFERENCE_HINT = re.compile(r"\bclaims?\s+\d|权\s*利\s*要\s*求|請\s*求\s*項|请\s*求\s*项", re.IGNORECASE)
 _STATUS_WORDS = {
@@ -81,8 +84,18 @@ class _Cand:
 
 def _candidates(norm: str, start: int, end: int) -> list[_Cand]:
     out: list[_Cand] = []
-    for m in _CANDIDATE.finditer(norm, start, end):
+    anchors = [start]
+    anchors.extend(a.end() for a in _ANCHOR.finditer(norm, start, end))
+    last_pos = -1
+    for anchor in anchors:
+        p0 = anchor
+        while p0 < end and norm[p0] in " \t":
+            p0 += 1
+        m = _CANDIDATE.match(norm, p0, end)
+        if m is None or m.start("tok") <= last_pos:
+            continue
         pos = m.start("tok")
+        last_pos = pos
         # allowed where a line starts, or within two spaces after the end of a sentence or marker
         q = pos - 1
         while q >= start and norm[q] in " \t":
