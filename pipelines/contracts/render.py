@@ -119,6 +119,7 @@ def redline_html(result: ContractResult, doc_a: Document | str | None = None, do
 def render_terminal(result: ContractResult, show_unchanged: bool = False, max_chars: int = 600):
     """A rich renderable: counts, the material changes first, then each changed pair with its redline."""
     from rich.console import Group
+    from rich.markup import escape
     from rich.panel import Panel
     from rich.table import Table
     from rich.text import Text
@@ -158,7 +159,8 @@ def render_terminal(result: ContractResult, show_unchanged: bool = False, max_ch
                 break
         for f in row.flags:
             t.append(f"\n⚑ {f.kind}: {f.detail}", style="bold magenta" if f.material else "magenta")
-        title = f"{row.a or '—'} → {row.b or '—'}  [{row.change}{', edited' if row.edited and row.change != 'modified' else ''}]"
+        where = row.a if row.a == row.b else f"{row.a or '—'} → {row.b or '—'}"
+        title = escape(f"{where}  [{row.change}{', edited' if row.edited and row.change != 'modified' else ''}]")
         rows.append(Panel(t, title=title, title_align="left", border_style=CHANGE_COLOURS.get(row.change, "white")))
     return Group(head, summary, *rows)
 

@@ -362,6 +362,7 @@ def parse_structure(text: str, language: str | None = None) -> Structure:
             if lab_off >= 0:
                 c.label_start = ln.start + lab_off
                 c.label_end = c.label_start + len(marker.label.strip())
+                c.number = text[c.label_start:c.label_end]  # as written (full-width digits kept)
         clauses.append(c)
         current = c
         return c
@@ -611,6 +612,8 @@ def _find_xrefs(text: str, clauses: list[Clause], lang: str) -> None:
         if lang == "zh":
             continue
         for m in RE_XREF_EN.finditer(seg):
+            if m.start() < own_end:
+                continue  # the clause's own label ("Section 1.02 ...")
             word = m.group(1).lower()
             after = seg[m.end():m.end() + 40]
             external = bool(RE_EXTERNAL_EN.match(after))

@@ -1,0 +1,138 @@
+"""The contract versions page: two versions in (uploads or a bundled sample pair), the two side by
+side aligned clause to clause with the redline inline, material changes first (each linked to
+its row), filters by change type, JSON and HTML redline downloads.
+
+Tests call `run_input(file_a, file_b)` and `render(result)` directly, or put `(file_a, file_b)` in
+`st.session_state[PENDING]` before an AppTest run.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import streamlit as st
+
+from pipelines.contracts.model import ContractResult
+
+SAMPLES = Path(__file__).resolve().parents[2] / "data" / "samples" / "contracts"
+PENDING = "contracts_pending_input"
+RESULT = "contracts_result"
+CHANGES = ["modified", "added", "deleted", "moved", "renumbered", "split", "merged", "unchanged"]
+
+
+@st.cache_resource
+def _embedder():
+    """MiniLM, loaded once per server process (only when the semantic option is used)."""
+    from pipelines.contracts.similarity import load_embedder
+
+    return load_embedder()
+
+
+def run_input(file_a: tuple[str, bytes], file_b: tuple[str, bytes], semantic: bool = False) -> ContractResult:
+    """Ingest two uploaded versions (name, bytes) and compare them. Raises IngestError for a bad file."""
+    import hashlib
+
+    from pipelines.contracts.align import AlignConfig
+    from pipelines.contracts.pipeline import compare_documents
+    from pipelines.documents import load_bytes
+
+    doc_a = load_bytes(file_a[1], file_a[0], doc_id="a")
+    doc_b = load_bytes(file_b[1], file_b[0], doc_id="b")
+    if semantic:
+        _embedder()
+    h = hashlib.sha256()
+    for name, data in (file_a, file_b):
+        h.update(Path(name).name.encode("utf-8") + b"\0" + hashlib.sha256(data).digest())
+    return compare_documents(doc_a, doc_b, AlignConfig(semantic=semantic), input_sha256=h.hexdigest())
+
+
+def sample_pairs() -> dict[str, tuple[Path, Path]]:
+    """The bundled sample pairs by id."""
+    if not SAMPLES.is_dir():
+        return {}
+    from pipelines.contracts.pipeline import ContractsPipeline
+
+    return {inp.input_id: (inp.paths[0], inp.paths[1]) for inp in ContractsPipeline().discover(SAMPLES)}
+
+
+def render(result: ContractResult) -> None:
+    """Counts, material changes first (linked), filters, and the two versions side by side."""
+    from pipelines.contracts.render import CSS, row_html
+
+    s = result.stats
+    cols = st.columns(6)
+    for col, (label, key) in zip(cols, [("Clauses A→B", None), ("Modified", "modified"), ("Added", "added"),
+                                        ("Deleted", "deleted"), ("Moved / renumbered", None), ("Material", "material")],
+                                 strict=True):
+        if label == "Clauses A→B":
+            col.metric(label, f"{s['clauses_a']}→{s['clauses_b']}")
+        elif key is None:
+            col.metric(label, f"{s['moved']} / {s['renumbered']}")
+        else:
+            col.metric(label, s[key])
+
+    st.subheader("Material changes first")
+    if not result.summary:
+        st.success("No changes between the two versions.")
+    items = []
+    for item in result.summary:
+        mark = "⚑ " if item.material else ""
+        weight = "font-weight:600" if item.material else ""
+        items.append(f'<li style="{weight}"><a href="#row-{item.row}">{mark}{html.escape(item.text)}</a></li>')
+    if items:
+        st.html('<ul style="font-size:13px">' + "".join(items) + "</ul>")
+
+    st.subheader("Side by side")
+    present = [c for c in CHANGES if s.get(c, 0)]
+    default = [c for c in present if c != "unchanged"] or present
+    chosen = st.multiselect("Show changes of type", present, default=default, key="contracts_filter")
+    rows = [(k, r) for k, r in enumerate(result.alignment) if r.change in chosen]
+    da, db = result.documents["a"], result.documents["b"]
+    table = [f"<style>{CSS}</style>", '<table class="rl"><tr><th></th>',
+             f"<th>A: {html.escape(da.source_name)}</th><th>B: {html.escape(db.source_name)}</th></tr>"]
+    table += [row_html(k, r) for k, r in rows]
+    table.append("</table>")
+    st.caption(f"{len(rows)} of {len(result.alignment)} aligned rows shown")
+    st.html("".join(table))
+
+
+def page() -> None:
+    st.title("Contract versions")
+    st.caption("Two versions of an agreement: every clause aligned, every change explained, material changes first.")
+    left, right = st.columns(2)
+    up_a = left.file_uploader("Version A (earlier)", type=["txt", "md", "docx", "pdf"], key="contracts_a")
+    up_b = right.file_uploader("Version B (later)", type=["txt", "md", "docx", "pdf"], key="contracts_b")
+    samples = sample_pairs()
+    pick = st.selectbox("…or a bundled sample pair", ["(none)"] + sorted(samples), key="contracts_sample")
+    semantic = st.checkbox("Blend in MiniLM similarity (English; off by default — it did not improve the measured "
+                           "alignment)", key="contracts_semantic")
+    chosen = st.session_state.pop(PENDING, None)
+    if st.button("Compare", type="primary", key="contracts_run"):
+        if pick != "(none)":
+            pa, pb = samples[pick]
+            chosen = ((pa.name, pa.read_bytes()), (pb.name, pb.read_bytes()))
+        elif up_a is not None and up_b is not None:
+            chosen = ((up_a.name, up_a.getvalue()), (up_b.name, up_b.getvalue()))
+        else:
+            st.warning("Choose two versions (or a sample pair) first.")
+    if chosen is not None:
+        from pipelines.documents import IngestError
+
+        try:
+            with st.spinner("Aligning clauses…"):
+                st.session_state[RESULT] = run_input(chosen[0], chosen[1], semantic=semantic)
+        except IngestError as exc:
+            st.error(str(exc))
+            st.session_state.pop(RESULT, None)
+    result = st.session_state.get(RESULT)
+    if result is not None:
+        from app.export import to_json
+        from pipelines.contracts.render import redline_html
+
+        c1, c2 = st.columns(2)
+        c1.download_button("Download JSON", to_json(result), file_name="contracts.json", mime="application/json",
+                           key="contracts_download_json")
+        c2.download_button("Download HTML redline", redline_html(result), file_name="redline.html", mime="text/html",
+                           key="contracts_download_html")
+        render(result)
