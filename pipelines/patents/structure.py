@@ -59,13 +59,13 @@ _WEAK = {"having", "containing"}
 _CN_TRANSITION = re.compile(
     r"(?P<characterized>其特征在于|其特征是|其特征为)|(?P<comprising>包括有?|包含有?|含有)|(?P<consisting_of>由(?=[^,;。]{1,200}?组成))|(?P<wherein>其中)"
 )
-_MARKER = re.compile(r"(?:(?<=[\n:;,])|^)[ \t]*(?:\([a-z]\)|[a-z]\)|\((?:i|ii|iii|iv|v|vi|vii|viii|ix|x)\))[ \t]", re.MULTILINE)
+_MARKER = re.compile(r"[\n:;,][ \t]*(?P<m>\([a-z]\)|[a-z]\)|\((?:i|ii|iii|iv|v|vi|vii|viii|ix|x)\))[ \t]")
 _EN_SPLIT = re.compile(r";|\n|:(?=\s)")
 _CN_SPLIT = re.compile(r";|\n|。|:")
 # Text laid out by a PDF breaks lines wherever the page is full: only blank lines split there.
 _EN_SPLIT_WRAPPED = re.compile(r";|\n[ \t]*\n|:(?=\s)")
 _CN_SPLIT_WRAPPED = re.compile(r";|\n[ \t]*\n|。|:")
-_CONJ_ONLY = re.compile(r"(?:and|or|and/or|then|以及|和|及)?", re.IGNORECASE)
+_CONJ_ONLY = frozenset({"and", "or", "and/or", "then", "以及", "和", "及"})
 _LEADING_CONJ = re.compile(r"(?:and|or|and/or)\s+", re.IGNORECASE)
 
 
@@ -219,13 +219,10 @@ def split_elements(norm: str, start: int, end: int, zh: bool, wrapped: bool = Fa
     for m in splitter.finditer(norm, start, end):
         cuts.append(m.start())
         cuts.append(m.end())
-    if not zh:
-        for m in _MARKER.finditer(norm, start, end):
-            s = m.start()
-            while s < m.end() and norm[s] in " \t":
-                s += 1
-            cuts.append(s)
-            cuts.append(s)
+    if not zh and norm.find(")", start, end) >= 0:
+        for m in _MARKER.finditer(norm, start - 1 if start > 0 else start, end):
+            cuts.append(m.start("m"))
+            cuts.append(m.start("m"))
     cuts.append(end)
     cuts.sort()
     out: list[tuple[int, int]] = []
@@ -238,11 +235,12 @@ def split_elements(norm: str, start: int, end: int, zh: bool, wrapped: bool = Fa
         a, b = trim(norm, a, b, chars=",.;:，。；：")
         if a >= b:
             continue
-        if _CONJ_ONLY.fullmatch(norm[a:b]):
+        if b - a <= 7 and norm[a:b].lower() in _CONJ_ONLY:
             continue
-        m = _LEADING_CONJ.match(norm, a, b)
-        if m and m.end() < b:
-            a = m.end()
+        if norm[a] in "aoAO":
+            m = _LEADING_CONJ.match(norm, a, b)
+            if m and m.end() < b:
+                a = m.end()
         out.append((a, b))
     # merge duplicates produced by overlapping cuts
     dedup: list[tuple[int, int]] = []
