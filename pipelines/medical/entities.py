@@ -132,6 +132,10 @@ def _clean_item(text: str, s: int, e: int) -> tuple[int, int]:
     m = re.match(r"(?:\d{1,2}[.)、]|[（(]\d{1,2}[）)]|[a-z][.)])\s*", text[s:e])
     if m and e - s > m.end():
         s += m.end()
+    # leading determiners and repeated list triggers: "any chest pain", "history of seizure disorder"
+    m = re.match(r"(?:(?:any|a|an|the|some|her|his|their|no|also|a history of|history of|h/o|hx of)\s+)+", text[s:e], re.I)
+    if m and e - s > m.end():
+        s += m.end()
     while e > s and (text[e - 1].isspace() or text[e - 1] in ".,;:。，；：、"):
         e -= 1
     return s, e
@@ -152,7 +156,7 @@ def _split_items(text: str, s: int, e: int, commas: bool = True) -> list[tuple[i
                     protected.append((a, b))
     cuts = []
     sep = (r",\s*(?:and\s+|or\s+)?|\s+and\s+|\s+or\s+|" if commas else "") + \
-        r";\s*|\.\s+(?=[A-Z\u4e00-\u9fff])|\s+(?:\d{1,2}[.、)]|[（(]\d{1,2}[）)])\s*|、|，|；|。|及|和"
+        r";\s*|\s+nor\s+|\.\s+(?=[A-Z\u4e00-\u9fff])|\s+(?:\d{1,2}[.、)]|[（(]\d{1,2}[）)])\s*|、|，|；|。|及|和"
     for m in re.finditer(sep, seg):
         if any(pa <= m.start() < pb for pa, pb in protected):
             continue
@@ -245,19 +249,26 @@ def _list_slots(text: str, col: _Collector, sents: list[Sentence], sections: lis
             pass
         if end - after > 400:
             continue
+        denial = bool(re.match(r"denie|negative|no evidence|without", trig, re.I))
         for a, b in _split_items(text, after, end):
             if b - a > 80 or b - a < 2:
                 continue
-            if default == "problem" and not _plausible_problem(text[a:b]):
+            if default == "problem" and not _plausible_problem(text[a:b], strict=denial):
                 continue
             _add_item(text, col, a, b, default, "list")
 
 
-def _plausible_problem(item: str) -> bool:
+def _plausible_problem(item: str, strict: bool = False) -> bool:
+    """Is a list item a problem name? `strict` (denial lists: "denies X, Y nor Z"): only exact
+    concepts or unknown short phrases — an item with a known term inside plus other words is left
+    to the lexicon, which finds the term itself."""
     low = item.lower().strip()
     if _SEMTAG.search(low) or low in _CONCEPTS:
         return True
-    if (_EN_RX.search(low) or _ZH_RX.search(item)) and not _CLAUSE_WORDS.search(low):
+    inner = _EN_RX.search(low) or _ZH_RX.search(item)
+    if inner and strict:
+        return False
+    if inner and not _CLAUSE_WORDS.search(low):
         return True
     # short noun phrases only; a clause is not a problem name (the lexicon then finds the term inside)
     words = low.split()
@@ -309,6 +320,8 @@ def _section_items(text: str, col: _Collector, sections: list[Section]) -> None:
             elif default in ("problem", "procedure"):
                 if len(seg) > 120 or len(seg.split()) > 14:
                     continue
+                if sec.key == "past_history" and not _list_like(seg):
+                    continue  # prose: list triggers ("history of") and the lexicon handle it
                 items = _split_items(text, a, b, commas=sec.key == "past_history")
                 for pa, pb in items:
                     if pb - pa < 2 or _NON_ENTITY_ITEMS.match(text[pa:pb].strip()):
@@ -319,6 +332,14 @@ def _section_items(text: str, col: _Collector, sections: list[Section]) -> None:
                     if sec.key == "past_history" and not _plausible_problem(text[pa:pb]):
                         continue
                     _add_item(text, col, pa, pb, default, "section_item")
+
+
+def _list_like(line: str) -> bool:
+    """A problem-list line ("HTN, DM2, CKD stage 3", "1. 高血压 2. 糖尿病"), not a sentence of prose."""
+    if len(line) > 90:
+        return False
+    parts = [p.strip() for p in re.split(r"[,;，；、]|\.\s|\s\d{1,2}[.、)]\s*", line) if p.strip()]
+    return all(len(p.split()) <= 5 and not _CLAUSE_WORDS.search(p.lower()) for p in parts)
 
 
 def _medications(text: str, col: _Collector) -> None:

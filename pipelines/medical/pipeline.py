@@ -327,8 +327,13 @@ class MedicalPipeline(Pipeline):
             between = text[t.end:m.start]
             same_sec = sec is None or sec.start <= t.start
             same_par = "\n\n" not in between and "\n \n" not in between and same_sec
-            if same_par or (m.type in ("lab", "vital") and (same_sec or pd.kind == "lab_report")):
+            line_start = text.rfind("\n", 0, t.start) + 1
+            dated_entry = not text[line_start:t.start].strip(" \t-*•")  # "POD 3, 14:00: ...", "5月12日 08:00 ..."
+            header = t.start < 300 and t.kind in ("date", "datetime")
+            if (same_par and dated_entry) or (m.type in ("lab", "vital") and (same_sec or pd.kind == "lab_report" or header)):
                 return TimeInterval(**tv.as_dict())
+            if same_par and dated_entry is False and t.kind in ("date", "datetime", "anchored", "document_relative"):
+                continue  # a date inside an earlier sentence of prose does not date this one
             break
         if pd.date is None:
             return TimeInterval(anchored_to="unanchored")
