@@ -223,7 +223,7 @@ FREQUENCIES: dict[str, str] = {
     "p.r.n.": "as needed", "as needed": "as needed", "stat": "once", "once": "once", "weekly": "weekly",
     "qod": "every other day", "b.i.d": "twice daily", "t.i.d": "three times daily", "q.i.d": "four times daily",
     "q.d": "daily", "p.r.n": "as needed", "q.h.s": "at bedtime", "every day": "daily", "nightly": "at bedtime",
-    "every morning": "daily", "every night": "at bedtime", "twice a day": "twice daily",
+    "every morning": "daily", "every night": "at bedtime",
     "每日一次": "daily", "每日1次": "daily", "qd。": "daily", "每日两次": "twice daily", "每日2次": "twice daily",
     "每日三次": "three times daily", "每日3次": "three times daily", "每8小时一次": "every 8 hours",
     "每12小时一次": "every 12 hours", "每6小时一次": "every 6 hours", "必要时": "as needed", "临时": "once",
