@@ -1,9 +1,75 @@
-"""CLI commands of the engine (`longdoc generate`). Owned by the engine; registered by app.cli."""
+"""CLI commands of the engine (`longdoc generate`). Owned by the engine; registered by app.cli.
+
+The engine (torch, transformers) is imported inside the command so that `longdoc --help` stays fast.
+"""
 
 from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
 
 import typer
 
 
-def register(app: typer.Typer) -> None:  # filled in by the engine work
-    return None
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def generate(
+        prompt: str = typer.Argument(..., help="The prompt text."),
+        max_tokens: int = typer.Option(64, "--max-tokens", "-n", help="Tokens to generate at most."),
+        temperature: float = typer.Option(0.0, "--temperature", "-t", help="0 = greedy."),
+        top_p: float = typer.Option(1.0, "--top-p"),
+        top_k: int = typer.Option(0, "--top-k", help="0 = off."),
+        repetition_penalty: float = typer.Option(1.0, "--repetition-penalty"),
+        seed: int | None = typer.Option(None, "--seed"),
+        stop: list[str] = typer.Option([], "--stop", help="Stop at this string (repeatable)."),
+        chat: bool = typer.Option(False, "--chat", help="Wrap the prompt in the model's chat template."),
+        device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: cuda if available)."),
+        dtype: str | None = typer.Option(None, "--dtype", help="float32, bfloat16 or float16."),
+        model: Path | None = typer.Option(None, "--model", help="GGUF file or HF folder (default: Gemma 3 270M)."),
+        max_model_len: int | None = typer.Option(None, "--max-model-len", help="Context limit in tokens."),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of streaming text."),
+    ) -> None:
+        """Generate a continuation of PROMPT with the local engine."""
+        from engine import LLM, CacheConfig, EngineError, SamplingParams
+
+        try:
+            params = SamplingParams(
+                max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                repetition_penalty=repetition_penalty, stop=list(stop), seed=seed,
+            )
+            t0 = time.perf_counter()
+            llm = LLM(model=model, device=device, dtype=dtype, cache=CacheConfig(max_num_seqs=1), max_model_len=max_model_len)
+            load_s = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            if chat:
+                out = llm.chat([{"role": "user", "content": prompt}], params)
+                if not as_json:
+                    typer.echo(out.text)
+            elif as_json:
+                out = llm.generate(prompt, params)[0]
+            else:
+                for delta in llm.stream(prompt, params):
+                    sys.stdout.write(delta.text)
+                    sys.stdout.flush()
+                sys.stdout.write("\n")
+                return
+        except (EngineError, ValueError) as exc:
+            typer.echo(f"longdoc: {exc}", err=True)
+            raise typer.Exit(1) from None
+        if as_json:
+            gen_s = time.perf_counter() - t1
+            typer.echo(json.dumps({
+                "model": str(llm.model_path),
+                "device": str(llm.device),
+                "dtype": str(llm.dtype).removeprefix("torch."),
+                "prompt": prompt,
+                "text": out.text,
+                "token_ids": out.token_ids,
+                "finish_reason": out.finish_reason,
+                "prompt_tokens": len(out.prompt_token_ids),
+                "completion_tokens": len(out.token_ids),
+                "load_seconds": round(load_s, 3),
+                "generate_seconds": round(gen_s, 3),
+            }, ensure_ascii=False))
