@@ -34,7 +34,7 @@ PATTERNS: list[tuple[str, re.Pattern]] = [
     ("amount", re.compile(
         rf"(?:US\$|USD|U\.S\.\s*\$|HK\$|\$|€|EUR|£|GBP|¥|JPY|RMB|CNY|人民币)\s?{NUM}(?:\s?(?:million|billion|thousand|万|亿))?|"
         rf"{NUM}\s?(?:million|billion|thousand)?\s?(?:dollars|euros|pounds|USD|EUR|GBP|RMB|CNY)\b|"
-        rf"(?:{NUM}|{CNN}+)\s?(?:万|亿)?元|(?:{NUM}|{CNN}+)\s?(?:万|亿)?美元")),
+        rf"(?:人民币\s?)?(?:{NUM}|{CNN}+)\s?(?:万|亿)?元|(?:{NUM}|{CNN}+)\s?(?:万|亿)?美元")),
     ("percentage", re.compile(rf"{NUM}\s?(?:%|％|percent\b|per cent\b)|百分之\s?(?:{NUM}|{CNN}+)")),
     ("duration", re.compile(
         rf"\b(?:{NUM}|{WORDNUM})(?:\s*\(\d+\))?[\s-]+(?:business\s+|calendar\s+|working\s+)?"

@@ -74,15 +74,31 @@ def diff_spans(a_text: str, a_span: tuple[int, int], a_label: tuple[int, int] | 
     ta = tokenize(a_text, a0, a1, lang)
     tb = tokenize(b_text, b0, b1, lang)
 
-    def abound(i: int) -> int:
-        return a0 if i == 0 else (ta[i].start if i < len(ta) else a1)
-
-    def bbound(j: int) -> int:
-        return b0 if j == 0 else (tb[j].start if j < len(tb) else b1)
-
     sm = SequenceMatcher(None, [t.norm for t in ta], [t.norm for t in tb], autojunk=False)
+    # token-exact spans; the whitespace between ops goes to the neighbouring equal op (or the earlier op),
+    # so a changed op covers just its words while the ops still partition both clause spans
+    raw: list[list] = []
+    pa, pb = a0, b0
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
-        s_a, e_a, s_b, e_b = abound(i1), abound(i2), bbound(j1), bbound(j2)
+        sa = ta[i1].start if i1 < i2 else None
+        sb = tb[j1].start if j1 < j2 else None
+        if not raw and tag != "equal" and ((sa or pa) > pa or (sb or pb) > pb):
+            raw.append(["equal", pa, sa or pa, pb, sb or pb])  # the space after the number label
+            pa, pb = sa or pa, sb or pb
+        elif raw and tag != "equal":
+            if sa is not None and sa > pa:
+                raw[-1][2] = sa
+                pa = sa
+            if sb is not None and sb > pb:
+                raw[-1][4] = sb
+                pb = sb
+        ea = ta[i2 - 1].end if i1 < i2 else pa
+        eb = tb[j2 - 1].end if j1 < j2 else pb
+        raw.append([tag, pa, ea, pb, eb])
+        pa, pb = ea, eb
+    if raw:
+        raw[-1][2], raw[-1][4] = a1, b1
+    for tag, s_a, e_a, s_b, e_b in raw:
         if tag == "equal":
             tag = "equal" if a_text[s_a:e_a] == b_text[s_b:e_b] else "format"
         if s_a == e_a and s_b == e_b:
