@@ -19,6 +19,7 @@ PENDING = "medical_pending_input"
 RESULT = "medical_result"
 TEXTS = "medical_texts"
 FILES = "medical_files"
+ENGINE = "medical_use_engine"  # optional re-ranking with the engine's attention attribution (slow on CPU)
 EMBEDDINGS = "medical_use_embeddings"  # False: lexical + concept evidence ranking only (tests, slow machines)
 COLOURS = {"problem": "#fecaca", "symptom": "#fde68a", "medication": "#bbf7d0", "procedure": "#bfdbfe",
            "lab": "#e9d5ff", "vital": "#fbcfe8", "immunization": "#ccfbf1"}
@@ -27,10 +28,17 @@ EVIDENCE = "#fef08a"
 
 
 @st.cache_resource
-def _pipeline(use_embeddings: bool = True):
+def _pipeline(use_embeddings: bool = True, engine: bool = False):
     from pipelines.medical.pipeline import MedicalPipeline
 
-    return MedicalPipeline(use_embeddings=use_embeddings)
+    return MedicalPipeline(use_embeddings=use_embeddings, engine_rerank=engine)
+
+
+def _use_engine() -> bool:
+    try:
+        return bool(st.session_state.get(ENGINE, False))
+    except Exception:
+        return False
 
 
 def _use_embeddings() -> bool:
@@ -68,7 +76,7 @@ def run_input(files: list[tuple[str, bytes]], question: str | None = None):
     for name, data in sorted(files, key=lambda f: Path(f[0]).name):
         h.update(Path(name).name.encode("utf-8") + b"\0")
         h.update(hashlib.sha256(data).digest())
-    result = _pipeline(_use_embeddings()).run_documents(docs, input_sha256=h.hexdigest(), question=question or None)
+    result = _pipeline(_use_embeddings(), _use_engine()).run_documents(docs, input_sha256=h.hexdigest(), question=question or None)
     try:
         st.session_state[TEXTS] = {d.doc_id: d.text for d in docs}
     except Exception:  # outside a Streamlit run (plain function call in a test)
@@ -187,6 +195,8 @@ def page() -> None:
                         key="medical_sample")
     question = st.text_input("Question or conclusion (optional)", key="medical_question",
                              placeholder="e.g. why was the antibiotic changed?")
+    st.checkbox("Re-rank evidence with the engine's attention (optional; loads the local model, slow on a CPU)",
+                key=ENGINE)
     if st.button("Run", type="primary", key="medical_run"):
         if ups:
             pending = ([(u.name, u.getvalue()) for u in ups], question)
