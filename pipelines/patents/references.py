@@ -27,10 +27,6 @@ _QUANT = (
     r"(?:(?:any|either|each|all|one|at\s+least\s+one)(?:\s+one)?(?:\s+or\s+more)?\s+of\s+(?:the\s+)?"
     r"(?:(?:preceding|previous|prior|foregoing|above)\s+)?)?"
 )
-_EN_NUMBERED = re.compile(
-    rf"\b(?P<lead>{_LEAD}){_QUANT}claims?\s+(?P<nums>{_N}{_UNIT}(?:{_EN_SEP}{_EN_SEP_CLAIM}{_N}{_UNIT})*)\b",
-    re.IGNORECASE,
-)
 # Fast path: the core "claim(s) N ..." starts with a literal; its lead-in is matched backwards.
 _EN_CORE = re.compile(
     rf"claims?\s+(?P<nums>{_N}{_UNIT}(?:{_EN_SEP}{_EN_SEP_CLAIM}{_N}{_UNIT})*)\b", re.IGNORECASE
@@ -51,7 +47,6 @@ _EXTERNAL_AFTER = re.compile(
     r"(?:patent|application|pat\.|publication|serial|[A-Z]{2}\s*\d)",
     re.IGNORECASE,
 )
-_NUM_IN = re.compile(r"\d{1,3}")
 _EN_TOKENS = re.compile(r"\d{1,3}|and/or|and|&|or|to|through|thru|-|~|,", re.IGNORECASE)
 
 _CN_SEP = r"(?:\s*(?:,|、|或者|或|以及|和|及|与|與|至|到|-|~)\s*(?:第\s*)?(?:权\s*利\s*要\s*求\s*|請\s*求\s*項\s*|请\s*求\s*项\s*)?)"
@@ -138,7 +133,7 @@ def _preceding(norm: str, start: int, end: int, number: int, refs: list[Ref], ta
             taken.append((m.start(), m.end()))
 
 
-def find_references(norm: str, start: int, end: int, number: int, zh: bool | None = None) -> list[Ref]:
+def find_references(norm: str, start: int, end: int, number: int) -> list[Ref]:
     """Reference phrases in norm[start:end] of claim `number`, in text order."""
     refs: list[Ref] = []
     taken: list[tuple[int, int]] = []

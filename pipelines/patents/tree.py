@@ -100,9 +100,10 @@ def render_tree(result: PatentResult) -> Tree:
 
     def add(parent: Tree, t: TreeNode) -> None:
         c = by_number[t.number]
+        if t.repeat:  # a claim with several parents: spelled out at its first appearance only
+            parent.add(Text.assemble((f"{t.number}", "bold"), (" (also under another parent, see above)", "dim")))
+            return
         label = _label(c, sorted(set(codes.get(t.number, []))))
-        if t.repeat:
-            label.append("  (see above)", style="dim")
         if t.continued:
             label.append("  (continued below)", style="dim")
         branch = parent.add(label)
