@@ -126,7 +126,8 @@ class PagedKVCache:
             )
             for w in windows
         ]
-        seq_bytes = sum(n * len(ls) * per_block_layer for n, ls in zip(need, layer_lists, strict=True))
+        group_bytes = [n * len(ls) * per_block_layer for n, ls in zip(need, layer_lists, strict=True)]
+        seq_bytes = sum(group_bytes)
         budget = cache.memory_budget
         if budget is None:
             budget_bytes = min(seq_bytes * cache.max_num_seqs, int(0.25 * free_memory_bytes(device)))
@@ -134,13 +135,26 @@ class PagedKVCache:
             budget_bytes = int(budget * free_memory_bytes(device))
         else:
             budget_bytes = int(budget)
-        scale = budget_bytes / seq_bytes  # how many full-length sequences fit
+        # Sliding pools first: their need per sequence is bounded, so give them room for as many
+        # sequences as may run (but at most half the budget); the global pool takes the rest.
+        sliding_seq = sum(b for b, w in zip(group_bytes, windows, strict=True) if w is not None)
+        n_sliding = cache.max_num_seqs
+        while n_sliding > 1 and n_sliding * sliding_seq > budget_bytes // 2:
+            n_sliding -= 1
+        rest = budget_bytes - n_sliding * sliding_seq
+        global_layers = sum(len(ls) for w, ls in zip(windows, layer_lists, strict=True) if w is None)
+        if rest <= 0 or (global_layers and rest < global_layers * per_block_layer):
+            raise CacheFullError(
+                f"KV cache budget of {budget_bytes} bytes is too small for this model (needs more than "
+                f"{n_sliding * sliding_seq + global_layers * per_block_layer} bytes)"
+            )
+        blocks = [
+            n * n_sliding if w is not None else rest // (global_layers * per_block_layer)
+            for w, n in zip(windows, need, strict=True)
+        ]
         self.groups: list[CacheGroup] = []
         self.layer_slot: dict[int, tuple[int, int]] = {}
-        for gi, (w, ls, n) in enumerate(zip(windows, layer_lists, need, strict=True)):
-            nb = max(1, int(n * scale))
-            if w is not None:  # a sliding group needs at most its bound per running sequence
-                nb = min(nb, n * cache.max_num_seqs) if scale >= 1 else nb
+        for gi, (w, ls, nb) in enumerate(zip(windows, layer_lists, blocks, strict=True)):
             shape = (len(ls), nb, self.block_size, config.num_kv_heads, config.head_dim)
             # empty, not zeros: pages are touched only when used (a backend never reads unwritten
             # slots unmasked; see TorchAttentionBackend.decode)

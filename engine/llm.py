@@ -128,27 +128,6 @@ class LLM:
         self.model, self.config, self.tokenizer = load_model(self.model_path, self.device, self.dtype)
         self._init_cache(cache, backend, max_model_len)
 
-    @classmethod
-    def from_parts(
-        cls,
-        model: torch.nn.Module,
-        tokenizer: object | None,
-        device: str | torch.device = "cpu",
-        cache: CacheConfig | None = None,
-        backend: AttentionBackend | None = None,
-        max_model_len: int | None = None,
-    ) -> LLM:
-        """An LLM around an already built `CausalLM` (tests, custom loading)."""
-        self = cls.__new__(cls)
-        self.device = torch.device(device)
-        self.model = model
-        self.config = model.config
-        self.dtype = model.model.embed_tokens.weight.dtype
-        self.model_path = None
-        self.tokenizer = tokenizer
-        self._init_cache(cache, backend, max_model_len)
-        return self
-
     def _init_cache(self, cache: CacheConfig | None, backend: AttentionBackend | None, max_model_len: int | None) -> None:
         self.cache_config = cache or CacheConfig()
         if max_model_len is not None:

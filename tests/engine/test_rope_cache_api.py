@@ -152,3 +152,26 @@ def test_real_chat_template_absent_is_a_clear_error(gemma_llm):
         pytest.skip("this GGUF carries a chat template")
     with pytest.raises(EngineError, match="no chat template"):
         gemma_llm.chat([{"role": "user", "content": "hi"}])
+
+
+def test_chat_template_renders_in_a_sandbox():
+    from tokenizers import Tokenizer as Fast
+    from tokenizers import models
+
+    from engine import EngineError
+    from engine.tokenizer import Tokenizer
+
+    template = (
+        "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n"
+        "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+    )
+    tok = Tokenizer(Fast(models.BPE()), bos_token="<bos>", chat_template=template)
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}])
+    assert text == "<bos><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n"
+    evil = Tokenizer(Fast(models.BPE()), chat_template="{{ ''.__class__.__mro__[1].__subclasses__() }}")
+    from jinja2.exceptions import SecurityError
+
+    with pytest.raises(SecurityError):  # the sandbox refuses access to internals
+        evil.apply_chat_template([])
+    with pytest.raises(EngineError, match="no chat template"):
+        Tokenizer(Fast(models.BPE())).apply_chat_template([])
