@@ -299,21 +299,30 @@ def attach_objects(doc: Document, layout: Layout, caps: list[Caption]) -> None:
             c.bbox = union([cap_box, table[0]])
             c.rows = table[1]
             continue
-        if c.kind in ("table", "exhibit"):
+        region = None
+        if pl is not None and pl.graphics:
+            # the drawing on the caption's side that is nearer; ties go to the usual side
+            # (figures: caption under the drawing; tables: caption over it)
+            above = _grow(layout, cap_box, pl.graphics, "above", caps, c)
+            below = _grow(layout, cap_box, pl.graphics, "below", caps, c)
+            d_above = cap_box[1] - above[3] if above else float("inf")
+            d_below = below[1] - cap_box[3] if below else float("inf")
+            if c.kind == "table":
+                region = above if above and d_above + 6 < d_below else below or above
+            else:
+                region = below if below and d_below + 6 < d_above else above or below
+        # a table (or an exhibit that is not a chart) printed as text: its rows
+        chart = region is not None and c.kind == "exhibit" and any(
+            g[2] - g[0] > 3 and g[3] - g[1] > 3 and overlaps(g, region) for g in pl.graphics)
+        if c.kind == "table" or (c.kind == "exhibit" and not chart):
             block = _table_block(doc, layout, c)
             if block:
                 rules = [g for g in (pl.graphics if pl else []) if _within_rows(g, cap_box, block)]
                 c.bbox = union([cap_box] + [x.bbox for x in block if x.bbox] + rules)
                 c.rows = _rows_from_lines(doc, block)
                 continue
-        region = None
-        if pl is not None and pl.graphics:
-            order = ("below", "above") if c.kind == "table" else ("above", "below")
-            for direction in order:
-                region = _grow(layout, cap_box, pl.graphics, direction, caps, c)
-                if region:
-                    break
         if region is not None:
+            region = _with_labels(layout, region, c)
             c.bbox = union([cap_box, region])
             inner = [x for x in layout.lines_on(ln.page) if x.bbox and overlaps(x.bbox, region, -1) and not (c.start <= x.start < c.end)]
             words: list[str] = []
@@ -371,6 +380,27 @@ def _grow(layout: Layout, cap: BBox, graphics: list[BBox], direction: str, caps:
                 continue
             if overlaps(g, region, 14.0):
                 region = union([region, g])
+                grew = True
+    return region
+
+
+def _with_labels(layout: Layout, region: BBox, c: Caption) -> BBox:
+    """The drawing's box grown by the text that belongs to it: tick labels, legends, a source line
+    (short, non-prose lines touching it), never another caption."""
+    lines = [x for x in layout.lines_on(c.line.page) if x.bbox and not (c.start <= x.start < c.end)]
+    grew = True
+    while grew:
+        grew = False
+        for x in lines:
+            b = x.bbox
+            if b[0] >= region[0] and b[1] >= region[1] and b[2] <= region[2] and b[3] <= region[3]:
+                continue
+            if b[2] < region[0] or b[0] > region[2]:
+                continue
+            near = -1 < b[1] - region[3] < 1.5 * max(x.height, 6.0) or -1 < region[1] - b[3] < 1.5 * max(x.height, 6.0)
+            inside = b[1] < region[3] and b[3] > region[1]
+            if (near or inside) and not is_prose(layout, x) and not parse_caption_start(x.text):
+                region = union([region, b])
                 grew = True
     return region
 

@@ -42,7 +42,7 @@ from pipelines.reports.layout import Layout, overlaps
 # ---------------------------------------------------------------------------------------------
 # patterns
 
-_NUM_EN = rf"(?:S?\d{{1,3}}(?:[{DASHES}.]\d{{1,3}}){{0,2}}|[A-Z][{DASHES}.]\d{{1,3}}|[IVX]{{1,5}}\b)"
+_NUM_EN = rf"(?:\d{{1,3}}(?:[{DASHES}.]\d{{1,3}}){{0,2}}|[A-Z][{DASHES}.]?\d{{1,3}}|[IVX]{{1,5}}\b)"
 _PANEL_EN = r"(?:\s?\(([a-h])\)|\s([a-h])\)|([a-h])(?![\w]))"
 _ITEM_EN = rf"{_NUM_EN}(?:{_PANEL_EN})?"
 _SEP_EN = rf"(?:\s*,\s*(?:and\s+|&\s*)?|\s+and\s+|\s*&\s*|\s*[{DASHES}]\s*|\s+to\s+|\s+through\s+)"
@@ -57,7 +57,7 @@ _ITEM_SPLIT = re.compile(
 )
 
 _EXTERNAL_AFTER = re.compile(
-    r"^\s*[)\],]?\s*(?:in|of|from)\s+(?:\[\d|refs?\.|references?\s+\d|the\s+original\s+(?:paper|article|publication|study|work)|"
+    r"^\s*[)\],]?\s*(?:in|of|from)\s+(?:\[\d|[Rr]efs?\.|[Rr]eferences?\s+\d|the\s+original\s+(?:paper|article|publication|study|work)|"
     r"(?:their|his|her)\s+(?:paper|article|work|study)|[A-Z][\w'’-]+(?:\s+et\s+al\b|\s+(?:and|&)\s+[A-Z][\w'’-]+|,?\s*\(?(?:19|20)\d\d))"
 )
 # when no target carries the number: wording that says the figure is another work's
@@ -314,6 +314,10 @@ class Resolver:
     def _lookup(self, kind: str, number: str) -> tuple[list[Ref], str]:
         hits = self.by_key.get((kind, number), [])
         if hits:
+            return hits, kind
+        # appendix numbers printed two ways: "A1" / "A-1"
+        alt = re.sub(r"^([A-Z])-?(\d)", lambda m: m.group(1) + ("" if "-" in number[:2] else "-") + m.group(2), number)
+        if alt != number and (hits := self.by_key.get((kind, alt), [])):
             return hits, kind
         for k in KIN.get(kind, ()):
             hits = self.by_key.get((k, number), [])

@@ -26,7 +26,7 @@ _BIB_HEADING = re.compile(r"^\s*(?:\d{1,2}\.?\s+|[一二三四五六七八九十
 _BIB_NUM = re.compile(r"^\s*(?:\[(?P<a>\d{1,3})\]|(?P<b>\d{1,3})\.\s)")
 _FOOT_MARK = re.compile(r"^\s*(?P<m>\d{1,2}|[*†‡§¶]|[①-⑳])\s*(?=[^\W\d_])")
 _EQ_NUM = re.compile(r"\((?P<num>(?:\d{1,3}|[A-Z])(?:[\u00ad\-–.]\d{1,3})?[a-z]?)\)\s*$")
-_MATHY = re.compile(r"[=+−\-×·∑∫√≤≥≈∝∂∇λμσπθϕ^]|[\U0001D400-\U0001D7FF]")
+_MATHY = re.compile(r"[=+−×·∑∫√≤≥≈∝∂∇λμσπθϕ^]|[\U0001D400-\U0001D7FF]")
 
 
 @dataclass
@@ -99,6 +99,7 @@ def find_footnotes(doc: Document, layout: Layout, exclude: list[tuple[int, int]]
         lines = layout.lines_on(page)
         if not lines or not pl.height:
             continue
+        notes: list[Item] = []
         for k, ln in enumerate(lines):
             if ln.bbox is None or ln.bbox[1] < 0.6 * pl.height or ln.height > 0.92 * body:
                 continue
@@ -110,6 +111,14 @@ def find_footnotes(doc: Document, layout: Layout, exclude: list[tuple[int, int]]
             below = [x for x in lines if x.bbox and x.bbox[1] > ln.bbox[3]]
             if any(x.height > 0.92 * body for x in below):
                 continue
+            # the first note of a page stands apart from what is above it (a gap or a rule)
+            above = [x for x in lines if x.bbox and x.bbox[3] <= ln.bbox[1] + 1 and x is not ln]
+            prev = max(above, key=lambda x: x.bbox[3]) if above else None
+            if prev is not None and prev.height > 0.92 * body:
+                gap = ln.bbox[1] - prev.bbox[3]
+                ruled = any(g[3] - g[1] < 2 and prev.bbox[3] - 1 <= g[1] <= ln.bbox[1] + 1 for g in pl.graphics)
+                if gap < 0.8 * body and not ruled:
+                    continue
             words = re.findall(r"[A-Za-z]{2,}|[\u3400-\u9fff]", ln.text)
             if len(words) < 3:
                 continue
@@ -123,7 +132,12 @@ def find_footnotes(doc: Document, layout: Layout, exclude: list[tuple[int, int]]
             text = doc.text[ln.start:end]
             if len(text.strip()) <= len(mark) + 2:
                 continue
-            out.append(Item("footnote", mark, mark, ln.start, end, page, text, {}))
+            notes.append(Item("footnote", mark, mark, ln.start, end, page, text, {}))
+        # notes of one page carry distinct markers, numbers increasing (else: code, a list, a table)
+        marks = [n.number for n in notes]
+        nums = [int(m) for m in marks if m.isdigit()]
+        if len(set(marks)) == len(marks) and nums == sorted(nums):
+            out.extend(notes)
     return out
 
 

@@ -118,6 +118,17 @@ def test_zh_broker_layout(tmpdir_str):
     assert any(u.text == m4.text and u.why == "no_such_number" for u in result.unresolved)
 
 
+def test_exhibit_titles_above_their_charts(tmpdir_str):
+    """Broker layout: '图表1：…' over the chart, '资料来源' under it; each box takes its own chart."""
+    _, result = analysed("make_zh_exhibits", tmpdir_str)
+    ids = {t.id: t for t in result.targets}
+    e1, e2 = ids["exhibit-1"], ids["exhibit-2"]
+    assert e1.bbox[1] < 135 and 290 < e1.bbox[3] < 330, e1.bbox
+    assert e2.bbox[1] > 320 and e2.bbox[3] > 490, e2.bbox
+    assert "收入（亿元）" in e1.description and "毛利率（%）" in e2.description
+    assert ids["exhibit-3"].rows[0] == ["指标", "2024E", "2025E"]
+
+
 def test_en_paper_structure(tmpdir_str):
     doc, result = analysed("make_en_paper", tmpdir_str)
     ids = {t.id for t in result.targets}
