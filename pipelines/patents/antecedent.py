@@ -43,7 +43,8 @@ _VERBISH = frozenset(
 )
 _ORDINALS = frozenset("first second third fourth fifth sixth seventh eighth ninth tenth last next other".split())
 _NP_TOKEN = re.compile(r"[A-Za-z][A-Za-z\-]*|\(\s*\d+[a-z']?\s*\)|\S")
-_DEFINITE = re.compile(r"\b(?:the|said)\s+(?=([a-z][a-z-]*)?)")  # run on lower-cased text
+_DEFINITE = re.compile(r"(?:the|said) +(?=([a-z]+)?)")  # run on `clean` text (letters and spaces)
+_LETTERS_ONLY = str.maketrans({chr(i): " " for i in range(128) if not ("a" <= chr(i) <= "z")})
 _ALPHA = re.compile(r"[a-z]+")
 
 
@@ -112,16 +113,19 @@ def check_english(
     sets = inherited or []
     seg = norm[start:end]
     low = seg.lower()
+    clean = low.translate(_LETTERS_ONLY)  # same length: anything but a-z (and non-ASCII) -> space
     seen: set[str] = set()  # the words before the current phrase
     fed = 0
     flagged: set[str] = set()
     out: list[Missing] = []
     inherited_union: set[str] | None = None
-    for m in _DEFINITE.finditer(low):
+    for m in _DEFINITE.finditer(clean):
         s = m.start()
+        if s and clean[s - 1] != " ":
+            continue  # "bathe", "breathe"
         if skip and any(a <= start + s < b for a, b in skip):
             continue
-        seen.update(_ALPHA.findall(low, fed, s))
+        seen.update(clean[fed:s].split())
         fed = s
         pos = m.end()
         # fast path: the first word after "the" is a content word met before -> it has a basis

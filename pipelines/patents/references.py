@@ -32,6 +32,7 @@ _EN_CORE = re.compile(
     rf"claims?\s+(?P<nums>{_N}{_UNIT}(?:{_EN_SEP}{_EN_SEP_CLAIM}{_N}{_UNIT})*)\b", re.IGNORECASE
 )
 _EN_PREFIX = re.compile(rf"(?<![A-Za-z]){_LEAD}{_QUANT}\Z", re.IGNORECASE)
+_PREFIX_WORDS = ("as ", "accord", "any", "either", "each", "all", "one")
 _PRECEDING_WORDS = ("preced", "previous", "prior", "foregoing", "above", "earlier", "aforementioned")
 _EN_ALL_PRECEDING = re.compile(
     rf"\b{_LEAD}(?:(?:any|either|each|all|one|a)(?:\s+one)?(?:\s+or\s+more)?\s+(?:of\s+)?(?:the\s+)?"
@@ -145,9 +146,11 @@ def find_references(norm: str, start: int, end: int, number: int) -> list[Ref]:
             if a > start and norm[a - 1].isalnum():
                 continue  # "disclaim 1"
             window_start = max(start, a - 90)
-            pm = _EN_PREFIX.search(norm, window_start, a)
-            if pm and pm.start() < a:
-                a = pm.start()
+            window = lower[window_start - start : a - start]
+            if any(w in window for w in _PREFIX_WORDS):
+                pm = _EN_PREFIX.search(norm, window_start, a)
+                if pm and pm.start() < a:
+                    a = pm.start()
             tokens = _EN_TOKENS.findall(m.group("nums"))
             nums, has_and, has_or, has_range = _expand(tokens)
             head = norm[a : m.start("nums")].lower()
