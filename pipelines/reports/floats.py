@@ -229,7 +229,8 @@ def _gap_above(lines: list[Line], i: int) -> float:
 def _table_near(tb: BBox, ln: Line) -> bool:
     if ln.bbox is None:
         return False
-    return tb[0] < ln.bbox[2] and ln.bbox[0] < tb[2] and -40 < tb[1] - ln.bbox[3] < 40 or -40 < ln.bbox[1] - tb[3] < 40
+    beside = tb[0] < ln.bbox[2] and ln.bbox[0] < tb[2]
+    return beside and (-40 < tb[1] - ln.bbox[3] < 40 or -40 < ln.bbox[1] - tb[3] < 40)
 
 
 def _caption_end(lines: list[Line], i: int) -> int:
