@@ -10,7 +10,7 @@ import re
 import networkx as nx
 
 from pipelines.documents import Document, SourceSpan
-from pipelines.patents.antecedent import Missing, check_chinese, check_english, words_of
+from pipelines.patents.antecedent import Missing, check_chinese, check_english, letters_only, words_of
 from pipelines.patents.findings import compute_findings
 from pipelines.patents.model import (
     SCHEMA_VERSION,
@@ -211,8 +211,12 @@ def _antecedents(
                     words_cache[n] = words_of(norm[body[n][0] : body[n][1]])
                 sets.append(words_cache[n])
 
-            def text_of(ancestors: list[int] = ancestors) -> str:
-                return "\n".join(norm[body[n][0] : body[n][1]] for n in ancestors)
+            memo: list[str] = []
+
+            def text_of(ancestors: list[int] = ancestors, memo: list[str] = memo) -> str:
+                if not memo:
+                    memo.append(letters_only("\n".join(norm[body[n][0] : body[n][1]] for n in ancestors)))
+                return memo[0]
 
             hits = check_english(norm, a, b, skip, sets, text_of)
         if hits:

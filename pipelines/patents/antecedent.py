@@ -81,6 +81,11 @@ class Missing:
     head: str
 
 
+def letters_only(text: str) -> str:
+    """`text` lower-cased with everything but ASCII letters (and non-ASCII) turned into spaces."""
+    return text.lower().translate(_LETTERS_ONLY)
+
+
 def words_of(text: str) -> set[str]:
     """Every word of `text`, lower-cased (parts of hyphenated words as words of their own)."""
     return set(_ALPHA.findall(text.lower()))
@@ -107,8 +112,8 @@ def check_english(
     """Definite noun phrases in norm[start:end] without antecedent (see the module docstring).
 
     `skip`: ranges (reference phrases) to ignore; `inherited`: the word sets of the ancestor
-    claims (`words_of`); `inherited_text`: gives their text (to look for "a second X" when the
-    claim says "the second X"), called only when needed.
+    claims (`words_of`); `inherited_text`: gives their text as `letters_only` (to look for "a
+    second X" when the claim says "the second X"), called only when needed.
     """
     sets = inherited or []
     seg = norm[start:end]
@@ -178,8 +183,9 @@ def check_english(
             continue
         if first in _ORDINALS and first not in ("last", "next", "other") and len(np_words) > 1:
             # "the second lid" needs "second ... lid" earlier, not just "a first lid"
-            if _has_ordinal_phrase(first, h, seg[:s]) or (
-                inherited_text is not None and _has_ordinal_phrase(first, h, inherited_text())
+            if _has_ordinal_phrase(first, h, clean, s) or (
+                inherited_text is not None
+                and _has_ordinal_phrase(first, h, inherited_text())
             ):
                 continue
             out.append(Missing(start + s, start + head_end, f"{first} {h}"))
@@ -204,13 +210,21 @@ def check_english(
 
 
 _WS = re.compile(r"\s+")
-def _has_ordinal_phrase(ordinal: str, head: str, text: str) -> bool:
-    """True when `text` has the ordinal followed within four words by the head (either number)."""
-    if not text:
-        return False
-    stem = re.escape(head[:-1] if head.endswith("y") else head)
-    pat = rf"\b{ordinal}\b(?:[\s-]+[A-Za-z-]+){{0,3}}?[\s-]+{stem}(?:s|es|y|ies)?\b"
-    return re.search(pat, text, re.IGNORECASE) is not None
+def _has_ordinal_phrase(ordinal: str, head: str, text: str, end: int | None = None) -> bool:
+    """True when text[:end] (letters-only, lower case) has the ordinal followed within four words
+    by the head, in either number ("first and second housing portions" has "second ... portion")."""
+    stem = head[:-1] if head.endswith("y") else head
+    end = len(text) if end is None else end
+    i = text.find(ordinal, 0, end)
+    while i >= 0:
+        if i == 0 or text[i - 1] == " ":
+            j = i + len(ordinal)
+            if j >= len(text) or text[j] == " ":
+                following = text[j : min(end, j + 80)].split()[:4]
+                if any(w.startswith(stem) and len(w) - len(stem) <= 3 for w in following):
+                    return True
+        i = text.find(ordinal, i + 1, end)
+    return False
 
 
 _CN_TERM_STOP = re.compile(r"[的在与和及上中内为是对将,;:。()、\s\d]|进行|包括|设置|固定|连接|通过")
