@@ -1,0 +1,77 @@
+"""Dispatch between the Triton kernels and their torch references.
+
+Triton runs on CUDA tensors (or anywhere under TRITON_INTERPRET=1, which the CPU tests use); the
+reference runs everywhere else, and wherever Triton is not installed. Callers import from here,
+never from a kernel module directly, so a CPU machine without Triton still works.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import torch
+
+from kernels import reference
+
+
+def triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def use_triton(device: torch.device) -> bool:
+    if not triton_installed():
+        return False
+    if os.environ.get("LONGDOC_DISABLE_TRITON") == "1":
+        return False
+    return device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def paged_prefill(q, k_cache, v_cache, block_table, **kw):
+    if use_triton(q.device):
+        from kernels.paged_attention import paged_prefill as fn
+    else:
+        fn = reference.paged_prefill
+    return fn(q, k_cache, v_cache, block_table, **kw)
+
+
+def paged_decode(q, k_cache, v_cache, block_tables, kv_lens, **kw):
+    if use_triton(q.device):
+        from kernels.paged_attention import paged_decode as fn
+    else:
+        kw.pop("num_splits", None)
+        kw.pop("max_kv_len", None)
+        fn = reference.paged_decode
+    return fn(q, k_cache, v_cache, block_tables, kv_lens, **kw)
+
+
+def quantize_blocks(x):
+    if use_triton(x.device):
+        from kernels.kv_quant import quantize_blocks as fn
+    else:
+        fn = reference.quantize_blocks
+    return fn(x)
+
+
+def dequantize_blocks(q, scale, dtype=torch.float32):
+    if use_triton(q.device):
+        from kernels.kv_quant import dequantize_blocks as fn
+    else:
+        fn = reference.dequantize_blocks
+    return fn(q, scale, dtype)
+
+
+def rope_and_cache_write(q, k, v, cos, sin, k_cache, v_cache, slots):
+    if use_triton(q.device):
+        from kernels.rope_kv import rope_and_cache_write as fn
+    else:
+        fn = reference.rope_and_cache_write
+    return fn(q, k, v, cos, sin, k_cache, v_cache, slots)
+
+
+def attention_mass(q, lse, qpos, k_cache, block_table, kv_len, **kw):
+    if use_triton(q.device):
+        from kernels.attn_mass import attention_mass as fn
+    else:
+        fn = reference.attention_mass
+    return fn(q, lse, qpos, k_cache, block_table, kv_len, **kw)

@@ -1,0 +1,353 @@
+"""Flash-style attention over the paged KV cache, in Triton: prefill and split-context decode.
+
+Both kernels gather K/V rows through the block table (position p lives in logical block
+p // block_size), keep a running max and sum (online softmax, never the full score matrix), mask
+causally and by sliding window, and return the log-sum-exp of every query row in natural-log
+units, which attribution reuses.
+
+Prefill: one program per (query tile, head); the key loop starts at the first tile the window can
+see and stops at the tile holding the tile's last query position, so sliding-window layers cost
+O(T * window), not O(T^2).
+
+Decode (flash-decoding): one program per (sequence, kv head, context split); the query heads of
+the group are the rows of one tile (GQA without re-reading K/V). Each split writes its partial
+output and log-sum-exp, and a second small kernel merges the splits. Blocks may be full precision
+(hot pool) or INT8 with a per-(block, head) scale (warm pool), told apart by the block table entry
+(see kernels/__init__.py); INT8 values are dequantised in registers and all accumulation is in
+float32, so the warm tier costs no extra pass and no accuracy beyond its rounding.
+
+Under TRITON_INTERPRET=1 (the CPU tests) every tile is cast to float32 first, because the
+interpreter's bf16 arithmetic is wrong; on a GPU the dots take bf16/fp16 operands and accumulate
+in float32.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@triton.jit
+def _softcap(s, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr):
+    if HAS_SOFTCAP:
+        # tanh(x) = 2 * sigmoid(2x) - 1, written with exp for portability across Triton versions
+        x = s / SOFTCAP
+        s = SOFTCAP * (2.0 / (1.0 + tl.exp(-2.0 * x)) - 1.0)
+    return s
+
+
+@triton.jit
+def _prefill_kernel(
+    Q, K, V, TABLE, OUT, LSE,
+    q_offset, kv_len, n_rows, scale, window,
+    stride_qt, stride_qh,
+    stride_kb, stride_ks, stride_kh,
+    stride_vb, stride_vs, stride_vh,
+    stride_ot, stride_oh,
+    stride_lt,
+    GROUP: tl.constexpr, BS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    head = tl.program_id(1)
+    kvh = head // GROUP
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < n_rows
+    qpos = q_offset + rows
+    dims = tl.arange(0, BLOCK_D)
+    dim_ok = dims < D
+    q = tl.load(Q + rows[:, None] * stride_qt + head * stride_qh + dims[None, :], mask=row_ok[:, None] & dim_ok[None, :], other=0.0)
+    if UPCAST:
+        q = q.to(tl.float32)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    first_q = q_offset + pid_m * BLOCK_M
+    last_q = tl.minimum(q_offset + n_rows - 1, first_q + BLOCK_M - 1)
+    lo = 0
+    if HAS_WINDOW:
+        lo = tl.maximum(first_q - window + 1, 0)
+        lo = (lo // BLOCK_N) * BLOCK_N
+    hi = tl.minimum(last_q + 1, kv_len)
+    qk_scale = scale * 1.4426950408889634
+    for start in range(lo, hi, BLOCK_N):
+        kpos = start + tl.arange(0, BLOCK_N)
+        allowed = (kpos[None, :] <= qpos[:, None]) & (kpos[None, :] < kv_len)
+        if HAS_WINDOW:
+            allowed = allowed & (kpos[None, :] > qpos[:, None] - window)
+        col_live = tl.max(allowed.to(tl.int32), axis=0) > 0
+        blk = tl.load(TABLE + kpos // BS, mask=(kpos < kv_len), other=-1)
+        col_ok = col_live & (blk >= 0)
+        slot = kpos % BS
+        k = tl.load(K + blk[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
+                    mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
+        v = tl.load(V + blk[:, None] * stride_vb + slot[:, None] * stride_vs + kvh * stride_vh + dims[None, :],
+                    mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
+        if UPCAST:
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
+        s = tl.dot(q, tl.trans(k))
+        if HAS_SOFTCAP:
+            s = _softcap(s * scale, SOFTCAP, HAS_SOFTCAP) * 1.4426950408889634
+        else:
+            s = s * qk_scale
+        s = tl.where(allowed & col_ok[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        if UPCAST:
+            acc = acc * alpha[:, None] + tl.dot(p, v)
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    l_safe = tl.where(l_i > 0, l_i, 1.0)
+    out = acc / l_safe[:, None]
+    tl.store(OUT + rows[:, None] * stride_ot + head * stride_oh + dims[None, :], out.to(OUT.dtype.element_ty),
+             mask=row_ok[:, None] & dim_ok[None, :])
+    lse = (m_i + tl.log2(l_safe)) / 1.4426950408889634
+    tl.store(LSE + rows * stride_lt + head, lse, mask=row_ok)
+
+
+def paged_prefill(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    *,
+    q_offset: int,
+    kv_len: int,
+    scale: float,
+    window: int | None = None,
+    softcap: float | None = None,
+    block_m: int | None = None,
+    block_n: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """q [Tq, H, D] at positions q_offset.. over one sequence's cache (its own keys already
+    written). Returns out [Tq, H, D] (q's dtype) and lse [Tq, H] float32."""
+    tq, h, d = q.shape
+    kvh = k_cache.shape[2]
+    bs = k_cache.shape[1]
+    out = torch.empty_like(q)
+    lse = torch.empty((tq, h), dtype=torch.float32, device=q.device)
+    if tq == 0:
+        return out, lse
+    block_d = triton.next_power_of_2(d)
+    interp = _interpreting()
+    bm = block_m or (16 if interp else (64 if block_d > 128 else 128))
+    bn = block_n or (16 if interp else (32 if block_d > 128 else 64))
+    q = q.contiguous()
+    table = block_table.to(torch.int32).contiguous()
+    grid = (triton.cdiv(tq, bm), h)
+    _prefill_kernel[grid](
+        q, k_cache, v_cache, table, out, lse,
+        q_offset, kv_len, tq, scale, window or 0,
+        q.stride(0), q.stride(1),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        out.stride(0), out.stride(1),
+        lse.stride(0),
+        GROUP=h // kvh, BS=bs, D=d, BLOCK_D=block_d, BLOCK_M=bm, BLOCK_N=bn,
+        HAS_WINDOW=window is not None, SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None,
+        UPCAST=interp or q.dtype == torch.float32,
+        num_warps=4 if block_d <= 128 else 8, num_stages=2,
+    )
+    return out, lse
+
+
+@triton.jit
+def _decode_split_kernel(
+    Q, K, V, KQ, VQ, KS, VS, TABLES, LENS, OUT_PART, LSE_PART,
+    scale, window, max_blocks, blocks_per_split,
+    stride_qb, stride_qh,
+    stride_kb, stride_ks, stride_kh,
+    stride_qkb, stride_qks, stride_qkh,
+    stride_sb,
+    stride_ob, stride_oh, stride_os,
+    stride_lb, stride_lh,
+    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_INT8: tl.constexpr,
+    SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
+):
+    seq = tl.program_id(0)
+    kvh = tl.program_id(1)
+    split = tl.program_id(2)
+    kv_len = tl.load(LENS + seq)
+    qpos = kv_len - 1
+    rows = tl.arange(0, GROUP_PAD)
+    row_ok = rows < GROUP
+    heads = kvh * GROUP + rows
+    dims = tl.arange(0, BLOCK_D)
+    dim_ok = dims < D
+    q = tl.load(Q + seq * stride_qb + heads[:, None] * stride_qh + dims[None, :], mask=row_ok[:, None] & dim_ok[None, :], other=0.0)
+    q = q.to(tl.float32)
+    lo_pos = 0
+    if HAS_WINDOW:
+        lo_pos = tl.maximum(qpos - window + 1, 0)
+    first_blk = lo_pos // BS
+    n_blk = tl.cdiv(kv_len, BS) - first_blk
+    b_start = first_blk + split * blocks_per_split
+    b_end = tl.minimum(b_start + blocks_per_split, first_blk + n_blk)
+    m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
+    l_i = tl.zeros([GROUP_PAD], tl.float32)
+    acc = tl.zeros([GROUP_PAD, BLOCK_D], tl.float32)
+    qk_scale = scale * 1.4426950408889634
+    for start in range(b_start * BS, b_end * BS, BLOCK_N):
+        kpos = start + tl.arange(0, BLOCK_N)
+        in_range = (kpos < b_end * BS) & (kpos < kv_len) & (kpos >= lo_pos)
+        entry = tl.load(TABLES + seq * max_blocks + kpos // BS, mask=kpos < b_end * BS, other=-1)
+        slot = kpos % BS
+        hot = in_range & (entry >= 0)
+        k = tl.load(K + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
+                    mask=hot[:, None] & dim_ok[None, :], other=0.0).to(tl.float32)
+        v = tl.load(V + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
+                    mask=hot[:, None] & dim_ok[None, :], other=0.0).to(tl.float32)
+        valid = hot
+        if HAS_INT8:
+            warm = in_range & (entry <= -2)
+            widx = tl.where(warm, -entry - 2, 0)
+            ks = tl.load(KS + widx * stride_sb + kvh, mask=warm, other=0.0)
+            vs = tl.load(VS + widx * stride_sb + kvh, mask=warm, other=0.0)
+            kq = tl.load(KQ + widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :],
+                         mask=warm[:, None] & dim_ok[None, :], other=0).to(tl.float32)
+            vq = tl.load(VQ + widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :],
+                         mask=warm[:, None] & dim_ok[None, :], other=0).to(tl.float32)
+            k = tl.where(warm[:, None], kq * ks[:, None], k)
+            v = tl.where(warm[:, None], vq * vs[:, None], v)
+            valid = hot | warm
+        s = tl.sum(q[:, None, :] * k[None, :, :], axis=2)  # [GROUP_PAD, BLOCK_N], float32 (decode is bandwidth-bound)
+        if HAS_SOFTCAP:
+            s = _softcap(s * scale, SOFTCAP, HAS_SOFTCAP) * 1.4426950408889634
+        else:
+            s = s * qk_scale
+        s = tl.where(valid[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
+        m_i = m_new
+    l_safe = tl.where(l_i > 0, l_i, 1.0)
+    out = acc / l_safe[:, None]
+    lse = tl.where(l_i > 0, (m_i + tl.log2(l_safe)) / 1.4426950408889634, float("-inf"))
+    tl.store(OUT_PART + seq * stride_ob + heads[:, None] * stride_oh + split * stride_os + dims[None, :], out,
+             mask=row_ok[:, None] & dim_ok[None, :])
+    tl.store(LSE_PART + seq * stride_lb + heads * stride_lh + split, lse, mask=row_ok)
+
+
+@triton.jit
+def _decode_merge_kernel(
+    OUT_PART, LSE_PART, OUT, LSE, n_splits,
+    stride_ob, stride_oh, stride_os, stride_lb, stride_lh, stride_fb, stride_fh,
+    D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
+):
+    seq = tl.program_id(0)
+    head = tl.program_id(1)
+    splits = tl.arange(0, BLOCK_S)
+    s_ok = splits < n_splits
+    dims = tl.arange(0, BLOCK_D)
+    d_ok = dims < D
+    lse = tl.load(LSE_PART + seq * stride_lb + head * stride_lh + splits, mask=s_ok, other=float("-inf"))
+    m = tl.max(lse, axis=0)
+    m_safe = tl.where(m == float("-inf"), 0.0, m)
+    w = tl.exp(lse - m_safe)
+    total = tl.sum(w, axis=0)
+    parts = tl.load(OUT_PART + seq * stride_ob + head * stride_oh + splits[:, None] * stride_os + dims[None, :],
+                    mask=s_ok[:, None] & d_ok[None, :], other=0.0)
+    out = tl.sum(parts * w[:, None], axis=0) / tl.where(total > 0, total, 1.0)
+    tl.store(OUT + seq * stride_fb + head * stride_fh + dims, out.to(OUT.dtype.element_ty), mask=d_ok)
+    tl.store(LSE + seq * tl.num_programs(1) + head, m_safe + tl.log(tl.where(total > 0, total, 1.0)))
+
+
+def paged_decode(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    kv_lens: torch.Tensor,
+    *,
+    scale: float,
+    window: int | None = None,
+    softcap: float | None = None,
+    k_cache_int8: torch.Tensor | None = None,
+    v_cache_int8: torch.Tensor | None = None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
+    num_splits: int | None = None,
+    max_kv_len: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One query per sequence: q [B, H, D]; block_tables [B, max_blocks] int (entries as in
+    kernels/__init__.py); kv_lens [B] including the token being decoded. Returns out [B, H, D]
+    (q's dtype) and lse [B, H] float32.
+
+    `max_kv_len` (an upper bound of kv_lens, known to the caller) sizes the context splits
+    without a device-to-host read, which keeps the call capturable in a CUDA graph."""
+    b, h, d = q.shape
+    bs = k_cache.shape[1]
+    kvh = k_cache.shape[2]
+    group = h // kvh
+    max_blocks = block_tables.shape[1]
+    has_int8 = k_cache_int8 is not None
+    if max_kv_len is None:
+        max_kv_len = int(kv_lens.max()) if b else 0
+    span = min(max_kv_len, window) if window is not None else max_kv_len
+    n_blocks = max(1, triton.cdiv(span, bs) + 1)
+    if num_splits is None:
+        # enough programs to fill the device: ~4 per SM across the batch, each split >= 4 blocks
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 8
+        num_splits = max(1, min(triton.cdiv(4 * sms, max(b * kvh, 1)), triton.cdiv(n_blocks, 4), 64))
+    blocks_per_split = triton.cdiv(n_blocks, num_splits)
+    block_d = triton.next_power_of_2(d)
+    out_part = torch.empty((b, h, num_splits, d), dtype=torch.float32, device=q.device)
+    lse_part = torch.empty((b, h, num_splits), dtype=torch.float32, device=q.device)
+    out = torch.empty_like(q)
+    lse = torch.empty((b, h), dtype=torch.float32, device=q.device)
+    if b == 0:
+        return out, lse
+    tables = block_tables.to(torch.int32).contiguous()
+    lens = kv_lens.to(torch.int32).contiguous()
+    kq = k_cache_int8 if has_int8 else k_cache
+    vq = v_cache_int8 if has_int8 else v_cache
+    ks = k_scale if has_int8 else lse  # unused placeholders when there is no warm pool
+    vs = v_scale if has_int8 else lse
+    group_pad = max(triton.next_power_of_2(group), 2)
+    block_n = max(min(bs, 64), 16) if not _interpreting() else max(bs, 4)
+    assert v_cache.stride() == k_cache.stride() and vq.stride() == kq.stride(), "K and V pools must share a layout"
+    _decode_split_kernel[(b, kvh, num_splits)](
+        q, k_cache, v_cache, kq, vq, ks, vs, tables, lens, out_part, lse_part,
+        scale, window or 0, max_blocks, blocks_per_split,
+        q.stride(0), q.stride(1),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        kq.stride(0), kq.stride(1), kq.stride(2),
+        ks.stride(0),
+        out_part.stride(0), out_part.stride(1), out_part.stride(2),
+        lse_part.stride(0), lse_part.stride(1),
+        GROUP=group, GROUP_PAD=group_pad, BS=bs, D=d, BLOCK_D=block_d, BLOCK_N=block_n,
+        HAS_WINDOW=window is not None, HAS_INT8=has_int8,
+        SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None, UPCAST=True,
+        num_warps=4,
+    )
+    _decode_merge_kernel[(b, h)](
+        out_part, lse_part, out, lse, num_splits,
+        out_part.stride(0), out_part.stride(1), out_part.stride(2), lse_part.stride(0), lse_part.stride(1),
+        out.stride(0), out.stride(1),
+        D=d, BLOCK_D=block_d, BLOCK_S=max(triton.next_power_of_2(num_splits), 2),
+    )
+    return out, lse
+
+
+def default_scale(head_dim: int) -> float:
+    return 1.0 / math.sqrt(head_dim)

@@ -1,0 +1,135 @@
+"""Torch references for every kernel in kernels/: plain float32 math over gathered blocks.
+
+They define what each kernel computes; tests compare the Triton kernels against them, and the
+dispatch falls back to them where Triton cannot run.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def gather_kv(
+    k_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    length: int,
+    k_cache_int8: torch.Tensor | None = None,
+    k_scale: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Positions 0..length-1 of one sequence as float32 [length, kv_heads, head_dim]; positions in
+    absent blocks (-1) are NaN so that any use of them shows."""
+    bs = k_cache.shape[1]
+    n = (length + bs - 1) // bs
+    out = torch.full((n * bs, *k_cache.shape[2:]), float("nan"), dtype=torch.float32, device=k_cache.device)
+    for j in range(n):
+        e = int(block_table[j])
+        if e >= 0:
+            out[j * bs : (j + 1) * bs] = k_cache[e].float()
+        elif e <= -2:
+            w = -e - 2
+            out[j * bs : (j + 1) * bs] = k_cache_int8[w].float() * k_scale[w][None, :, None]
+    return out[:length]
+
+
+def attention_rows(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qpos: torch.Tensor, scale: float,
+    window: int | None = None, softcap: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """q [T, H, D] at positions qpos [T]; k, v [L, KVH, D] at positions 0..L-1. Causal (and window:
+    key allowed iff q - window < k <= q). Returns out [T, H, D] float32 and lse [T, H] float32."""
+    t, h, d = q.shape
+    kvh = k.shape[1]
+    g = h // kvh
+    kpos = torch.arange(k.shape[0], device=q.device)
+    allowed = kpos[None, :] <= qpos[:, None]
+    if window is not None:
+        allowed &= kpos[None, :] > qpos[:, None] - window
+    kk = torch.where(allowed.any(0)[:, None, None], k.float(), 0.0).repeat_interleave(g, dim=1)
+    vv = torch.where(allowed.any(0)[:, None, None], v.float(), 0.0).repeat_interleave(g, dim=1)
+    s = torch.einsum("thd,lhd->htl", q.float(), kk) * scale
+    if softcap is not None:
+        s = torch.tanh(s / softcap) * softcap
+    s = s.masked_fill(~allowed[None], float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)  # [H, T]
+    p = torch.exp(s - lse[..., None])
+    out = torch.einsum("htl,lhd->thd", p, vv)
+    return out, lse.transpose(0, 1).contiguous()
+
+
+def paged_prefill(
+    q, k_cache, v_cache, block_table, *, q_offset: int, kv_len: int, scale: float, window=None, softcap=None
+):
+    k = gather_kv(k_cache, block_table, kv_len)
+    v = gather_kv(v_cache, block_table, kv_len)
+    qpos = torch.arange(q_offset, q_offset + q.shape[0], device=q.device)
+    return attention_rows(q, k, v, qpos, scale, window, softcap)
+
+
+def paged_decode(
+    q, k_cache, v_cache, block_tables, kv_lens, *, scale: float, window=None, softcap=None,
+    k_cache_int8=None, v_cache_int8=None, k_scale=None, v_scale=None,
+):
+    outs, lses = [], []
+    for b in range(q.shape[0]):
+        n = int(kv_lens[b])
+        k = gather_kv(k_cache, block_tables[b], n, k_cache_int8, k_scale)
+        v = gather_kv(v_cache, block_tables[b], n, v_cache_int8, v_scale)
+        out, lse = attention_rows(q[b : b + 1], k, v, torch.tensor([n - 1], device=q.device), scale, window, softcap)
+        outs.append(out[0])
+        lses.append(lse[0])
+    return torch.stack(outs), torch.stack(lses)
+
+
+def quantize_blocks(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [N, block_size, KVH, D] -> int8 values and float32 scales [N, KVH] (absmax / 127 over the
+    block and head). Round to nearest: |x - q * scale| <= scale / 2 for every element."""
+    xf = x.float()
+    amax = xf.abs().amax(dim=(1, 3))
+    scale = torch.where(amax > 0, amax / 127.0, torch.ones_like(amax))
+    q = torch.round(xf / scale[:, None, :, None]).clamp(-127, 127).to(torch.int8)
+    return q, scale
+
+
+def dequantize_blocks(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return (q.float() * scale[:, None, :, None]).to(dtype)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Half-split RoPE (the HF "rotate_half" convention): x [T, heads, D], cos/sin [T, D/2]."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half].float(), x[..., half:].float()
+    c, s = cos[:, None, :].float(), sin[:, None, :].float()
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+
+
+def rope_and_cache_write(q, k, v, cos, sin, k_cache, v_cache, slots):
+    """Rotate q and k, write the rotated k and v into the caches at flat slots (block * bs + offset).
+    Returns the rotated q (in q's dtype); the caches are written in place."""
+    bs = k_cache.shape[1]
+    qr = rotate(q, cos, sin).to(q.dtype)
+    kr = rotate(k, cos, sin).to(k_cache.dtype)
+    blocks, offs = slots // bs, slots % bs
+    k_cache[blocks, offs] = kr
+    v_cache[blocks, offs] = v.to(v_cache.dtype)
+    return qr
+
+
+def attention_mass(
+    q, lse, qpos, k_cache, block_table, kv_len: int, *, scale: float, window=None, softcap=None,
+    k_cache_int8=None, k_scale=None,
+):
+    """Attention probability mass that the query rows put on each key position, summed over rows:
+    returns [H, kv_len] float32 with mass[h, j] = sum_t exp(score(t, h, j) - lse[t, h])."""
+    k = gather_kv(k_cache, block_table, kv_len, k_cache_int8, k_scale)
+    t, h, d = q.shape
+    g = h // k.shape[1]
+    kk = torch.nan_to_num(k).repeat_interleave(g, dim=1)
+    s = torch.einsum("thd,lhd->htl", q.float(), kk) * scale
+    if softcap is not None:
+        s = torch.tanh(s / softcap) * softcap
+    kpos = torch.arange(kv_len, device=q.device)
+    allowed = kpos[None, :] <= qpos[:, None]
+    if window is not None:
+        allowed &= kpos[None, :] > qpos[:, None] - window
+    p = torch.exp(s - lse.transpose(0, 1)[..., None]).masked_fill(~allowed[None], 0.0)
+    return p.sum(dim=1)

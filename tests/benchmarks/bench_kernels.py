@@ -1,0 +1,146 @@
+"""GPU benchmark of the attention kernels against what a user would otherwise run.
+
+    python tests/benchmarks/bench_kernels.py [--out results.json]
+
+Cases (bf16, random data, block size 16):
+- prefill attention at 32K tokens, Gemma 3 270M shape (4 heads, 1 KV head, head_dim 256):
+  sliding window 512 (5 of its 6 layers) and global causal; Llama-3-8B shape (32/8 heads, 128)
+  causal at 32K and 128K. Baselines: torch SDPA over contiguous K/V — with the explicit
+  sliding-window mask that transformers' sdpa path builds, and is_causal=True (flash) for causal.
+- decode attention, Llama-3-8B shape, batch 1 and 16 at 32K context, bf16 and INT8 pages, against
+  SDPA over a contiguous cache. Achieved bandwidth = bytes of K/V (and scales) read / time.
+- the attention-mass kernel at 128K context (32 answer rows, Gemma shape).
+Times are medians of triton.testing.do_bench (ms). FLOPs count only the unmasked scores:
+4 * H * D * (visible keys summed over queries).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from kernels.attn_mass import attention_mass  # noqa: E402
+from kernels.kv_quant import quantize_blocks  # noqa: E402
+from kernels.paged_attention import paged_decode, paged_prefill  # noqa: E402
+
+DEV = "cuda"
+BS = 16
+
+
+def bench(fn) -> float:
+    import triton
+
+    return float(triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median"))
+
+
+def cache(n_tokens, kvh, d, n_seqs=1):
+    n = (n_tokens + BS - 1) // BS
+    k = torch.randn(n * n_seqs, BS, kvh, d, device=DEV, dtype=torch.bfloat16)
+    v = torch.randn(n * n_seqs, BS, kvh, d, device=DEV, dtype=torch.bfloat16)
+    table = torch.randperm(n * n_seqs, device=DEV, dtype=torch.int64).to(torch.int32).view(n_seqs, n)
+    return k, v, table
+
+
+def visible(t, window):
+    if window is None:
+        return t * (t + 1) / 2
+    return sum(min(i + 1, window) for i in range(t))
+
+
+def prefill_case(name, h, kvh, d, t, window, rows):
+    k, v, table = cache(t, kvh, d)
+    q = torch.randn(t, h, d, device=DEV, dtype=torch.bfloat16)
+    scale = d**-0.5
+    flops = 4 * h * d * visible(t, window)
+    ms = bench(lambda: paged_prefill(q, k, v, table[0], q_offset=0, kv_len=t, scale=scale, window=window))
+    kc = k[table[0].long()].flatten(0, 1)[:t].transpose(0, 1).unsqueeze(0)  # contiguous [1, KVH, T, D]
+    vc = v[table[0].long()].flatten(0, 1)[:t].transpose(0, 1).unsqueeze(0)
+    qc = q.transpose(0, 1).unsqueeze(0)
+    if window is None:
+        base = bench(lambda: F.scaled_dot_product_attention(qc, kc, vc, is_causal=True, scale=scale, enable_gqa=True))
+        base_name = "sdpa is_causal (flash)"
+    else:
+        i = torch.arange(t, device=DEV)
+        mask = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - window)
+        base = bench(lambda: F.scaled_dot_product_attention(qc, kc, vc, attn_mask=mask, scale=scale, enable_gqa=True))
+        base_name = "sdpa + window mask (transformers' path)"
+    rows.append({"case": name, "ours_ms": ms, "ours_tflops": flops / ms / 1e9, "baseline": base_name, "baseline_ms": base,
+                 "speedup": base / ms})
+
+
+def decode_case(name, h, kvh, d, b, ctx, int8, rows):
+    k, v, table = cache(ctx, kvh, d, n_seqs=b)
+    lens = torch.full((b,), ctx, device=DEV, dtype=torch.int32)
+    q = torch.randn(b, h, d, device=DEV, dtype=torch.bfloat16)
+    scale = d**-0.5
+    kw = {}
+    tables = table
+    bytes_read = 2 * b * ctx * kvh * d * 2
+    if int8:
+        kq, ks = quantize_blocks(k)
+        vq, vs = quantize_blocks(v)
+        tables = -table - 2
+        kw = dict(k_cache_int8=kq, v_cache_int8=vq, k_scale=ks, v_scale=vs)
+        bytes_read = 2 * b * ctx * kvh * d + 2 * 4 * b * (ctx // BS) * kvh
+    ms = bench(lambda: paged_decode(q, k, v, tables, lens, scale=scale, max_kv_len=ctx, **kw))
+    kc = k.view(b, -1, kvh, d)[:, :ctx].transpose(1, 2)
+    vc = v.view(b, -1, kvh, d)[:, :ctx].transpose(1, 2)
+    qc = q.unsqueeze(2)
+    base = bench(lambda: F.scaled_dot_product_attention(qc, kc, vc, scale=scale, enable_gqa=True))
+    rows.append({"case": name, "ours_ms": ms, "ours_TBps": bytes_read / ms / 1e9, "baseline": "sdpa over contiguous bf16 cache",
+                 "baseline_ms": base, "speedup": base / ms})
+
+
+def mass_case(rows):
+    h, kvh, d, n, t = 4, 1, 256, 131072, 32
+    k, v, table = cache(n, kvh, d)
+    q = torch.randn(t, h, d, device=DEV, dtype=torch.bfloat16)
+    _, lse = paged_prefill(q, k, v, table[0], q_offset=n - t, kv_len=n, scale=d**-0.5)
+    qpos = torch.arange(n - t, n, device=DEV)
+    ms = bench(lambda: attention_mass(q, lse, qpos, k, table[0], n, scale=d**-0.5))
+    rows.append({"case": "attention mass, 32 rows x 128K keys, Gemma shape", "ours_ms": ms, "baseline": "-", "baseline_ms": None,
+                 "speedup": None})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    rows: list[dict] = []
+    prefill_case("prefill 32K, Gemma-270M shape, window 512", 4, 1, 256, 32768, 512, rows)
+    prefill_case("prefill 32K, Gemma-270M shape, global", 4, 1, 256, 32768, None, rows)
+    prefill_case("prefill 32K, Llama-8B shape, causal", 32, 8, 128, 32768, None, rows)
+    prefill_case("prefill 128K, Llama-8B shape, causal", 32, 8, 128, 131072, None, rows)
+    decode_case("decode b=1 @32K, Llama-8B shape, bf16", 32, 8, 128, 1, 32768, False, rows)
+    decode_case("decode b=1 @32K, Llama-8B shape, INT8", 32, 8, 128, 1, 32768, True, rows)
+    decode_case("decode b=16 @32K, Llama-8B shape, bf16", 32, 8, 128, 16, 32768, False, rows)
+    decode_case("decode b=16 @32K, Llama-8B shape, INT8", 32, 8, 128, 16, 32768, True, rows)
+    mass_case(rows)
+    info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except Exception:
+        pass
+    print(json.dumps(info))
+    print(f"{'case':58s} {'ours ms':>9s} {'rate':>14s} {'baseline ms':>12s} {'speedup':>8s}")
+    for r in rows:
+        rate = f"{r['ours_tflops']:.0f} TFLOP/s" if "ours_tflops" in r else (f"{r['ours_TBps']:.2f} TB/s" if "ours_TBps" in r else "")
+        base = f"{r['baseline_ms']:.3f}" if r["baseline_ms"] else "-"
+        sp = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
+        print(f"{r['case']:58s} {r['ours_ms']:9.3f} {rate:>14s} {base:>12s} {sp:>8s}")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"info": info, "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""Every Triton kernel against its torch reference, on the CPU through TRITON_INTERPRET=1.
+
+Shapes are small (the interpreter is ~1000x slower than torch) but cover what matters: GQA and
+MQA, head_dim 64 and a non-power-of-two 80, block sizes 4 and 8, sliding windows that free blocks,
+a chunked prefill's query offset, ragged decode batches, INT8 warm blocks mixed with hot ones,
+soft-capping. Tolerances: float32 everywhere, 2e-4 absolute on outputs and log-sum-exp.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kernels import reference as ref
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter tests run on the CPU")
+ATOL = 2e-4
+
+
+def make_cache(n_blocks, bs, kvh, d, gen):
+    k = torch.randn(n_blocks, bs, kvh, d, generator=gen)
+    v = torch.randn(n_blocks, bs, kvh, d, generator=gen)
+    return k, v
+
+
+def table_for(n_tokens, bs, n_blocks, gen, freed_before: int = 0):
+    """A random permutation of physical blocks for one sequence; blocks wholly before position
+    `freed_before` are marked freed (-1), as a sliding window leaves them."""
+    n = (n_tokens + bs - 1) // bs
+    perm = torch.randperm(n_blocks, generator=gen)[:n].to(torch.int32)
+    for j in range(n):
+        if (j + 1) * bs <= freed_before:
+            perm[j] = -1
+    return perm
+
+
+@pytest.mark.parametrize(
+    "h, kvh, d, bs, tq, q_offset, window, softcap",
+    [
+        (4, 1, 64, 8, 23, 0, None, None),  # MQA, one-shot prefill
+        (4, 2, 64, 4, 9, 17, None, None),  # GQA, a later chunk of a chunked prefill
+        (2, 2, 80, 8, 30, 10, 12, None),  # sliding window over freed blocks, odd head_dim
+        (4, 1, 64, 8, 16, 0, None, 30.0),  # soft-capping
+    ],
+)
+def test_prefill_matches_reference(h, kvh, d, bs, tq, q_offset, window, softcap):
+    from kernels.paged_attention import paged_prefill
+
+    gen = torch.Generator().manual_seed(h * 100 + d + tq)
+    kv_len = q_offset + tq
+    k_cache, v_cache = make_cache(16, bs, kvh, d, gen)
+    freed = max(0, q_offset - (window or 10**9)) if window else 0
+    table = table_for(kv_len, bs, 16, gen, freed_before=freed)
+    # poison the freed blocks: reading them would show as NaN
+    q = torch.randn(tq, h, d, generator=gen)
+    scale = 1 / math.sqrt(d)
+    out, lse = paged_prefill(q, k_cache, v_cache, table, q_offset=q_offset, kv_len=kv_len, scale=scale, window=window, softcap=softcap)
+    r_out, r_lse = ref.paged_prefill(q, k_cache, v_cache, table, q_offset=q_offset, kv_len=kv_len, scale=scale, window=window, softcap=softcap)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out, r_out, atol=ATOL, rtol=0)
+    torch.testing.assert_close(lse, r_lse, atol=ATOL, rtol=0)
+
+
+def test_chunked_prefill_equals_one_shot():
+    from kernels.paged_attention import paged_prefill
+
+    gen = torch.Generator().manual_seed(7)
+    h, kvh, d, bs, n = 4, 2, 64, 4, 26
+    k_cache, v_cache = make_cache(8, bs, kvh, d, gen)
+    table = table_for(n, bs, 8, gen)
+    q = torch.randn(n, h, d, generator=gen)
+    full, full_lse = paged_prefill(q, k_cache, v_cache, table, q_offset=0, kv_len=n, scale=0.125)
+    parts = [paged_prefill(q[s:e], k_cache, v_cache, table, q_offset=s, kv_len=e, scale=0.125) for s, e in ((0, 5), (5, 18), (18, 26))]
+    torch.testing.assert_close(torch.cat([p[0] for p in parts]), full, atol=ATOL, rtol=0)
+    torch.testing.assert_close(torch.cat([p[1] for p in parts]), full_lse, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("window, int8, splits", [(None, False, 1), (None, False, 3), (9, False, 2), (None, True, 2), (10, True, 4)])
+def test_decode_matches_reference(window, int8, splits):
+    from kernels.kv_quant import quantize_blocks
+    from kernels.paged_attention import paged_decode
+
+    gen = torch.Generator().manual_seed(11 + splits + (window or 0))
+    h, kvh, d, bs = 4, 2, 64, 4
+    lens = torch.tensor([1, 7, 19, 30], dtype=torch.int32)
+    k_cache, v_cache = make_cache(40, bs, kvh, d, gen)
+    max_blocks = 8
+    tables = torch.full((4, max_blocks), -1, dtype=torch.int32)
+    perm = torch.randperm(40, generator=gen)
+    used = 0
+    for b, n in enumerate(lens.tolist()):
+        nb = (n + bs - 1) // bs
+        tables[b, :nb] = perm[used : used + nb]
+        used += nb
+        if window is not None:  # blocks wholly outside the window are freed
+            for j in range(nb):
+                if (j + 1) * bs <= n - window:
+                    tables[b, j] = -1
+    kq = vq = ks = vs = None
+    if int8:
+        # every other block of every sequence lives in the INT8 warm pool
+        kq, ks = quantize_blocks(k_cache)
+        vq, vs = quantize_blocks(v_cache)
+        for b in range(4):
+            for j in range(0, max_blocks, 2):
+                e = int(tables[b, j])
+                if e >= 0:
+                    tables[b, j] = -e - 2
+    q = torch.randn(4, h, d, generator=gen)
+    kw = dict(scale=0.125, window=window, k_cache_int8=kq, v_cache_int8=vq, k_scale=ks, v_scale=vs)
+    out, lse = paged_decode(q, k_cache, v_cache, tables, lens, num_splits=splits, **kw)
+    r_out, r_lse = ref.paged_decode(q, k_cache, v_cache, tables, lens, **kw)
+    torch.testing.assert_close(out, r_out, atol=ATOL, rtol=0)
+    torch.testing.assert_close(lse, r_lse, atol=ATOL, rtol=0)
+
+
+def test_int8_roundtrip_within_bound():
+    from kernels.kv_quant import dequantize_blocks, quantize_blocks
+
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(5, 8, 2, 64, generator=gen) * torch.tensor([0.01, 30.0])[None, None, :, None]
+    x[4] = 0.0
+    q, s = quantize_blocks(x)
+    rq, rs = ref.quantize_blocks(x)
+    torch.testing.assert_close(s, rs)
+    assert (q.int() - rq.int()).abs().max() <= 1  # rounding ties may differ by one step
+    back = dequantize_blocks(q, s)
+    err = (back - x).abs()
+    bound = s[:, None, :, None] / 2 + 1e-7
+    assert (err <= bound).all()
+    assert back[4].abs().max() == 0
+
+
+def test_rope_and_cache_write():
+    from kernels.rope_kv import rope_and_cache_write
+
+    gen = torch.Generator().manual_seed(5)
+    t, h, kvh, d, bs = 6, 4, 2, 64, 4
+    q = torch.randn(t, h, d, generator=gen)
+    k = torch.randn(t, kvh, d, generator=gen)
+    v = torch.randn(t, kvh, d, generator=gen)
+    ang = torch.rand(t, d // 2, generator=gen) * 6
+    cos, sin = ang.cos(), ang.sin()
+    slots = torch.tensor([3, 9, 10, 11, 17, 0])
+    kc1, vc1 = torch.zeros(6, bs, kvh, d), torch.zeros(6, bs, kvh, d)
+    kc2, vc2 = kc1.clone(), vc1.clone()
+    qo = rope_and_cache_write(q, k, v, cos, sin, kc1, vc1, slots)
+    rq = ref.rope_and_cache_write(q, k, v, cos, sin, kc2, vc2, slots)
+    torch.testing.assert_close(qo, rq, atol=1e-5, rtol=0)
+    torch.testing.assert_close(kc1, kc2, atol=1e-5, rtol=0)
+    torch.testing.assert_close(vc1, vc2)
+    assert kc1.abs().sum() > 0
+
+
+@pytest.mark.parametrize("window, int8", [(None, False), (12, False), (None, True)])
+def test_attention_mass_matches_reference(window, int8):
+    from kernels.attn_mass import attention_mass
+    from kernels.kv_quant import quantize_blocks
+    from kernels.paged_attention import paged_prefill
+
+    gen = torch.Generator().manual_seed(21)
+    h, kvh, d, bs, n, t = 4, 1, 64, 8, 40, 5
+    k_cache, v_cache = make_cache(8, bs, kvh, d, gen)
+    table = table_for(n, bs, 8, gen)
+    q = torch.randn(t, h, d, generator=gen)
+    qpos = torch.arange(n - t, n)
+    _, lse = paged_prefill(q, k_cache, v_cache, table, q_offset=n - t, kv_len=n, scale=0.125, window=window)
+    kw = {}
+    ref_cache = k_cache
+    if int8:
+        kq, ks = quantize_blocks(k_cache)
+        table = -table - 2
+        kw = dict(k_cache_int8=kq, k_scale=ks)
+        ref_cache = ref.dequantize_blocks(kq, ks)
+        _, lse = ref.paged_prefill(q, ref_cache, v_cache, -table - 2, q_offset=n - t, kv_len=n, scale=0.125, window=window)
+    mass = attention_mass(q, lse, qpos, k_cache, table, n, scale=0.125, window=window, **kw)
+    r = ref.attention_mass(q, lse, qpos, ref_cache, table if not int8 else -table - 2, n, scale=0.125, window=window)
+    if int8:  # the reference reads the warm pool itself too
+        r2 = ref.attention_mass(q, lse, qpos, k_cache, table, n, scale=0.125, window=window, **kw)
+        torch.testing.assert_close(r2, r, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(mass, r, atol=1e-5, rtol=1e-4)
+    # each query row's probabilities sum to one, so the total mass per head is the row count
+    torch.testing.assert_close(mass.sum(dim=1), torch.full((h,), float(t)), atol=1e-4, rtol=0)
+
+
+def test_dispatch_uses_reference_without_triton(monkeypatch):
+    from kernels import dispatch
+
+    monkeypatch.setenv("LONGDOC_DISABLE_TRITON", "1")
+    assert not dispatch.use_triton(torch.device("cpu"))
+    gen = torch.Generator().manual_seed(1)
+    k_cache, v_cache = make_cache(4, 4, 1, 64, gen)
+    table = torch.tensor([2, 0, 3], dtype=torch.int32)
+    q = torch.randn(10, 2, 64, generator=gen)
+    out, lse = dispatch.paged_prefill(q, k_cache, v_cache, table, q_offset=0, kv_len=10, scale=0.125)
+    r_out, _ = ref.paged_prefill(q, k_cache, v_cache, table, q_offset=0, kv_len=10, scale=0.125)
+    torch.testing.assert_close(out, r_out)
+    monkeypatch.setenv("LONGDOC_DISABLE_TRITON", "0")
+    assert dispatch.use_triton(torch.device("cpu"))  # the interpreter is on in these tests
