@@ -1,0 +1,140 @@
+"""The surfaces: export contract and schema, pipeline discovery and batch interface, the CLI command,
+the terminal report, the HTML redline, docx input."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import typer
+from contracts_data import FIXTURES, load_pair
+from typer.testing import CliRunner
+
+from pipelines.contracts import (
+    ContractResult,
+    ContractsPipeline,
+    compare_texts,
+    redline_html,
+    render_terminal,
+)
+from pipelines.contracts.render import terminal_text
+from pipelines.registry import get_pipeline
+
+SMALL_A = "1. Fees\n\n1.1 Customer shall pay USD 100 within 30 days.\n\n1.2 Late payments bear interest of 1% per month.\n"
+SMALL_B = "1. Fees\n\n1.1 Customer may pay USD 150 within 45 days.\n\n1.2 Late payments bear interest of 1% per month.\n"
+
+
+def test_export_contract_shape() -> None:
+    r = compare_texts(SMALL_A, SMALL_B, "a.txt", "b.txt")
+    d = json.loads(r.model_dump_json())
+    assert set(d) >= {"schema_version", "pipeline", "pipeline_version", "input_sha256", "documents", "clauses",
+                      "alignment", "summary"}
+    assert set(d["documents"]) == {"a", "b"} and set(d["clauses"]) == {"a", "b"}
+    c = d["clauses"]["a"][1]
+    assert {"anchor", "number", "heading", "span"} <= set(c) and c["anchor"] == "1.1"
+    assert set(c["span"]) >= {"doc_id", "char_start", "char_end", "page", "text"}
+    row = next(x for x in d["alignment"] if x["a"] == "1.1")
+    assert {"a", "b", "change", "score", "diff", "flags"} <= set(row)
+    assert row["change"] == "modified" and isinstance(row["score"], float)
+    assert all({"op", "a_span", "b_span"} <= set(op) for op in row["diff"])
+    kinds = {f["kind"] for f in row["flags"]}
+    assert {"amount", "duration", "obligation"} <= kinds
+    assert all({"kind", "a_span", "b_span", "detail"} <= set(f) for f in row["flags"])
+    assert d["summary"][0]["material"] and d["summary"][0]["b"] == "1.1"
+    assert ContractResult.model_validate(d) == r
+    schema = ContractResult.model_json_schema()
+    assert "alignment" in schema["properties"]
+
+
+def test_registry_discover_and_batch_interface(tmp_path: Path) -> None:
+    pipe = get_pipeline("contracts")
+    assert isinstance(pipe, ContractsPipeline) and pipe.result_model is ContractResult
+    (tmp_path / "lease.v1.txt").write_text(SMALL_A, encoding="utf-8")
+    (tmp_path / "lease.v2.txt").write_text(SMALL_B, encoding="utf-8")
+    (tmp_path / "lonely.v1.txt").write_text(SMALL_A, encoding="utf-8")
+    sub = tmp_path / "nda"
+    sub.mkdir()
+    (sub / "v1.md").write_text(SMALL_A, encoding="utf-8")
+    (sub / "v2.md").write_text(SMALL_B, encoding="utf-8")
+    (tmp_path / "PROVENANCE.md").write_text("notes", encoding="utf-8")
+    found = {i.input_id: [p.name for p in i.paths] for i in pipe.discover(tmp_path)}
+    assert found == {"lease": ["lease.v1.txt", "lease.v2.txt"], "nda": ["v1.md", "v2.md"]}
+    inp = next(i for i in pipe.discover(tmp_path) if i.input_id == "lease")
+    r = pipe.run_input(inp)
+    assert r.input_sha256 == inp.content_sha256() and r.stats["modified"] == 1
+    assert "modified" in pipe.summary_line(r)
+    (tmp_path / "pairs.csv").write_text("a,b,id\nlease.v1.txt,nda/v2.md,mixed\n", encoding="utf-8")
+    assert [(i.input_id, [p.name for p in i.paths]) for i in pipe.discover(tmp_path)] == [("mixed", ["lease.v1.txt", "v2.md"])]
+    samples = Path(__file__).resolve().parents[2] / "data" / "samples" / "contracts"
+    assert len(pipe.discover(samples)) == 4
+
+
+def test_terminal_and_html() -> None:
+    r = compare_texts(SMALL_A, SMALL_B, "a.txt", "b.txt")
+    text = terminal_text(r)
+    assert "Changes (material first)" in text and "USD 100 → USD 150" in text
+    assert render_terminal(r) is not None
+    page = redline_html(r)
+    assert page.startswith("<!DOCTYPE html>") and "<del>" in page and "<ins>" in page
+    assert 'href="#row-' in page and "http" not in page.split("<body>")[1]  # self-contained
+
+
+def cli_app() -> typer.Typer:
+    from app.commands.contracts import register
+
+    app = typer.Typer()
+    register(app)
+
+    @app.command()
+    def _other() -> None:  # a second command, so typer keeps `contracts` as a subcommand
+        pass
+
+    return app
+
+
+def test_cli_json_and_errors(tmp_path: Path) -> None:
+    a = FIXTURES / "en-commonpaper-dpa-1.0-to-1.1" / "v1.txt"
+    b = FIXTURES / "en-commonpaper-dpa-1.0-to-1.1" / "v2.txt"
+    runner = CliRunner()
+    res = runner.invoke(cli_app(), ["contracts", str(a), str(b), "--json", "--html", str(tmp_path / "r.html")])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["pipeline"] == "contracts" and d["stats"]["modified"] == 1
+    assert (tmp_path / "r.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    res2 = runner.invoke(cli_app(), ["contracts", str(a), str(b), "--json"])
+    assert res2.stdout == res.stdout  # deterministic
+    res = runner.invoke(cli_app(), ["contracts", str(a), str(b)])
+    assert res.exit_code == 0 and "10.1" in res.stdout
+    bad = tmp_path / "broken.pdf"
+    bad.write_bytes(b"%PDF-1.4 not really")
+    res = runner.invoke(cli_app(), ["contracts", str(a), str(bad)])
+    assert res.exit_code == 1
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and "broken.pdf" in err[0]
+
+
+def test_docx_input_against_text() -> None:
+    import docx
+
+    from pipelines.contracts.pipeline import compare_documents
+    from pipelines.documents import load_bytes
+
+    a, b, _ = load_pair("zh-interpretation-personal-injury-2020-to-2022")
+
+    def as_docx(text: str) -> bytes:
+        d = docx.Document()
+        for para in text.split("\n\n"):
+            if para.strip():
+                d.add_paragraph(para.strip())
+        buf = io.BytesIO()
+        d.save(buf)
+        return buf.getvalue()
+
+    da = load_bytes(as_docx(a), "v1.docx")
+    db = load_bytes(b.encode("utf-8"), "v2.txt")
+    r = compare_documents(da, db)
+    edited = {x.a for x in r.alignment if x.edited and x.a and x.a.startswith("第")}
+    assert {"第十二条", "第二十四条"} <= edited and "第一条" not in edited
+    for c in r.clauses["a"]:
+        assert da.text[c.span.char_start:c.span.char_end] == c.span.text
