@@ -175,3 +175,27 @@ def test_renderings_mark_findings_and_cancelled():
     assert "reference_to_cancelled" in text and "cancelled: 2" in text
     dot = to_dot(result)
     assert 'color="#d93025"' in dot and "dashed" in dot
+
+
+def test_deterministic_across_processes(tmp_path):
+    """Byte-identical JSON from two interpreters with different string-hash seeds (no set order
+    leaks into the export)."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers_patents import FIXTURES, ROOT
+
+    sample = tmp_path / "claims.txt"
+    sample.write_text(ADVERSARIAL + "\n" + load_text("US6836979"), encoding="utf-8")
+    code = (
+        "import sys; from pipelines.patents.pipeline import analyse_text; "
+        "sys.stdout.write(analyse_text(open(sys.argv[1], encoding='utf-8').read()).model_dump_json())"
+    )
+    outs = []
+    for seed in ("1", "12345"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(ROOT))
+        run = subprocess.run([sys.executable, "-c", code, str(sample)], capture_output=True, env=env, cwd=ROOT, check=True)
+        outs.append(run.stdout)
+    assert outs[0] == outs[1] and len(outs[0]) > 1000
+    assert FIXTURES.exists()
