@@ -199,3 +199,14 @@ def test_deterministic_across_processes(tmp_path):
         outs.append(run.stdout)
     assert outs[0] == outs[1] and len(outs[0]) > 1000
     assert FIXTURES.exists()
+
+
+def test_pdf_samples_are_reproducible(tmp_path):
+    """The committed PDF samples are exactly what make_pdf_sample.py writes (reportlab invariant mode)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("reportlab")
+    subprocess.run([sys.executable, str(SAMPLES / "make_pdf_sample.py"), str(tmp_path)], check=True, capture_output=True)
+    for pdf in ("US6836979_claims.pdf", "CN110326254A_claims.pdf"):
+        assert (tmp_path / pdf).read_bytes() == (SAMPLES / pdf).read_bytes()
