@@ -47,6 +47,44 @@ def _softcap(s, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr):
 
 
 @triton.jit
+def _prefill_tile(
+    acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
+    stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
+    BS: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_WINDOW: tl.constexpr,
+    SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
+):
+    """One key tile of the online softmax (scores in log2 units)."""
+    kpos = start + tl.arange(0, BLOCK_N)
+    blk = tl.load(TABLE + kpos // BS, mask=kpos < kv_len, other=-1)
+    col_ok = (kpos < kv_len) & (blk >= 0)
+    slot = kpos % BS
+    k = tl.load(K + blk[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
+                mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
+    v = tl.load(V + blk[:, None] * stride_vb + slot[:, None] * stride_vs + kvh * stride_vh + dims[None, :],
+                mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
+    if UPCAST:
+        k = k.to(tl.float32)
+        v = v.to(tl.float32)
+    s = tl.dot(q, tl.trans(k))
+    if HAS_SOFTCAP:
+        s = _softcap(s * scale, SOFTCAP, HAS_SOFTCAP) * 1.4426950408889634
+    else:
+        s = s * (scale * 1.4426950408889634)
+    if MASKED:
+        allowed = (kpos[None, :] <= qpos[:, None]) & col_ok[None, :]
+        if HAS_WINDOW:
+            allowed = allowed & (kpos[None, :] > qpos[:, None] - window)
+        s = tl.where(allowed, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(s - m_safe[:, None])
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    return acc, m_new, l_i
+
+
+@triton.jit
 def _prefill_kernel(
     Q, K, V, TABLE, OUT, LSE,
     q_offset, kv_len, n_rows, scale, window,
@@ -75,50 +113,42 @@ def _prefill_kernel(
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     first_q = q_offset + pid_m * BLOCK_M
     last_q = tl.minimum(q_offset + n_rows - 1, first_q + BLOCK_M - 1)
-    lo = 0
-    if HAS_WINDOW:
-        lo = tl.maximum(first_q - window + 1, 0)
-        lo = (lo // BLOCK_N) * BLOCK_N
     hi = tl.minimum(last_q + 1, kv_len)
-    qk_scale = scale * 1.4426950408889634
-    for start in range(lo, hi, BLOCK_N):
-        kpos = start + tl.arange(0, BLOCK_N)
-        allowed = (kpos[None, :] <= qpos[:, None]) & (kpos[None, :] < kv_len)
-        if HAS_WINDOW:
-            allowed = allowed & (kpos[None, :] > qpos[:, None] - window)
-        col_live = tl.max(allowed.to(tl.int32), axis=0) > 0
-        blk = tl.load(TABLE + kpos // BS, mask=(kpos < kv_len), other=-1)
-        col_ok = col_live & (blk >= 0)
-        slot = kpos % BS
-        k = tl.load(K + blk[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
-                    mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
-        v = tl.load(V + blk[:, None] * stride_vb + slot[:, None] * stride_vs + kvh * stride_vh + dims[None, :],
-                    mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
-        if UPCAST:
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
-        s = tl.dot(q, tl.trans(k))
-        if HAS_SOFTCAP:
-            s = _softcap(s * scale, SOFTCAP, HAS_SOFTCAP) * 1.4426950408889634
-        else:
-            s = s * qk_scale
-        s = tl.where(allowed & col_ok[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m_i - m_safe)
-        p = tl.exp2(s - m_safe[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        if UPCAST:
-            acc = acc * alpha[:, None] + tl.dot(p, v)
-        else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+    # tiles wholly visible to every query of the tile need no mask: [full_lo, full_hi)
+    full_hi = tl.minimum(((first_q + 1) // BLOCK_N) * BLOCK_N, hi)
+    lo = 0
+    full_lo = 0
+    if HAS_WINDOW:
+        lo = (tl.maximum(first_q - window + 1, 0) // BLOCK_N) * BLOCK_N
+        full_lo = tl.minimum(tl.cdiv(tl.maximum(last_q - window + 1, 0), BLOCK_N) * BLOCK_N, full_hi)
+        for start in range(lo, full_lo, BLOCK_N):
+            acc, m_i, l_i = _prefill_tile(
+                acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
+                stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
+                BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST)
+    for start in range(full_lo, full_hi, BLOCK_N):
+        acc, m_i, l_i = _prefill_tile(
+            acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
+            stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
+            BS, BLOCK_N, False, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST)
+    for start in range(tl.maximum(full_hi, full_lo), hi, BLOCK_N):
+        acc, m_i, l_i = _prefill_tile(
+            acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
+            stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
+            BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST)
     l_safe = tl.where(l_i > 0, l_i, 1.0)
     out = acc / l_safe[:, None]
     tl.store(OUT + rows[:, None] * stride_ot + head * stride_oh + dims[None, :], out.to(OUT.dtype.element_ty),
              mask=row_ok[:, None] & dim_ok[None, :])
     lse = (m_i + tl.log2(l_safe)) / 1.4426950408889634
     tl.store(LSE + rows * stride_lt + head, lse, mask=row_ok)
+
+
+PREFILL_CONFIGS = {  # head_dim bucket -> (BLOCK_M, BLOCK_N, num_warps, num_stages); see BENCHMARKS.md
+    64: (128, 64, 4, 3),
+    128: (128, 64, 8, 3),
+    256: (64, 64, 8, 2),
+}
 
 
 def paged_prefill(
@@ -134,6 +164,7 @@ def paged_prefill(
     softcap: float | None = None,
     block_m: int | None = None,
     block_n: int | None = None,
+    config: tuple[int, int, int, int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """q [Tq, H, D] at positions q_offset.. over one sequence's cache (its own keys already
     written). Returns out [Tq, H, D] (q's dtype) and lse [Tq, H] float32."""
@@ -146,8 +177,11 @@ def paged_prefill(
         return out, lse
     block_d = triton.next_power_of_2(d)
     interp = _interpreting()
-    bm = block_m or (16 if interp else (64 if block_d > 128 else 128))
-    bn = block_n or (16 if interp else (32 if block_d > 128 else 64))
+    cfg_m, cfg_n, warps, stages = PREFILL_CONFIGS[min(max(block_d, 64), 256)]
+    if config is not None:
+        cfg_m, cfg_n, warps, stages = config
+    bm = block_m or (16 if interp else cfg_m)
+    bn = block_n or (16 if interp else cfg_n)
     q = q.contiguous()
     table = block_table.to(torch.int32).contiguous()
     grid = (triton.cdiv(tq, bm), h)
@@ -162,7 +196,7 @@ def paged_prefill(
         GROUP=h // kvh, BS=bs, D=d, BLOCK_D=block_d, BLOCK_M=bm, BLOCK_N=bn,
         HAS_WINDOW=window is not None, SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None,
         UPCAST=interp or q.dtype == torch.float32,
-        num_warps=4 if block_d <= 128 else 8, num_stages=2,
+        num_warps=warps, num_stages=stages,
     )
     return out, lse
 
@@ -186,13 +220,14 @@ def _decode_split_kernel(
     split = tl.program_id(2)
     kv_len = tl.load(LENS + seq)
     qpos = kv_len - 1
-    rows = tl.arange(0, GROUP_PAD)
+    rows = tl.arange(0, GROUP_PAD)  # the group's query heads, padded to a tensor-core tile
     row_ok = rows < GROUP
     heads = kvh * GROUP + rows
     dims = tl.arange(0, BLOCK_D)
     dim_ok = dims < D
     q = tl.load(Q + seq * stride_qb + heads[:, None] * stride_qh + dims[None, :], mask=row_ok[:, None] & dim_ok[None, :], other=0.0)
-    q = q.to(tl.float32)
+    if UPCAST:
+        q = q.to(tl.float32)
     lo_pos = 0
     if HAS_WINDOW:
         lo_pos = tl.maximum(qpos - window + 1, 0)
@@ -211,9 +246,12 @@ def _decode_split_kernel(
         slot = kpos % BS
         hot = in_range & (entry >= 0)
         k = tl.load(K + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
-                    mask=hot[:, None] & dim_ok[None, :], other=0.0).to(tl.float32)
+                    mask=hot[:, None] & dim_ok[None, :], other=0.0)
         v = tl.load(V + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
-                    mask=hot[:, None] & dim_ok[None, :], other=0.0).to(tl.float32)
+                    mask=hot[:, None] & dim_ok[None, :], other=0.0)
+        if UPCAST:
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
         valid = hot
         if HAS_INT8:
             warm = in_range & (entry <= -2)
@@ -224,10 +262,10 @@ def _decode_split_kernel(
                          mask=warm[:, None] & dim_ok[None, :], other=0).to(tl.float32)
             vq = tl.load(VQ + widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :],
                          mask=warm[:, None] & dim_ok[None, :], other=0).to(tl.float32)
-            k = tl.where(warm[:, None], kq * ks[:, None], k)
-            v = tl.where(warm[:, None], vq * vs[:, None], v)
+            k = tl.where(warm[:, None], (kq * ks[:, None]).to(k.dtype), k)
+            v = tl.where(warm[:, None], (vq * vs[:, None]).to(v.dtype), v)
             valid = hot | warm
-        s = tl.sum(q[:, None, :] * k[None, :, :], axis=2)  # [GROUP_PAD, BLOCK_N], float32 (decode is bandwidth-bound)
+        s = tl.dot(q, tl.trans(k))  # [GROUP_PAD, BLOCK_N], float32 accumulation
         if HAS_SOFTCAP:
             s = _softcap(s * scale, SOFTCAP, HAS_SOFTCAP) * 1.4426950408889634
         else:
@@ -238,7 +276,7 @@ def _decode_split_kernel(
         alpha = tl.exp2(m_i - m_safe)
         p = tl.exp2(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
     l_safe = tl.where(l_i > 0, l_i, 1.0)
     out = acc / l_safe[:, None]
@@ -288,6 +326,7 @@ def paged_decode(
     v_scale: torch.Tensor | None = None,
     num_splits: int | None = None,
     max_kv_len: int | None = None,
+    block_n: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One query per sequence: q [B, H, D]; block_tables [B, max_blocks] int (entries as in
     kernels/__init__.py); kv_lens [B] including the token being decoded. Returns out [B, H, D]
@@ -323,8 +362,9 @@ def paged_decode(
     vq = v_cache_int8 if has_int8 else v_cache
     ks = k_scale if has_int8 else lse  # unused placeholders when there is no warm pool
     vs = v_scale if has_int8 else lse
-    group_pad = max(triton.next_power_of_2(group), 2)
-    block_n = max(min(bs, 64), 16) if not _interpreting() else max(bs, 4)
+    interp = _interpreting()
+    group_pad = max(triton.next_power_of_2(group), 16)  # tl.dot needs >= 16 rows
+    block_n = block_n or (16 if interp else (64 if d <= 128 else 32))
     assert v_cache.stride() == k_cache.stride() and vq.stride() == kq.stride(), "K and V pools must share a layout"
     _decode_split_kernel[(b, kvh, num_splits)](
         q, k_cache, v_cache, kq, vq, ks, vs, tables, lens, out_part, lse_part,
@@ -337,8 +377,9 @@ def paged_decode(
         lse_part.stride(0), lse_part.stride(1),
         GROUP=group, GROUP_PAD=group_pad, BS=bs, D=d, BLOCK_D=block_d, BLOCK_N=block_n,
         HAS_WINDOW=window is not None, HAS_INT8=has_int8,
-        SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None, UPCAST=True,
-        num_warps=4,
+        SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None,
+        UPCAST=interp or q.dtype == torch.float32,
+        num_warps=4, num_stages=3 if not interp else 1,
     )
     _decode_merge_kernel[(b, h)](
         out_part, lse_part, out, lse, num_splits,

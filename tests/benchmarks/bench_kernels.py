@@ -54,12 +54,23 @@ def visible(t, window):
     return sum(min(i + 1, window) for i in range(t))
 
 
-def prefill_case(name, h, kvh, d, t, window, rows):
+SWEEP = [(128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 64, 4, 3), (64, 128, 8, 2), (128, 32, 4, 3)]
+
+
+def prefill_case(name, h, kvh, d, t, window, rows, sweep=False):
     k, v, table = cache(t, kvh, d)
     q = torch.randn(t, h, d, device=DEV, dtype=torch.bfloat16)
     scale = d**-0.5
     flops = 4 * h * d * visible(t, window)
     ms = bench(lambda: paged_prefill(q, k, v, table[0], q_offset=0, kv_len=t, scale=scale, window=window))
+    tried = {}
+    if sweep:
+        for cfg in SWEEP:
+            try:
+                tried[str(cfg)] = bench(lambda cfg=cfg: paged_prefill(q, k, v, table[0], q_offset=0, kv_len=t, scale=scale, window=window, config=cfg))
+            except Exception as exc:  # out of shared memory for this head_dim
+                tried[str(cfg)] = f"failed: {type(exc).__name__}"
+        print(name, "config sweep (BLOCK_M, BLOCK_N, warps, stages) -> ms:", tried, flush=True)
     kc = k[table[0].long()].flatten(0, 1)[:t].transpose(0, 1).unsqueeze(0)  # contiguous [1, KVH, T, D]
     vc = v[table[0].long()].flatten(0, 1)[:t].transpose(0, 1).unsqueeze(0)
     qc = q.transpose(0, 1).unsqueeze(0)
@@ -72,10 +83,10 @@ def prefill_case(name, h, kvh, d, t, window, rows):
         base = bench(lambda: F.scaled_dot_product_attention(qc, kc, vc, attn_mask=mask, scale=scale, enable_gqa=True))
         base_name = "sdpa + window mask (transformers' path)"
     rows.append({"case": name, "ours_ms": ms, "ours_tflops": flops / ms / 1e9, "baseline": base_name, "baseline_ms": base,
-                 "speedup": base / ms})
+                 "speedup": base / ms, "sweep": tried})
 
 
-def decode_case(name, h, kvh, d, b, ctx, int8, rows):
+def decode_case(name, h, kvh, d, b, ctx, int8, rows, sweep=False):
     k, v, table = cache(ctx, kvh, d, n_seqs=b)
     lens = torch.full((b,), ctx, device=DEV, dtype=torch.int32)
     q = torch.randn(b, h, d, device=DEV, dtype=torch.bfloat16)
@@ -90,6 +101,13 @@ def decode_case(name, h, kvh, d, b, ctx, int8, rows):
         kw = dict(k_cache_int8=kq, v_cache_int8=vq, k_scale=ks, v_scale=vs)
         bytes_read = 2 * b * ctx * kvh * d + 2 * 4 * b * (ctx // BS) * kvh
     ms = bench(lambda: paged_decode(q, k, v, tables, lens, scale=scale, max_kv_len=ctx, **kw))
+    if sweep:
+        tried = {}
+        for bn in (16, 32, 64, 128):
+            for splits in (None, 16, 32, 128):
+                tried[f"block_n={bn},splits={splits}"] = bench(
+                    lambda bn=bn, splits=splits: paged_decode(q, k, v, tables, lens, scale=scale, max_kv_len=ctx, block_n=bn, num_splits=splits, **kw))
+        print(name, "decode sweep -> ms:", tried, flush=True)
     kc = k.view(b, -1, kvh, d)[:, :ctx].transpose(1, 2)
     vc = v.view(b, -1, kvh, d)[:, :ctx].transpose(1, 2)
     qc = q.unsqueeze(2)
@@ -115,13 +133,13 @@ def main() -> None:
     args = ap.parse_args()
     torch.manual_seed(0)
     rows: list[dict] = []
-    prefill_case("prefill 32K, Gemma-270M shape, window 512", 4, 1, 256, 32768, 512, rows)
-    prefill_case("prefill 32K, Gemma-270M shape, global", 4, 1, 256, 32768, None, rows)
-    prefill_case("prefill 32K, Llama-8B shape, causal", 32, 8, 128, 32768, None, rows)
+    prefill_case("prefill 32K, Gemma-270M shape, window 512", 4, 1, 256, 32768, 512, rows, sweep=True)
+    prefill_case("prefill 32K, Gemma-270M shape, global", 4, 1, 256, 32768, None, rows, sweep=True)
+    prefill_case("prefill 32K, Llama-8B shape, causal", 32, 8, 128, 32768, None, rows, sweep=True)
     prefill_case("prefill 128K, Llama-8B shape, causal", 32, 8, 128, 131072, None, rows)
-    decode_case("decode b=1 @32K, Llama-8B shape, bf16", 32, 8, 128, 1, 32768, False, rows)
+    decode_case("decode b=1 @32K, Llama-8B shape, bf16", 32, 8, 128, 1, 32768, False, rows, sweep=True)
     decode_case("decode b=1 @32K, Llama-8B shape, INT8", 32, 8, 128, 1, 32768, True, rows)
-    decode_case("decode b=16 @32K, Llama-8B shape, bf16", 32, 8, 128, 16, 32768, False, rows)
+    decode_case("decode b=16 @32K, Llama-8B shape, bf16", 32, 8, 128, 16, 32768, False, rows, sweep=True)
     decode_case("decode b=16 @32K, Llama-8B shape, INT8", 32, 8, 128, 16, 32768, True, rows)
     mass_case(rows)
     info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
