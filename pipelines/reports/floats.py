@@ -398,7 +398,9 @@ def _with_labels(layout: Layout, region: BBox, c: Caption) -> BBox:
                 continue
             if b[2] < region[0] or b[0] > region[2]:
                 continue
-            near = -1 < b[1] - region[3] < 1.5 * max(x.height, 6.0) or -1 < region[1] - b[3] < 1.5 * max(x.height, 6.0)
+            reach = 1.5 * max(min(x.height, layout.body_height or 12.0), 6.0)
+            near = -1 < b[1] - region[3] < reach or -1 < region[1] - b[3] < reach
+            near = near and b[0] >= region[0] - 40 and b[2] <= region[2] + 40  # not a paragraph's last line
             inside = b[1] < region[3] and b[3] > region[1]
             if (near or inside) and not is_prose(layout, x) and not parse_caption_start(x.text):
                 region = union([region, b])

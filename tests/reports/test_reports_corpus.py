@@ -137,3 +137,22 @@ def test_registry_and_batch_input_use_the_pdf():
     assert result.pipeline == "reports" and len(result.input_sha256) == 64
     assert result.stats["internal_links"] > 0  # the PDF bytes were read, not only the text
     assert "figures/tables" in pipe.summary_line(result)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_object_boxes_hold_their_caption_and_do_not_overlap(name):
+    _, result = analysed(name)
+    ours = {(t.kind, t.number): t for t in result.targets if t.kind in ("figure", "table")}
+    for tt in truth(name)["targets"]:
+        t = ours[(tt["kind"], tt["number"])]
+        cx0, ctop, cx1, cbottom = tt["caption_bbox"]
+        x0, top, x1, bottom = t.bbox
+        assert x0 - 2 <= cx0 and top - 2 <= ctop and cx1 <= x1 + 2 and cbottom <= bottom + 2, (t.id, t.bbox, tt["caption_bbox"])
+        assert bottom - top > 3 * (cbottom - ctop), t.id  # more than the caption: the drawing or the rows
+    floats = list(ours.values())
+    for a in floats:
+        for b in floats:
+            if a.id < b.id and a.page == b.page:
+                inter_w = min(a.bbox[2], b.bbox[2]) - max(a.bbox[0], b.bbox[0])
+                inter_h = min(a.bbox[3], b.bbox[3]) - max(a.bbox[1], b.bbox[1])
+                assert inter_w <= 0 or inter_h <= 2, (a.id, a.bbox, b.id, b.bbox)
