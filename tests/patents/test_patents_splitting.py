@@ -168,3 +168,15 @@ def test_section_ends_at_other_parts(tail):
     result = analyse_text("Claims\n\n" + CLAIMS + "\n" + tail)
     assert deps(result) == {1: [], 2: [1]}
     assert result.claims[-1].text.rstrip().endswith("red.")
+
+
+def test_status_markers_without_period_after_the_number():
+    result = analyse_text(
+        "1. (Original) A lid.\n2 (Canceled)\n3-5 (Canceled)\n6 (Currently Amended) The lid of claim 1, wherein x.\n"
+        "Claims 7-9 (Withdrawn)\nClaim 10 (New): The lid of claim 6.\n"
+    )
+    assert [(c.number, c.status) for c in result.claims] == [
+        (1, "original"), (2, "canceled"), (3, "canceled"), (4, "canceled"), (5, "canceled"), (6, "currently amended"),
+        (7, "withdrawn"), (8, "withdrawn"), (9, "withdrawn"), (10, "new")]
+    assert deps(result)[6] == [1] and deps(result)[10] == [6]
+    assert not any(f.code == "numbering_gap" for f in result.findings)
