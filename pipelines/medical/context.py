@@ -128,18 +128,36 @@ class Trigger:
     cjk: bool
 
 
+def _overlapping(rx: re.Pattern, seg: str):
+    """(start, end, text) of the longest match of `rx` at every position: triggers may overlap
+    ("is negative" and "negative for" in "X-ray is negative for osteomyelitis")."""
+    out = []
+    pos = 0
+    covered_to = -1
+    while pos < len(seg):
+        m = rx.search(seg, pos)
+        if m is None:
+            break
+        if m.end() > covered_to or True:
+            out.append((m.start(), m.end(), m.group(0)))
+        covered_to = max(covered_to, m.end())
+        pos = m.start() + 1
+    # drop a match wholly inside a longer one that starts earlier and is of the same text family
+    return [x for x in out if not any(o[0] < x[0] and x[1] <= o[1] and o[2].lower().endswith(x[2].lower()) for o in out)]
+
+
 def find_triggers(text: str, start: int, end: int) -> list[Trigger]:
     """Triggers inside text[start:end] (one sentence), pseudo-triggers removed."""
     seg = text[start:end]
     out: list[Trigger] = []
     for rx, pseudo, info, cjk in ((_EN_TRIG, _EN_PSEUDO_RX, _EN_INFO, False), (_ZH_TRIG, _ZH_PSEUDO_RX, _ZH_INFO, True)):
         blocked = [(m.start(), m.end()) for m in pseudo.finditer(seg)]
-        for m in rx.finditer(seg):
-            if any(b0 <= m.start() < b1 or b0 < m.end() <= b1 for b0, b1 in blocked):
+        for ms, me, mt in _overlapping(rx, seg):
+            if any(b0 <= ms < b1 or b0 < me <= b1 for b0, b1 in blocked):
                 continue
-            key = m.group(0) if cjk else m.group(0).lower()
+            key = mt if cjk else mt.lower()
             for cat, d, n in info.get(key, []):
-                out.append(Trigger(start + m.start(), start + m.end(), cat, d, n, cjk))
+                out.append(Trigger(start + ms, start + me, cat, d, n, cjk))
     return out
 
 

@@ -346,9 +346,12 @@ def _medications(text: str, col: _Collector) -> None:
     for m in _DRUG_RX.finditer(text):
         s = m.start()
         # extend over dose, route, frequency on the same line (at most ~60 chars)
-        line_end = text.find("\n", m.end())
-        line_end = len(text) if line_end < 0 else line_end
-        window = text[m.end():min(line_end, m.end() + 70)]
+        par_end = text.find("\n\n", m.end())
+        par_end = len(text) if par_end < 0 else par_end
+        window = text[m.end():min(par_end, m.end() + 70)]
+        nl = window.find("\n")
+        if nl >= 0 and not re.match(r"\n[ \t]*[a-z0-9]", window[nl:]):
+            window = window[:nl]  # the next line is a new item, not a wrapped continuation
         stop = re.search(r"[.;,，。；](?!\d)|\b(?:and|after|then|for|with|via|was|were|is|changed|switched|to|because|due|"
                          r"stopped|discontinued|and)\b|改为|换为|停用|由|共", window)
         nxt = _DRUG_RX.search(window)
@@ -444,6 +447,11 @@ def extract(text: str, sections: list[Section], sents: list[Sentence] | None = N
             m.assertion, trig = context.assert_span(text, m.start, m.end, trigs, m.section)
             if trig:
                 m.trigger = (trig.start, trig.end, trig.category)
+            if (m.type == "procedure" and trig is not None and m.assertion == context.NEGATED and trig.start >= m.end
+                    and "negative" in text[trig.start:trig.end].lower()):
+                # "X-ray is negative for osteomyelitis": the test was done; its result is negative
+                m.assertion = context.PRESENT
+                m.normalized = {**m.normalized, "result": "negative"}
         else:
             m.sentence = (m.start, m.end)
         if m.type == "medication" and m.section in ("allergies",):

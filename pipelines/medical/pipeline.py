@@ -56,10 +56,11 @@ _DOC_KINDS = [
     ("consult_note", r"consult"),
 ]
 _ANCHOR_RX = {
-    "admission": re.compile(r"(?:admission date|date of admission|admit date|admitted(?: on)?|入院日期|入院时间)\s*[:：]?\s*", re.I),
+    "admission": re.compile(r"(?:admission date|date of admission|admit date|admitted(?: to (?:the )?hospital)?(?: on)?|入院日期|入院时间)\s*[:：]?\s*", re.I),
     "surgery": re.compile(r"(?:date of (?:surgery|operation|procedure)|surgery date|operation date|operative date|"
                           r"手术日期|手术时间)\s*[:：]?\s*", re.I),
-    "discharge": re.compile(r"(?:discharge date|date of discharge|discharged(?: on)?|出院日期|出院时间)\s*[:：]?\s*", re.I),
+    "discharge": re.compile(r"(?:discharge date|date of discharge|discharged(?: from (?:the )?hospital)?(?: home)?(?: on)?|"
+                            r"出院日期|出院时间)\s*[:：]?\s*", re.I),
 }
 _SURGERY_SENT = re.compile(r"taken to the (?:OR|operating room)|underwent|operation was|surgery was|行.{0,12}术|手术", re.I)
 _DATE_HEADER = re.compile(r"(?:date|日期|时间|collected|reported|service)", re.I)
@@ -137,7 +138,10 @@ def _doc_date(doc: Document, times: list[TimeMention], kind: str = "note") -> tu
         d = absolute_date(t)
         if d is None or not t.value.get("y"):
             continue
-        label = doc.text[max(doc.text.rfind("\n", 0, t.start) + 1, t.start - 40):t.start].lower()
+        line_start = doc.text.rfind("\n", 0, t.start) + 1
+        label = doc.text[max(line_start, t.start - 40):t.start].lower()
+        if not label.strip() and doc.text.count("\n", 0, t.start) > 5:
+            label = "(wrapped prose)"  # a date at the start of a wrapped line deep in the text is not a header
         if re.search(r"discharge|出院", label):
             prio = 0 if kind == "discharge_summary" else 4
         elif re.search(r"admission|admit|入院", label):
@@ -204,6 +208,11 @@ class MedicalPipeline(Pipeline):
         qs = list(questions or []) + ([question] if question else [])
         prepared = self._prepare(docs)
         anchors = self._anchors(prepared)
+        stated = {"discharge_summary": "discharge", "admission_note": "admission", "operative_note": "surgery"}
+        for pd in prepared:  # a note without a header date takes the date it states for its own event
+            a = anchors.get(stated.get(pd.kind, ""))
+            if pd.date is None and a is not None and a.source is not None and a.source.doc_id == pd.doc.doc_id:
+                pd.date, pd.date_source = date.fromisoformat(a.date), f"stated {stated[pd.kind]} date"
         warnings: list[str] = []
         anchor_dates = {k: date.fromisoformat(a.date) for k, a in anchors.items()}
         times_out: list[TimeExpression] = []
@@ -228,6 +237,7 @@ class MedicalPipeline(Pipeline):
                 n += 1
                 times_out.append(TimeExpression(id=f"T{n}", text=t.text, span=pd.doc.span(t.start, t.end), kind=t.kind,
                                                 time=TimeInterval(**tv.as_dict())))
+        self._stay = (anchor_dates.get("admission"), anchor_dates.get("discharge"))
         entities = self._entities(prepared)
         events, mention_event = self._events(prepared, entities)
         relations = self._relations(events)
@@ -335,6 +345,12 @@ class MedicalPipeline(Pipeline):
             if same_par and dated_entry is False and t.kind in ("date", "datetime", "anchored", "document_relative"):
                 continue  # a date inside an earlier sentence of prose does not date this one
             break
+        if pd.kind == "discharge_summary" and m.section in ("hospital_course", "labs", "procedures") and self._stay:
+            # an undated hospital-course statement happened during the stay, not on the discharge day
+            adm, dis = self._stay
+            if dis is not None or adm is not None:
+                return TimeInterval(start=adm.isoformat() if adm else None, end=_next_day(dis) if dis else None,
+                                    granularity="stay", anchored_to="admission" if adm else "discharge")
         if pd.date is None:
             return TimeInterval(anchored_to="unanchored")
         if m.assertion in (context.HISTORICAL, context.FAMILY):
@@ -356,13 +372,18 @@ class MedicalPipeline(Pipeline):
     def _events(self, prepared: list[_Doc], entities: list[Entity]) -> tuple[list[Event], dict[str, str]]:
         groups: dict[tuple, list[Entity]] = {}
         later: list[Entity] = []
+        stay: list[Entity] = []
         for e in entities:
             pol = "neg" if e.assertion == context.NEGATED else "pos"
             t = e.time
             if t.start is None and e.assertion in (context.HISTORICAL,) and t.end:
                 later.append(e)
                 continue
-            day = t.start[:10] if t.start else (f"before {t.end}" if t.end else None)
+            if t.granularity == "stay":
+                stay.append(e)
+                continue
+            else:
+                day = t.start[:10] if t.start else (f"before {t.end}" if t.end else None)
             groups.setdefault((e.concept, pol, day), []).append(e)
         # past-history re-mentions join the latest earlier event of the same concept
         for e in later:
@@ -371,6 +392,16 @@ class MedicalPipeline(Pipeline):
                 groups[max(cands, key=lambda k: k[2])].append(e)
             else:
                 groups.setdefault((e.concept, "pos", f"before {e.time.end}"), []).append(e)
+        # an undated hospital-course mention joins the dated event of the same concept during the stay
+        # ("the wound culture grew MRSA" -> the lab report's culture of 03-08); else it keeps the stay interval
+        for e in stay:
+            pol = "neg" if e.assertion == context.NEGATED else "pos"
+            lo, hi = e.time.start or "0000", e.time.end or "9999"
+            cands = [k for k in groups if k[0] == e.concept and k[1] == pol and k[2] and k[2][:4].isdigit() and lo <= k[2] < hi]
+            if cands:
+                groups[min(cands, key=lambda k: k[2])].append(e)
+            else:
+                groups.setdefault((e.concept, pol, f"stay {e.time.start or ''}/{e.time.end or ''}"), []).append(e)
         events: list[Event] = []
         mention_event: dict[str, str] = {}
 
@@ -420,8 +451,8 @@ class MedicalPipeline(Pipeline):
         pos: dict[tuple[str, str], list[Event]] = {}
         neg: dict[tuple[str, str], list[Event]] = {}
         for ev in events:
-            if not ev.time.start:
-                continue
+            if not ev.time.start or ev.time.granularity not in ("day", "hour", "minute"):
+                continue  # only same-day statements can contradict each other
             day = ev.time.start[:10]
             (neg if ev.status == context.NEGATED else pos).setdefault((ev.concept, day), []).append(ev)
         out: list[Conflict] = []
@@ -575,7 +606,7 @@ def _evidence_concepts(e: Entity) -> list[str]:
 
 
 def _best_time(ms: list[Entity]) -> TimeInterval:
-    rank = {"minute": 0, "hour": 1, "day": 2, "week": 3, "month": 4, "year": 5, None: 6}
+    rank = {"minute": 0, "hour": 1, "day": 2, "week": 3, "month": 4, "year": 5, "stay": 6, None: 7}
     return sorted((m.time for m in ms), key=lambda t: (t.start is None, rank.get(t.granularity, 6), t.start or "", t.end or ""))[0]
 
 
