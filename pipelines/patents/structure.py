@@ -7,7 +7,8 @@ an independent claim is the first one that ends in a colon, else the first stron
 (comprising, consisting (essentially) of, including, characterised in that/by, wherein), else a
 weak one (having, containing); of a dependent claim, the first one after its reference phrase.
 Elements are the body after the transition, split on ";", line breaks, ":" and "(a)" / "a)"
-markers, and for Chinese on "；" and "。".
+markers, and for Chinese on "；", "。" and "：" (and, in a body without "；", before each clause
+that starts with "所述", "其中" or "以及").
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ _CN_TRANSITION = re.compile(
 _MARKER = re.compile(r"[\n:;,][ \t]*(?P<m>\([a-z]\)|[a-z]\)|\((?:i|ii|iii|iv|v|vi|vii|viii|ix|x)\))[ \t]")
 _EN_SPLIT = re.compile(r";|\n|:(?=\s)")
 _CN_SPLIT = re.compile(r";|\n|。|:")
+_CN_CLAUSE = re.compile(r",(?=\s*(?:所述|其中|以及|并且))")
 # Text laid out by a PDF breaks lines wherever the page is full: only blank lines split there.
 _EN_SPLIT_WRAPPED = re.compile(r";|\n[ \t]*\n|:(?=\s)")
 _CN_SPLIT_WRAPPED = re.compile(r";|\n[ \t]*\n|。|:")
@@ -219,6 +221,11 @@ def split_elements(norm: str, start: int, end: int, zh: bool, wrapped: bool = Fa
     for m in splitter.finditer(norm, start, end):
         cuts.append(m.start())
         cuts.append(m.end())
+    if zh and norm.find(";", start, end) < 0:
+        # no "；" between elements: a clause that starts with "所述" / "其中" / "以及" starts an element
+        for m in _CN_CLAUSE.finditer(norm, start, end):
+            cuts.append(m.start())
+            cuts.append(m.end())
     if not zh and norm.find(")", start, end) >= 0:
         for m in _MARKER.finditer(norm, start - 1 if start > 0 else start, end):
             cuts.append(m.start("m"))

@@ -105,3 +105,8 @@ def test_claim_without_transition_has_body_as_element():
     c = result.claims[1]
     assert c.transition is None and c.preamble is None
     assert [e.text for e in c.elements] == ["A lid according to claim 1 being red"]
+
+
+def test_chinese_elements_split_before_said_clauses_without_semicolons():
+    c = first_claim("1.一种装置，其特征在于，包括底板(1)和支架(2)，所述底板(1)上固定有电机，所述支架(2)为钢制，其中电机为直流电机。")
+    assert [e.text for e in c.elements] == ["包括底板(1)和支架(2)", "所述底板(1)上固定有电机", "所述支架(2)为钢制", "其中电机为直流电机"]
