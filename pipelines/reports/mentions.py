@@ -451,8 +451,9 @@ class Resolver:
             return out
         if self.bib_numbered:
             by_num = {r.number: r for r in self.bib if r.number}
+            labels = self._list_labels()
             for m in CITE_NUM.finditer(text):
-                if self._is_excluded(m.start(), m.end()):
+                if self._is_excluded(m.start(), m.end()) or m.start() in labels:
                     continue
                 nums: list[str] = []
                 for part in re.split(r"\s*[,，]\s*", m.group("body")):
@@ -492,6 +493,21 @@ class Resolver:
             else:
                 self._settle_simple(f, hits, miss, "bibliography entry by author and year", 0.85)
             out.append(f)
+        return out
+
+    def _list_labels(self) -> set[int]:
+        """Offsets of "[n]" that label the items of a numbered list (a second publication list, a
+        bibliography not recognised as one): at a line start, with "[n-1]" or "[n+1]" starting a
+        line nearby."""
+        starts: list[tuple[int, int, int]] = []  # (line index, number, offset)
+        for k, ln in enumerate(self.layout.lines):
+            m = re.match(r"\s*\[(\d{1,3})\]", ln.text)
+            if m:
+                starts.append((k, int(m.group(1)), ln.start + m.start(0) + ln.text[m.start(0):].index("[")))
+        out: set[int] = set()
+        for k, n, off in starts:
+            if any(abs(k2 - k) <= 6 and abs(n2 - n) == 1 for k2, n2, _ in starts):
+                out.add(off)
         return out
 
     def _settle_simple(self, f: Found, hits: list[str], miss: list[str], what: str, conf: float) -> None:

@@ -337,3 +337,27 @@ def make_image_only(path: Path) -> Path:
     p.rect(100, 100, 400, 400, fill=True)
     p.save()
     return path
+
+
+def make_linked_duplicates(path: Path) -> Path:
+    """Two captions 'Figure 1' (main text, page 1; appendix, page 3); on page 2 one mention with an
+    internal link to page 3 and one without any link. Page 4 is a drawing without text."""
+    p = Pen(path, "links")
+    p.c.bookmarkPage("p1")
+    bar_chart(p, 150, 80, 440, 250, [1, 2, 3], ["a", "b", "c"], "series", "value")
+    p.centred(262, "Figure 1: Main result.", 10)
+    p.new_page()
+    p.text(72, 80, "The appendix repeats Figure 1 with more data.")
+    p.text(72, 100, "Compare Figure 1 with the text; see also Figure 5 for the map.")
+    x0 = 72 + pdfmetrics.stringWidth("The appendix repeats ", "Helvetica", 10.5)
+    x1 = x0 + pdfmetrics.stringWidth("Figure 1", "Helvetica", 10.5)
+    p.c.linkRect("", "p3", (x0, H - 80 - 12, x1, H - 80), relative=0)
+    p.new_page()
+    p.c.bookmarkPage("p3")
+    p.text(72, 60, "Appendix", 12)
+    bar_chart(p, 150, 80, 440, 250, [3, 2, 1], ["a", "b", "c"], "series", "value")
+    p.centred(262, "Figure 1: Appendix result.", 10)
+    p.new_page()
+    p.rect(100, 100, 400, 400, fill=True)
+    p.save()
+    return path

@@ -187,3 +187,22 @@ def test_chinese_false_friends_are_not_mentions():
     result = analyse_document(doc)
     texts = [m.text for m in result.mentions]
     assert "表2" not in texts and "表3" not in texts and "上表" not in texts and "下表" not in texts
+
+
+def test_hyperlink_picks_between_same_numbered_targets_and_scans_are_named(tmp_path):
+    path = H.make_linked_duplicates(tmp_path / "links.pdf")
+    doc = load_document(path)
+    result = analyse_document(doc, path.read_bytes())
+    figs = sorted(t.id for t in result.targets if t.kind == "figure")
+    assert len(figs) == 2  # two captions 'Figure 1', on pages 1 and 3
+    linked = mention_at(doc, result, "repeats Figure 1", 2)
+    on_p3 = next(t.id for t in result.targets if t.kind == "figure" and t.page == 3)
+    assert linked.targets == [on_p3] and "hyperlink" in linked.reason
+    plain = mention_at(doc, result, "Compare Figure 1", 2)
+    assert plain.resolution == "ambiguous" and plain.targets == []
+    assert any(u.text == "Figure 1" and u.why == "ambiguous" and len(u.candidates) == 2 for u in result.unresolved)
+    # page 4 has no text layer: a missing figure may be there, and the reason says so
+    assert doc.metadata.get("pages_without_text") == "4"
+    five = mention_at(doc, result, "Figure 5", 2)
+    assert five.resolution == "unresolved"
+    assert any(u.text == "Figure 5" and u.why == "no_text_layer" and "4" in u.reason for u in result.unresolved)
