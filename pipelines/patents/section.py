@@ -32,6 +32,8 @@ _END_HEADING = re.compile(
     r"|cited\s+by.*|non-patent\s+citations.*|similar\s+documents.*|priority\s+(?:and\s+related\s+)?applications.*"
     r"|legal\s+events.*|family\s+cites\s+families.*|concepts.*|patentanspr(?:ü|ue)che|anspr(?:ü|ue)che|revendications"
     r"|reivindicaciones|beschreibung|description\s+of\s+(?:the\s+)?preferred\s+embodiments?"
+    r"|statement\s+regarding.*|incorporation\s+by\s+reference.*|related\s+applications?|government\s+(?:rights|interest|support).*"
+    r"|(?:prior|related)\s+art|examples|industrial\s+applicability|reference\s+signs?\s+list|list\s+of\s+reference.*"
     r"|说\s*明\s*书(?:\s*摘\s*要)?|摘\s*要|技术领域|背景技术|发明内容|具体实施方式|附图说明|说明书附图"
     r"|\*\s*\*\s*\*(?:\s*\*)*"
     r")[ \t]*:?[ \t]*$",
