@@ -57,7 +57,8 @@ _ITEM_SPLIT = re.compile(
 )
 
 _EXTERNAL_AFTER = re.compile(
-    r"^\s*[)\],]?\s*(?:in|of|from)\s+(?:\[\d|[Rr]efs?\.|[Rr]eferences?\s+\d|the\s+original\s+(?:paper|article|publication|study|work)|"
+    r"^\s*[)\],]?\s*(?:in|of|from)\s+(?:\[\d|[Rr]efs?\.|[Rr]eferences?\s+\d|the\s+original\b|"
+    r"the\s+(?:cited\s+|source\s+|reference\s+)?(?:paper|article|publication|study|manuscript)\s+(?:by|of)\b|"
     r"(?:their|his|her)\s+(?:paper|article|work|study)|[A-Z][\w'’-]+(?:\s+et\s+al\b|\s+(?:and|&)\s+[A-Z][\w'’-]+|,?\s*\(?(?:19|20)\d\d))"
 )
 # when no target carries the number: wording that says the figure is another work's

@@ -206,3 +206,18 @@ def test_hyperlink_picks_between_same_numbered_targets_and_scans_are_named(tmp_p
     five = mention_at(doc, result, "Figure 5", 2)
     assert five.resolution == "unresolved"
     assert any(u.text == "Figure 5" and u.why == "no_text_layer" and "4" in u.reason for u in result.unresolved)
+
+
+def test_external_wordings():
+    text = (
+        "We show results.\n\nFigure 3: Our result.\n\n"
+        "Figure 3 in the original shows more; Figure 3 of the paper by Smith differs; "
+        "Figure 3 in this paper is ours; see Figure 3 of Ref. 4; Figure 1b from Lamichhane et al. "
+        "and Fig. 2 of Young et al. too; the original Figure 3 is reproduced here.\n"
+    )
+    result = analyse_document(Document.from_text(text, doc_id="x"))
+    got = [(m.text, m.resolution) for m in result.mentions]
+    assert got == [
+        ("Figure 3", "external"), ("Figure 3", "external"), ("Figure 3", "internal"), ("Figure 3", "external"),
+        ("Figure 1b", "external"), ("Fig. 2", "external"), ("Figure 3", "internal"),
+    ], got
