@@ -74,21 +74,6 @@ _LEADING_CONJ = re.compile(r"(?:and|or|and/or)\s+", re.IGNORECASE)
 _COLON_AFTER = re.compile(r"\s+(?:the\s+)?(?:following\s+)?(?:steps?|elements?|components?)?(?:\s+of)?\s*:")
 
 
-@dataclass(frozen=True)
-class _Rel:
-    """A transition match, relative to the body start."""
-
-    s: int
-    e: int
-    lastgroup: str | None
-
-    def start(self) -> int:
-        return self.s
-
-    def end(self) -> int:
-        return self.e
-
-
 @dataclass
 class Structure:
     """Offsets (into the document) of a claim's parts."""
@@ -191,8 +176,6 @@ def analyse_structure(
             break
     chosen = chosen or first_strong or first_any
     masked = _masked(norm, body_start, chosen.start() if chosen else min(end, body_start + 200), refs)
-    if chosen is not None:
-        chosen = _Rel(chosen.start() - body_start, chosen.end() - body_start, chosen.lastgroup)
     subject = _subject(masked, zh)
     st.subject = subject or None
     st.category = category_of(subject, zh)
@@ -201,10 +184,10 @@ def analyse_structure(
         if a < b:
             st.elements = [(a, b)]
         return st
-    pa, pb = trim(norm, body_start, body_start + chosen.start(), chars=",，")
+    pa, pb = trim(norm, body_start, chosen.start(), chars=",，")
     if pa < pb:
         st.preamble = (pa, pb)
-    ta, tb = body_start + chosen.start(), body_start + chosen.end()
+    ta, tb = chosen.start(), chosen.end()
     st.transition = (ta, tb)
     st.transition_kind = chosen.lastgroup
     st.elements = split_elements(norm, tb, end, zh, wrapped)
