@@ -48,7 +48,7 @@ _ZH_DISEASE_SUFFIX = re.compile(r"(癌|炎|瘤|结石|梗阻|骨折|疝|破裂|�
 _ZH_LEFT_STOP = set("无否认考虑为伴及和并有的诊断史患既往曾见未示提行于在与或查体致因起后前经合现予由改、")
 _EN_MODIFIERS = re.compile(r"(?:(?:acute|chronic|severe|mild|moderate|recurrent|perforated|postoperative|post-operative|"
                            r"bilateral|left|right|community[- ]acquired|hospital[- ]acquired|viral|bacterial|essential|"
-                           r"uncontrolled|suspected|superficial|deep|incisional|complicated|uncomplicated|new|worsening)\s+){1,3}$", re.I)
+                           r"uncontrolled|superficial|deep|incisional|complicated|uncomplicated|new|worsening)\s+){1,3}$", re.I)
 
 _SEMTAG = re.compile(r"\((finding|disorder|procedure|situation|physical object|organism|substance|record artifact|"
                      r"regime/therapy|observable entity|morphologic abnormality|event|qualifier value)\)\s*$", re.I)
@@ -404,6 +404,9 @@ def _lexicon(text: str, col: _Collector) -> None:
                 continue
             e = a + last.end()
             s = max(a, e - 10)
+            inner_trig = [t for t in context.find_triggers(text, s, e) if t.cjk]
+            if inner_trig:
+                s = max(s, max(t.end for t in inner_trig))  # "不除外胆总管结石": the trigger is not part of the name
             if e - s < 2:
                 continue
             overl = [x for x in col.items if x.start < e and s < x.end]

@@ -111,6 +111,9 @@ _PROBLEMS_EN = {
     "pleural effusion": "pleural effusion", "effusion": "effusion", "mitral regurgitation":
     "mitral regurgitation", "aortic stenosis": "aortic stenosis", "thrombocytopenia": "thrombocytopenia",
     "neutropenia": "neutropenia", "hypoglycemia": "hypoglycemia", "hyperglycemia": "hyperglycemia",
+    "colon cancer": "colon cancer", "colorectal cancer": "colon cancer", "breast cancer": "breast cancer",
+    "lung cancer": "lung cancer", "prostate cancer": "prostate cancer", "pancreatic cancer": "pancreatic cancer",
+    "gastric cancer": "gastric cancer", "ovarian torsion": "ovarian torsion", "iron deficiency": "iron deficiency",
     "allergy": "allergy", "peritonitis": "peritonitis", "perforation": "perforation", "mrsa": "mrsa",
     "staphylococcus aureus": "staphylococcus aureus", "e. coli": "escherichia coli", "escherichia coli":
     "escherichia coli", "intra-abdominal abscess": "abscess",
