@@ -55,3 +55,18 @@ def test_page_shows_one_line_error_for_a_bad_upload():
     at.run()
     assert not at.exception
     assert at.error and "bad.pdf" in at.error[0].value
+
+
+def test_page_runs_a_bundled_sample_and_offers_the_json():
+    at = AppTest.from_function(_page_script, default_timeout=90)
+    at.run()
+    pick = next(s for s in at.selectbox if s.label.startswith("…or a bundled sample"))
+    names = [getattr(o, "name", str(o)) for o in pick.options]
+    assert "en-paper-synthetic.pdf" in " ".join(names)
+    idx = next(i for i, n in enumerate(names) if "en-paper-synthetic" in n)
+    pick.select_index(idx).run()
+    next(b for b in at.button if b.label == "Run").click().run()
+    assert not at.exception, at.exception
+    assert {m.label for m in at.metric} >= {"Figures/tables", "Mentions", "Unresolved"}
+    assert any(m.label == "Figures/tables" and m.value == "5" for m in at.metric)
+    assert at.get("download_button"), "the JSON download is offered"
