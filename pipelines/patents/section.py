@@ -84,7 +84,11 @@ def find_end(norm: str, start: int) -> int:
 def find_section(norm: str) -> Section:
     """Locate the claims section in `norm` (see the module docstring)."""
     first_text = _skip_blank_and_furniture(norm, 0, limit=len(norm))
-    if CLAIM_START_LINE.match(norm, first_text) and _looks_like_claim_start(norm, first_text):
+    if (
+        CLAIM_START_LINE.match(norm, first_text)
+        and _looks_like_claim_start(norm, first_text)
+        and not _END_HEADING.match(norm, first_text)  # "1. Field of the Invention" starts a description
+    ):
         return Section(first_text, find_end(norm, first_text), "whole_input")
     for m in _START_HEADING.finditer(norm):
         after = m.end()

@@ -180,3 +180,13 @@ def test_status_markers_without_period_after_the_number():
         (7, "withdrawn"), (8, "withdrawn"), (9, "withdrawn"), (10, "new")]
     assert deps(result)[6] == [1] and deps(result)[10] == [6]
     assert not any(f.code == "numbering_gap" for f in result.findings)
+
+
+def test_description_with_numbered_headings_before_the_claims():
+    text = (
+        "1. Field of the Invention\nThe invention relates to lids.\n2. Description of the Related Art\n"
+        "A lid of claim 3 of an old patent is known.\n\nWhat is claimed is:\n" + CLAIMS
+    )
+    result = analyse_text(text)
+    assert result.claims_section.method == "heading"
+    assert deps(result) == {1: [], 2: [1]}
