@@ -46,6 +46,8 @@ def test_page_renders_a_report_and_a_chosen_mention(tmp_path):
     assert not at.exception, at.exception
     texts = " ".join(m.value for m in at.markdown)
     assert "图1" in texts  # the target card of 上图 -> 图1
+    images = [e for e in at.main if type(e).__name__ == "Image"]
+    assert len(images) >= 2  # the annotated page and the target cropped from it
     assert any("图4" in m.value and "no_such_number" in m.value for m in at.markdown)  # unresolved list
 
 
