@@ -124,7 +124,8 @@ def render(result: ReportResult, pdf_bytes: bytes | None) -> None:
                 if m.page == page_no and m.bbox:
                     colour = MENTION_COLOUR if m.resolution == "internal" else UNRESOLVED_COLOUR
                     width = 3 if chosen is m else 1
-                    boxes.append((tuple(m.bbox), colour, width))
+                    for box in m.boxes or [m.bbox]:
+                        boxes.append((tuple(box), colour, width))
             try:
                 st.image(_page_image(pdf_bytes, int(page_no), tuple(boxes)), caption=f"page {page_no}: mentions blue (red: not linked), figures and tables green")
             except Exception as exc:

@@ -48,7 +48,7 @@ def score(result: ReportResult, truth: dict) -> dict:
         for j, pm in enumerate(float_mentions):
             if pm.page != tm["page"] or pm.bbox is None:
                 continue
-            boxes = [pm.span.bbox] if pm.span.bbox else []
+            boxes = pm.boxes or ([pm.bbox] if pm.bbox else [])
             if any(_hit(b, tb) for b in boxes for tb in _boxes(tm)):
                 found = j
                 break

@@ -53,6 +53,7 @@ class Mention(_Model):
     span: SourceSpan
     page: int
     bbox: BBox | None = None
+    boxes: list[BBox] = Field(default_factory=list, description="one box per line when the mention wraps (PDF input)")
     kind: MentionKind
     targets: list[str] = Field(default_factory=list, description="target ids")
     resolution: Resolution = "internal"

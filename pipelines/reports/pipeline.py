@@ -126,7 +126,8 @@ def _analyse(doc: Document, layout, input_sha256: str) -> ReportResult:
     for f in found:
         span = doc.span(f.start, f.end)
         mentions.append(Mention(
-            text=span.text, span=span, page=span.page, bbox=span.bbox, kind=f.kind, targets=f.targets,
+            text=span.text, span=span, page=span.page, bbox=span.bbox, boxes=_line_boxes(doc, f.start, f.end),
+            kind=f.kind, targets=f.targets,
             resolution=f.resolution, hops=f.hops, confidence=round(f.confidence, 3), reason=f.reason, panel=f.panel,
         ))
         if f.resolution in ("unresolved", "ambiguous"):
@@ -151,6 +152,19 @@ def _analyse(doc: Document, layout, input_sha256: str) -> ReportResult:
         document=doc.info(), targets=targets, mentions=mentions, unresolved=unresolved,
         unreferenced_targets=unreferenced, stats=stats, warnings=warnings,
     )
+
+
+def _line_boxes(doc: Document, start: int, end: int) -> list:
+    """Boxes of a span, one per line (a mention can wrap: 'Fig.' at a line end, '3' on the next)."""
+    if doc.char_boxes is None:
+        return []
+    out, pos = [], start
+    for part in doc.text[start:end].split("\n"):
+        box = doc.bbox_of(pos, pos + len(part)) if part.strip() else None
+        if box is not None:
+            out.append(box)
+        pos += len(part) + 1
+    return out
 
 
 def _inside(a, b, pad: float = 2.0) -> bool:
