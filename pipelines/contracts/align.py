@@ -28,6 +28,7 @@ from pipelines.contracts.redline import same_tokens
 from pipelines.contracts.similarity import (
     containment,
     embedding_matrix,
+    load_embedder,
     ngram_matrix,
     normalise,
     ratio_matrix,
@@ -53,6 +54,7 @@ class AlignConfig:
     w_context: float = 0.10
     semantic: bool = False  # blend MiniLM into the content score (English only)
     w_semantic: float = 0.5
+    certain: float = 0.9  # a clause whose best lexical score reaches this is not embedded
     split_containment: float = 0.75  # share of a fragment's shingles found in the whole
     split_coverage: float = 0.80  # share of the whole covered by all its fragments together
 
@@ -125,10 +127,17 @@ def content_scores(text_a: str, sa: Structure, text_b: str, sb: Structure, cfg: 
             lex[i, j] = 1.0
     used = False
     if cfg.semantic and lang == "en":
-        sem = embedding_matrix(bodies_a, bodies_b)
-        if sem is not None:
-            lex = (1 - cfg.w_semantic) * lex + cfg.w_semantic * np.maximum(sem, lex * (lex >= 1.0))
-            used = True
+        # only clauses without a near-identical counterpart are uncertain; only they are embedded
+        rows = np.where(lex.max(axis=1) < cfg.certain)[0]
+        cols = np.where(lex.max(axis=0) < cfg.certain)[0]
+        if len(rows) and len(cols):
+            sem = embedding_matrix([bodies_a[i] for i in rows], [bodies_b[j] for j in cols])
+            if sem is not None:
+                sub = lex[np.ix_(rows, cols)]
+                lex[np.ix_(rows, cols)] = (1 - cfg.w_semantic) * sub + cfg.w_semantic * sem
+                used = True
+        elif load_embedder() is not None:
+            used = True  # nothing uncertain: the blend would change nothing
     return np.clip(lex, 0.0, 1.0), used
 
 

@@ -1,6 +1,7 @@
 """Measure the alignment threshold (and the value of MiniLM) on version pairs with truth.
 
     python -m pipelines.contracts.calibrate CORPUS_DIR [--foreign DIR_OR_FILE ...] [--semantic] [--seeds 3]
+    python -m pipelines.contracts.calibrate CORPUS_DIR --compare     (n-gram vs MiniLM on heavier edits)
 
 CORPUS_DIR holds one folder per real pair (`v1.txt`, `v2.txt`, `truth.json`). Besides the real pairs,
 every v1 is altered synthetically (`synthetic.make_pair`: deletions, insertions of clauses taken from
@@ -127,13 +128,48 @@ def _gap(truth: dict, A, B, S: np.ndarray) -> dict:
     return {"min_true_pair": round(min(pos), 3) if pos else None, "max_unpaired_best": round(max(neg), 3) if neg else None}
 
 
+def compare_paths(corpus: Path, seeds: int = 4) -> list[dict]:
+    """n-gram path vs n-gram+MiniLM on heavier synthetic edits of the English pairs (4 deletions,
+    insertions, word edits and rewordings each per variant), each path at its own measured threshold."""
+    pairs = sorted(d for d in corpus.iterdir() if (d / "truth.json").is_file())
+    out = []
+    for share in (0.35, 0.5, 0.65):
+        for semantic in (False, True):
+            f = []
+            for d in pairs:
+                a = (d / "v1.txt").read_text(encoding="utf-8")
+                st = parse_structure(a)
+                if st.language != "en":
+                    continue
+                pool = _foreign([str(p / "v1.txt") for p in pairs if p != d], "en")
+                sim = ngram_matrix(pool, [c.body(a) for c in st.clauses], "en")
+                pool = [t for t, m in zip(pool, sim.max(axis=1), strict=True) if m < 0.5]
+                for seed in range(seeds):
+                    syn = make_pair(a, pool, 100 + seed, n_each=4, ops=("delete", "insert", "edit", "reword"),
+                                    edit_share=share)
+                    sa, sb = parse_structure(syn.a), parse_structure(syn.b)
+                    al = align(syn.a, sa, syn.b, sb, AlignConfig(semantic=semantic))
+                    s = score(syn.truth, sa.clauses, sb.clauses, al.pairs)
+                    f.append((s.alignment_f1, s.changed_f1))
+            arr = np.array(f)
+            out.append({"edit_share": share, "semantic": semantic, "n": len(f),
+                        "alignment_f1_mean": round(float(arr[:, 0].mean()), 4), "alignment_f1_min": round(float(arr[:, 0].min()), 4),
+                        "changed_f1_mean": round(float(arr[:, 1].mean()), 4)})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpus", type=Path)
     ap.add_argument("--foreign", nargs="*", default=[])
     ap.add_argument("--semantic", action="store_true")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--compare", action="store_true", help="compare the n-gram and MiniLM paths on heavier edits")
     args = ap.parse_args()
+    if args.compare:
+        for row in compare_paths(args.corpus):
+            print(json.dumps(row))
+        return
     out = run(args.corpus, args.foreign, args.semantic, args.seeds)
     for r in out["grid"]:
         print(f"t={r['threshold']:.2f} real={r['real_f1']:.4f} syn={r['synthetic_f1']:.4f} all={r['all_f1']:.4f} "
