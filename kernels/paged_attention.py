@@ -146,8 +146,8 @@ def _prefill_kernel(
 
 PREFILL_CONFIGS = {  # head_dim bucket -> (BLOCK_M, BLOCK_N, num_warps, num_stages); see BENCHMARKS.md
     64: (128, 64, 4, 3),
-    128: (128, 64, 8, 3),
-    256: (64, 64, 8, 2),
+    128: (128, 64, 4, 3),
+    256: (128, 64, 8, 3),
 }
 
 
@@ -345,9 +345,10 @@ def paged_decode(
     span = min(max_kv_len, window) if window is not None else max_kv_len
     n_blocks = max(1, triton.cdiv(span, bs) + 1)
     if num_splits is None:
-        # enough programs to fill the device: ~4 per SM across the batch, each split >= 4 blocks
+        # enough programs to fill the device: ~2 per SM across the batch, each split >= 8 blocks
+        # (measured on an H200: see BENCHMARKS.md)
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 8
-        num_splits = max(1, min(triton.cdiv(4 * sms, max(b * kvh, 1)), triton.cdiv(n_blocks, 4), 64))
+        num_splits = max(1, min(triton.cdiv(2 * sms, max(b * kvh, 1)), triton.cdiv(n_blocks, 8), 64))
     blocks_per_split = triton.cdiv(n_blocks, num_splits)
     block_d = triton.next_power_of_2(d)
     out_part = torch.empty((b, h, num_splits, d), dtype=torch.float32, device=q.device)
