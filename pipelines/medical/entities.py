@@ -276,7 +276,7 @@ def _plausible_problem(item: str, strict: bool = False) -> bool:
 
 
 _CLAUSE_WORDS = re.compile(r"\b(the|was|were|is|are|has|had|to|on|at|in|by|this|that|patient|morning|today|yesterday|"
-                           r"night|home|since|after|before|from|until|during)\b|\d")
+                           r"night|home|since|after|before|from|until|during)\b|(?<![A-Za-z0-9-])\d")
 
 
 def _add_item(text: str, col: _Collector, a: int, b: int, default: str, source: str) -> None:
