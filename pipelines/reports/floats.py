@@ -23,7 +23,10 @@ _EN_CAPTION = re.compile(rf"^\s*(?P<label>{EN_LABEL_RE})\s*(?P<num>{NUM_RE})(?P<
 _ZH_CAPTION = re.compile(rf"^\s*(?P<label>{ZH_LABEL_RE})\s*(?P<num>{NUM_RE_ZH})(?P<sep>\s*[.:：、．]\s*|\s*)(?P<rest>.*)$")
 # what follows a number when the line is a sentence that begins with a mention, not a caption
 _EN_SENTENCE = re.compile(r"^(?:[a-z(,;)\]]|and\b|or\b|to\b|in\b|of\b|shows?\b|presents?\b|is\b|are\b|was\b|were\b)")
-_ZH_SENTENCE = re.compile(r"^(?:[的中为是和及与、，,。）)]|所示|可以|可见|给出|显示|表明|展示|列出|说明|描述|中的|里|至|到|-|~|～)")
+_ZH_SENTENCE = re.compile(
+    r"^(?:[的为是和及与、，,。；;）)里]|中(?:[的可，,所看显展列给描我各]|$)|所示|可以|可见|可知|给出|显示|表明|表示|展示|列出|列举|"
+    r"说明|描述|反映|揭示|呈现|对比|比较|总结|汇总|统计|记录|包含|包括|至|到|-|~|～)"
+)
 _DOT_LEADER = re.compile(r"(?:\.\s?){4,}|…{2,}|·{4,}")
 _CONTINUED = re.compile(r"(?:^续表)|\((?:continued|cont\.?|续)\)|\bcontinued\b", re.IGNORECASE)
 
@@ -135,7 +138,10 @@ def find_captions(doc: Document, layout: Layout) -> list[Caption]:
         zh = bool(re.match(rf"\s*{ZH_LABEL_RE}", ln.text))
         rest_s = rest.strip()
         if zh:
-            if _ZH_SENTENCE.match(rest_s):
+            if sep.strip() in {":", "：", "."}:  # "图1：…" never starts a sentence
+                score += 2
+                evidence.append("separator after the number")
+            elif _ZH_SENTENCE.match(rest_s):
                 score -= 3
             elif sep.strip():
                 score += 2

@@ -221,3 +221,12 @@ def test_external_wordings():
         ("Figure 3", "external"), ("Figure 3", "external"), ("Figure 3", "internal"), ("Figure 3", "external"),
         ("Figure 1b", "external"), ("Fig. 2", "external"), ("Figure 3", "internal"),
     ], got
+
+
+def test_chinese_captions_versus_sentences_starting_with_a_label():
+    text = "正文。\n\n图表1：中国GDP增速\n\n图2 中国出口结构\n\n图3中可以看出出口下降，图2的数据。\n\n表1 在不同温度下的结果\n"
+    result = analyse_document(Document.from_text(text, doc_id="zh"))
+    assert {t.id: t.caption for t in result.targets} == {
+        "exhibit-1": "中国GDP增速", "figure-2": "中国出口结构", "table-1": "在不同温度下的结果"}
+    assert [(m.text, m.targets, m.resolution) for m in result.mentions] == [
+        ("图3", [], "unresolved"), ("图2", ["figure-2"], "internal")]
