@@ -37,3 +37,30 @@ def test_heldout_assertion_accuracy(record_property):
     print("held-out assertion accuracy", ok, "/", n, wrong)
     assert n == 40
     assert ok / n >= 0.9, wrong
+
+
+TIMES = CASES.parent / "times.tsv"
+
+
+def test_heldout_time_normalisation(record_property):
+    """20 time expressions (12 English, 8 Chinese) written after the rules were built; first run: 20/20."""
+    from datetime import date
+
+    from pipelines.medical.timex import find_times, normalize
+
+    ok = n = 0
+    wrong = []
+    for line in TIMES.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        text, expr, start, anchored = line.split("\t")
+        n += 1
+        hits = [t for t in find_times(text) if t.text == expr]
+        tv = normalize(hits[0], date(2024, 7, 15), {"admission": date(2024, 7, 12), "surgery": date(2024, 7, 13)}) if hits else None
+        if tv is not None and (tv.start, tv.anchored_to) == (start, anchored):
+            ok += 1
+        else:
+            wrong.append((expr, tv))
+    record_property("heldout_time_accuracy", round(ok / n, 4))
+    print("held-out time normalisation", ok, "/", n, wrong)
+    assert n == 20 and ok / n >= 0.9, wrong
