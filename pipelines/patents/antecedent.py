@@ -135,7 +135,7 @@ def check_english(
         pos = m.end()
         # fast path: the first word after "the" is a content word met before -> it has a basis
         w1 = m.group(1)
-        if w1 in _IDIOMS:
+        if not w1 or w1 in _IDIOMS:
             continue
         if w1 not in _ORDINALS and w1 not in _STOP and w1 not in _VERBISH:
             if w1 in seen or singular(w1) in seen:
