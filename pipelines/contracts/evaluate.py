@@ -137,3 +137,35 @@ def score(truth: dict, clauses_a: list[Clause], clauses_b: list[Clause], pairs: 
     errors += [f"spurious change {k}" for k in sorted(pc - tc, key=str)]
     return Scores(ap, ar, af, cp, cr, cf, ren_hits / len(ren) if ren else None, mov_hits / len(mov) if mov else None,
                   len(true_keys), errors)
+
+
+def main() -> None:
+    """`python -m pipelines.contracts.evaluate CORPUS_DIR [--semantic]`: per-pair scores against truth."""
+    import argparse
+    import json
+    import time
+    from pathlib import Path
+
+    from pipelines.contracts.align import AlignConfig, align
+    from pipelines.contracts.structure import parse_structure
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("corpus", type=Path)
+    ap.add_argument("--semantic", action="store_true")
+    ap.add_argument("--errors", action="store_true", help="list the wrong and missed pairs")
+    args = ap.parse_args()
+    for d in sorted(p for p in args.corpus.iterdir() if (p / "truth.json").is_file()):
+        truth = json.loads((d / "truth.json").read_text(encoding="utf-8"))
+        a, b = (d / "v1.txt").read_text(encoding="utf-8"), (d / "v2.txt").read_text(encoding="utf-8")
+        t0 = time.perf_counter()
+        sa, sb = parse_structure(a), parse_structure(b)
+        al = align(a, sa, b, sb, AlignConfig(semantic=args.semantic))
+        s = score(truth, sa.clauses, sb.clauses, al.pairs)
+        print(json.dumps({"pair": d.name, "seconds": round(time.perf_counter() - t0, 2), **s.as_dict()}))
+        if args.errors:
+            for e in s.errors:
+                print("   ", e)
+
+
+if __name__ == "__main__":
+    main()

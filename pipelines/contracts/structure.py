@@ -201,7 +201,8 @@ def _match_marker(line: str, lang: str) -> _Marker | None:
         word = m.group(1)
         word = word[0].upper() + word[1:].lower() if word.isascii() else word
         lab = m.group(2) or ""
-        return mk("schedule", m.group(0).strip(), f"{word} {lab}".strip(), parse_number(lab) if lab else None,
+        key = f"{word} {lab}".strip() if word.isascii() else f"{word}{lab}"
+        return mk("schedule", m.group(0).strip(), key, parse_number(lab) if lab else None,
                   m.end(), ("sched", 0))
     m = RE_ARTICLE.match(s)
     if m:
@@ -527,17 +528,17 @@ def _compose_anchor(marker: _Marker, stack: list[tuple[_Marker, str]], lang: str
     if marker.style == "zh-条" or marker.style in {"zh-编", "zh-章"} or marker.style.startswith("dot") and "." in key \
             or marker.style in {"article", "section", "schedule"}:
         anchor = key
-        if parent and parent_marker is not None and parent_marker.style == "schedule":
-            anchor = f"{parent}/{key}"
     elif marker.style in {"zh-节", "zh-款", "zh-项", "zh-目"}:
         anchor = (parent or "") + key
     elif marker.style.startswith(("paren", "zh-paren", "circled")):
         anchor = (parent or "") + key
-    elif parent:
-        sep = "/" if parent_marker is not None and parent_marker.style == "schedule" else "."
-        anchor = f"{parent}{sep}{key.rstrip('、')}"
+    elif parent and not (parent_marker is not None and parent_marker.style == "schedule"):
+        anchor = f"{parent}.{key.rstrip('、')}"
     else:
         anchor = key.rstrip("、")
+    # inside a schedule / exhibit / annex every anchor is scoped by it: "Exhibit A/1.1"
+    if stack and stack[0][0].style == "schedule" and marker.style != "schedule" and not anchor.startswith(stack[0][1] + "/"):
+        anchor = f"{stack[0][1]}/{anchor}"
     path = _path_of(anchor)
     return anchor, parent, path
 
