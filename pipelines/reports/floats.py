@@ -243,6 +243,8 @@ def _caption_end(lines: list[Line], i: int) -> int:
     """End offset of a caption starting at line i: following lines of the same block (<= 6)."""
     end = lines[i].end
     first = lines[i]
+    if first.bbox is None:
+        return end  # plain text (docx, txt): a caption is its paragraph, one line
     for j in range(i + 1, min(i + 7, len(lines))):
         ln = lines[j]
         if ln.page != first.page or ln.blank_before or parse_caption_start(ln.text):
@@ -297,6 +299,12 @@ def attach_objects(doc: Document, layout: Layout, caps: list[Caption]) -> None:
     for c in caps:
         ln = c.line
         if ln.bbox is None:
+            if c.kind in ("table", "exhibit"):  # plain text: tab-separated rows right after the caption
+                following = [x for x in layout.lines if x.index > ln.index][:200]
+                for x in following:
+                    if "\t" not in x.text:
+                        break
+                    c.rows.append([cell.strip() for cell in x.text.split("\t")])
             continue
         cap_box = doc.bbox_of(c.start, c.end) or ln.bbox
         pl = layout.pages.get(ln.page)

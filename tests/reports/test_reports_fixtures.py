@@ -230,3 +230,22 @@ def test_chinese_captions_versus_sentences_starting_with_a_label():
         "exhibit-1": "中国GDP增速", "figure-2": "中国出口结构", "table-1": "在不同温度下的结果"}
     assert [(m.text, m.targets, m.resolution) for m in result.mentions] == [
         ("图3", [], "unresolved"), ("图2", ["figure-2"], "internal")]
+
+
+def test_docx_report_captions_and_table_rows(tmp_path):
+    import docx
+
+    d = docx.Document()
+    d.add_paragraph("Introduction. See Figure 1 and Table 1 below; the table below too.")
+    d.add_paragraph("Figure 1: A chart.")
+    d.add_paragraph("Table 1: Numbers.")
+    t = d.add_table(rows=2, cols=2)
+    for (r, c), v in {(0, 0): "a", (0, 1): "b", (1, 0): "1", (1, 1): "2"}.items():
+        t.cell(r, c).text = v
+    path = tmp_path / "r.docx"
+    d.save(path)
+    result = analyse_document(load_document(path))
+    ids = {t.id: t for t in result.targets}
+    assert ids["figure-1"].caption == "A chart." and ids["table-1"].rows == [["a", "b"], ["1", "2"]]
+    assert [(m.text, m.targets) for m in result.mentions] == [
+        ("Figure 1", ["figure-1"]), ("Table 1", ["table-1"]), ("the table below", ["table-1"])]
