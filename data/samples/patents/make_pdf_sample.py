@@ -90,11 +90,16 @@ def make_pdf(src: Path, dest: Path, header: str, heading: str, font: str, size: 
     return len(pages)
 
 
-def main() -> int:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE
+def main_into(out: Path) -> int:
+    """Write every sample PDF into `out`; return how many were written."""
     for src, dest, header, heading, font, size, leading in SAMPLES:
         n = make_pdf(HERE / src, out / dest, header, heading, font, size, leading)
         print(f"{out / dest}: {n} pages")
+    return len(SAMPLES)
+
+
+def main() -> int:
+    main_into(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)
     return 0
 
 
