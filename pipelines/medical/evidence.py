@@ -149,10 +149,11 @@ class EvidenceIndex:
         return self.emb
 
     def rank(self, claim: str, claim_concepts: dict[str, float], exclude: set[tuple[str, int, int]] | None = None,
-             top_k: int = 5) -> tuple[list[tuple[Candidate, float, dict]], list[tuple[Candidate, float, dict]], str]:
+             top_k: int = 5, after: str | None = None) -> tuple[list[tuple[Candidate, float, dict]], list[tuple[Candidate, float, dict]], str]:
         """(supporting, contradicting, method): candidates with final score and score parts.
         `claim_concepts` maps a concept to its weight (1 for the claim's own concepts, less for
-        related findings); only a negated mention of the claim's own concept contradicts."""
+        related findings); only a negated mention of the claim's own concept contradicts. `after`
+        (ISO date): mentions whose time ended on or before it do not count as concept matches."""
         exclude = exclude or set()
         lex = self.bm25.scores(tokens(claim))
         mx = max(lex) if lex and max(lex) > 0 else 1.0
@@ -169,6 +170,9 @@ class EvidenceIndex:
             if (c.doc_id, c.start, c.end) in exclude:
                 continue
             matched = [m for m in c.mentions if m[1] in claim_concepts]
+            if after is not None:
+                # "postoperative X": a finding that ended before the operation day does not support it
+                matched = [m for m in matched if not (m[4] and m[4] <= after)]
             concept = 0.0
             negated = False
             if matched:

@@ -128,6 +128,7 @@ class Evidence(_M):
     supporting: list[EvidenceItem]
     contradicting: list[EvidenceItem]
     method: str
+    chain: list[str] = []  # events behind the supporting evidence, in time order (the evidence chain)
 
 
 class MedicalResult(ResultBase):

@@ -238,6 +238,7 @@ class MedicalPipeline(Pipeline):
                 times_out.append(TimeExpression(id=f"T{n}", text=t.text, span=pd.doc.span(t.start, t.end), kind=t.kind,
                                                 time=TimeInterval(**tv.as_dict())))
         self._stay = (anchor_dates.get("admission"), anchor_dates.get("discharge"))
+        self._surgery = anchor_dates.get("surgery")
         entities = self._entities(prepared)
         events, mention_event = self._events(prepared, entities)
         relations = self._relations(events)
@@ -245,6 +246,7 @@ class MedicalPipeline(Pipeline):
         index = EvidenceIndex(self._candidates(prepared, entities), use_embeddings=self.use_embeddings)
         evidence = [self._evidence(q, index, entities, None) for q in qs]
         evidence += self._diagnosis_chains(prepared, entities, index)
+        evidence = [self._with_chain(ev, events, mention_event) for ev in evidence]
         if self.engine_rerank:
             try:
                 from pipelines.medical.engine_rerank import rerank
@@ -483,7 +485,8 @@ class MedicalPipeline(Pipeline):
                 seg = pd.doc.text[s.start:s.end]
                 if len(seg.strip()) < 3 or any(h0 <= s.start and s.end <= h1 + 1 for h0, h1 in heads):
                     continue
-                ms = [(e.id, c, e.assertion, e.type) for e in ents if s.start <= e.span.char_start < s.end
+                ms = [(e.id, c, e.assertion, e.type, e.time.end if e.time else None) for e in ents
+                      if s.start <= e.span.char_start < s.end
                       for c in _evidence_concepts(e)]
                 sec = next((x.key for x in reversed(pd.sections) if x.start <= s.start), None)
                 cands.append(Candidate(pd.doc.doc_id, s.start, s.end, seg, sec, pd.order, ms))
@@ -510,7 +513,11 @@ class MedicalPipeline(Pipeline):
                 concepts[k] = max(w, concepts.get(k, 0.0))
             concepts[target.concept] = 1.0
         exclude = {(target.doc_id, *_sentence_of(index, target))} if target is not None else set()
-        sup, con, method = index.rank(claim, concepts, exclude)
+        after = None
+        if re.search(r"post-?\s?operative|postop|after (?:the )?(?:surgery|operation)|术后|切口|wound infection|"
+                     r"surgical site|incision(?!al pain)", claim, re.I) and self._surgery:
+            after = self._surgery.isoformat()  # a postoperative conclusion: pre-operative findings weigh less
+        sup, con, method = index.rank(claim, concepts, exclude, after=after)
         docs = self._docs
 
         def item(c, score, parts) -> EvidenceItem:
@@ -521,6 +528,13 @@ class MedicalPipeline(Pipeline):
         return Evidence(claim=claim, kind="diagnosis" if target is not None else "question",
                         target=target.id if target is not None else None,
                         supporting=[item(*x) for x in sup], contradicting=[item(*x) for x in con], method=method)
+
+    @staticmethod
+    def _with_chain(ev: Evidence, events: list[Event], mention_event: dict[str, str]) -> Evidence:
+        """The events behind the supporting sentences' matching entities, oldest first."""
+        order = {e.id: (e.time.start or "9999", e.time.end or "9999", i) for i, e in enumerate(events)}
+        ids = {mention_event[x] for it in ev.supporting for x in it.entities if x in mention_event}
+        return ev.model_copy(update={"chain": sorted(ids, key=lambda i: order[i])})
 
     def _diagnosis_chains(self, prepared: list[_Doc], entities: list[Entity], index: EvidenceIndex) -> list[Evidence]:
         problems = [e for e in entities if e.type == "problem" and e.assertion != context.NEGATED]
