@@ -149,21 +149,20 @@ class TorchAttentionBackend(AttentionBackend):
     ) -> AttentionOutput:
         bs = k_cache.shape[1]
         tq = q.shape[0]
-        first = 0 if window is None else max(0, q_offset - window + 1)
+        first = 0 if window is None else max(0, q_offset - window + 1)  # first key the tile can see
         b0, b1 = first // bs, (kv_len + bs - 1) // bs
         blocks = block_table[b0:b1]
-        start = b0 * bs
-        length = kv_len - start
-        k = k_cache.index_select(0, blocks).flatten(0, 1)[:length]
-        v = v_cache.index_select(0, blocks).flatten(0, 1)[:length]
+        k = k_cache.index_select(0, blocks).flatten(0, 1)[first - b0 * bs : kv_len - b0 * bs]
+        v = v_cache.index_select(0, blocks).flatten(0, 1)[first - b0 * bs : kv_len - b0 * bs]
         qh = q.transpose(0, 1).unsqueeze(0)  # [1, H, Tq, D]
         kh = k.transpose(0, 1).unsqueeze(0)
         vh = v.transpose(0, 1).unsqueeze(0)
         mask = None
-        causal_plain = window is None and start == 0 and q_offset == 0 and tq == length
-        if not causal_plain or return_lse or softcap is not None:
+        causal_plain = window is None and q_offset == 0 and tq == kv_len
+        # a single query (decode) sees every key in [first, kv_len): no mask at all
+        if (tq > 1 and not causal_plain) or return_lse or softcap is not None:
             qpos = torch.arange(q_offset, q_offset + tq, device=q.device)
-            kpos = torch.arange(start, kv_len, device=q.device)
+            kpos = torch.arange(first, kv_len, device=q.device)
             mask = kpos[None, :] <= qpos[:, None]
             if window is not None:
                 mask &= kpos[None, :] > (qpos[:, None] - window)
@@ -192,6 +191,12 @@ class TorchAttentionBackend(AttentionBackend):
         bs = k_cache.shape[1]
         b = q.shape[0]
         dev = q.device
+        if b == 1:  # one sequence: gather exactly its visible keys, no padding, no mask
+            n = int(kv_lens[0])
+            r = self._prefill_tile(
+                q, k_cache, v_cache, block_tables[0], n - 1, n, scale, window, softcap, return_lse
+            )
+            return r
         if window is None:
             first_blk = torch.zeros_like(kv_lens)
         else:

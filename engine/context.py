@@ -76,7 +76,7 @@ class ForwardContext:
                 scale=scale, window=window, softcap=softcap,
             ).out
         out = torch.empty_like(q)
-        lse = torch.empty(q.shape[:2], dtype=torch.float32) if capture else None
+        lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if capture else None
         for p in self.prefills:
             r = self.backend.prefill(
                 q[p.start : p.start + p.length], k_cache, v_cache, p.block_tables[gi], q_offset=p.q_offset,

@@ -27,12 +27,19 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.eps, self.gemma = eps, gemma
         self.weight = nn.Parameter(torch.empty(dim), requires_grad=False)
+        self.multiplier: torch.Tensor | None = None  # Gemma: 1 + w in float32, set by prepare()
+
+    def prepare(self) -> None:
+        """Precompute what does not change between calls (after the weights are loaded)."""
+        if self.gemma:
+            self.multiplier = 1.0 + self.weight.float()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xf = x.float()
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         if self.gemma:
-            return (xf * (1.0 + self.weight.float())).type_as(x)
+            mult = self.multiplier if self.multiplier is not None else 1.0 + self.weight.float()
+            return (xf * mult).type_as(x)
         return self.weight * xf.to(x.dtype)
 
 

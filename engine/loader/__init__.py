@@ -33,6 +33,11 @@ def build_model(config: ModelConfig, weights: dict[str, torch.Tensor], device: t
         p.requires_grad_(False)
     model.eval()
     model.setup_rope(device)
+    from engine.layers import RMSNorm
+
+    for m in model.modules():
+        if isinstance(m, RMSNorm):
+            m.prepare()
     return model
 
 

@@ -118,3 +118,43 @@ def write_gguf(model: torch.nn.Module, family: str, path, qtype: str = "F32", dr
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def hf_gemma_from_engine(llm) -> torch.nn.Module:
+    """transformers' Gemma3ForCausalLM built from the engine's parsed config, holding the engine's
+    (dequantised) weight tensors. Built on the meta device when this transformers version exposes
+    what is needed to recompute the non-persistent buffers, else on the CPU (slower, any version)."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    c = llm.config
+    cfg = Gemma3TextConfig(
+        vocab_size=c.vocab_size, hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
+        num_hidden_layers=c.num_layers, num_attention_heads=c.num_heads, num_key_value_heads=c.num_kv_heads,
+        head_dim=c.head_dim, rms_norm_eps=c.rms_norm_eps, max_position_embeddings=c.max_position_embeddings,
+        sliding_window=[w for w in c.layer_windows if w][0],
+        layer_types=["sliding_attention" if w else "full_attention" for w in c.layer_windows],
+        rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": c.layer_ropes[c.global_layers[0]].theta},
+            "sliding_attention": {"rope_type": "default", "rope_theta": c.layer_ropes[c.sliding_layers[0]].theta},
+        },
+        query_pre_attn_scalar=round(c.attn_scale**-2), tie_word_embeddings=True,
+        bos_token_id=c.bos_token_id, eos_token_id=c.eos_token_ids[0], pad_token_id=c.pad_token_id,
+    )
+    state = dict(llm.model.state_dict())
+    state["lm_head.weight"] = state["model.embed_tokens.weight"]
+    with torch.device("meta"):
+        model = Gemma3ForCausalLM(cfg)
+    rot = model.model.rotary_emb
+    emb = model.model.embed_tokens
+    if hasattr(rot, "layer_types") and hasattr(rot, "compute_default_rope_parameters") and hasattr(emb, "embed_scale"):
+        model.load_state_dict(state, assign=True, strict=True)
+        emb.embed_scale = torch.tensor(c.hidden_size**0.5)
+        for layer_type in rot.layer_types:
+            inv, _ = rot.compute_default_rope_parameters(cfg, "cpu", layer_type=layer_type)
+            setattr(rot, f"{layer_type}_inv_freq", inv)
+            setattr(rot, f"{layer_type}_original_inv_freq", inv.clone())
+    else:  # pragma: no cover - other transformers versions
+        model = Gemma3ForCausalLM(cfg)
+        model.load_state_dict(state, strict=True)
+    model.tie_weights()
+    return model.eval().to(llm.dtype)

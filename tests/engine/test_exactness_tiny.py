@@ -2,8 +2,8 @@
 
 Bounds (max |logit difference| over every position and vocabulary entry; logits have std ~1.6-1.9):
   float32: 2e-4 (measured: <= ~2e-6).
-  bfloat16: 0.5 absolute AND at most 1.5x transformers' own bf16 rounding noise (its bf16 logits
-  against its fp32 logits), measured 0.09-0.38 vs noise 0.10-0.44. The first position (attention
+  bfloat16 / float16: 0.5 absolute AND at most 1.5x transformers' own rounding noise in that dtype
+  (its half-precision logits against its fp32 logits); bf16 measured 0.09-0.38 vs noise 0.10-0.44. The first position (attention
   over a single key) must match to 1e-6: every projection, norm, RoPE and MLP op rounds at the same
   places; the rest comes from scaled_dot_product_attention accumulating in a different order.
 Greedy decoding must give identical tokens for 64 new tokens (float32). The reference is a greedy
@@ -46,17 +46,18 @@ def test_logits_match_transformers_fp32(tiny_folders, family):
     assert diff < FP32_BOUND, f"{family}: max |diff| {diff}"
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("family", ["gemma3", "llama"])
-def test_logits_match_transformers_bf16(tiny_folders, family):
+def test_logits_match_transformers_half(tiny_folders, family, dtype):
     folder, hf = tiny_folders[family]
     ids = prompt(40)
     hf16 = type(hf)(hf.config).eval()
     hf16.load_state_dict(hf.state_dict())
-    hf16 = hf16.to(torch.bfloat16)
+    hf16 = hf16.to(getattr(torch, dtype))
     with torch.no_grad():
         ref = hf16(torch.tensor([ids])).logits[0].float()
         ref32 = hf(torch.tensor([ids])).logits[0].float()
-    mine = make_llm(folder, dtype="bfloat16").prompt_logits(ids)
+    mine = make_llm(folder, dtype=dtype).prompt_logits(ids)
     diff = (mine - ref).abs().max().item()
     noise = (ref - ref32).abs().max().item()
     assert diff < BF16_BOUND and diff <= 1.5 * noise, f"{family}: max |diff| {diff}, transformers' bf16 noise {noise}"

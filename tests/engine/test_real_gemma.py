@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from engine_tiny import hf_gemma_from_engine
 
 from engine import SamplingParams
 
@@ -23,38 +24,7 @@ REAL_BOUND = 2e-3
 @pytest.fixture(scope="session")
 def hf_gemma(gemma_llm):
     """transformers' Gemma3ForCausalLM built from the engine's parsed config, sharing its weights."""
-    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
-
-    c = gemma_llm.config
-    hf_cfg = Gemma3TextConfig(
-        vocab_size=c.vocab_size, hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
-        num_hidden_layers=c.num_layers, num_attention_heads=c.num_heads, num_key_value_heads=c.num_kv_heads,
-        head_dim=c.head_dim, rms_norm_eps=c.rms_norm_eps, max_position_embeddings=c.max_position_embeddings,
-        sliding_window=[w for w in c.layer_windows if w][0],
-        layer_types=["sliding_attention" if w else "full_attention" for w in c.layer_windows],
-        rope_parameters={
-            "full_attention": {"rope_type": "default", "rope_theta": c.layer_ropes[c.global_layers[0]].theta},
-            "sliding_attention": {"rope_type": "default", "rope_theta": c.layer_ropes[c.sliding_layers[0]].theta},
-        },
-        query_pre_attn_scalar=round(c.attn_scale**-2), tie_word_embeddings=True,
-        bos_token_id=c.bos_token_id, eos_token_id=c.eos_token_ids[0], pad_token_id=c.pad_token_id,
-    )
-    torch.manual_seed(0)
-    with torch.device("meta"):
-        model = Gemma3ForCausalLM(hf_cfg)
-    state = {k: v for k, v in gemma_llm.model.state_dict().items()}
-    state["lm_head.weight"] = state["model.embed_tokens.weight"]
-    model.load_state_dict(state, assign=True, strict=True)
-    # buffers created on the meta device: recompute them on the CPU
-    emb = model.model.embed_tokens
-    emb.embed_scale = torch.tensor(emb.scalar_embed_scale)
-    rot = model.model.rotary_emb
-    for layer_type in rot.layer_types:
-        inv, _ = rot.compute_default_rope_parameters(hf_cfg, "cpu", layer_type=layer_type)
-        setattr(rot, f"{layer_type}_inv_freq", inv)
-        setattr(rot, f"{layer_type}_original_inv_freq", inv.clone())
-    model.tie_weights()
-    return model.eval()
+    return hf_gemma_from_engine(gemma_llm)
 
 
 def _text() -> str:
