@@ -68,7 +68,7 @@ class Layout:
         return [ln for ln in self.lines if ln.page == page]
 
     def tables_on(self, page: int) -> list[tuple[BBox, list[list[str]]]]:
-        """Tables pdfplumber finds on a page (ruled first, then rules + text alignment)."""
+        """Ruled tables pdfplumber's table finder finds on a page, with their rows."""
         if self._pdf is None:
             return []
         cache = self.__dict__.setdefault("_tables", {})
@@ -77,10 +77,9 @@ class Layout:
         out: list[tuple[BBox, list[list[str]]]] = []
         try:
             p = self._pdf.pages[page - 1]
-            found = p.find_tables()
-            if not found:
-                found = p.find_tables({"vertical_strategy": "text", "horizontal_strategy": "lines"})
-            for t in found:
+            # ruled tables only: a table printed as text (three-line tables) is read from its word
+            # block by the caller, which is faster and steadier than the finder's text strategy
+            for t in p.find_tables():
                 rows = [[(c or "").replace("\n", " ").strip() for c in row] for row in t.extract()]
                 rows = [r for r in rows if any(r)]
                 if rows:
