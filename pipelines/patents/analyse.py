@@ -157,26 +157,16 @@ def analyse_document(doc: Document, input_sha256: str = "") -> PatentResult:
 
 
 def _ancestors(claims: list[Claim], graph: nx.DiGraph) -> dict[int, list[int]]:
-    """Every claim's ancestors (sorted), memoised over the parents; cycles cut."""
-    memo: dict[int, frozenset[int]] = {}
-    parents = {n: sorted(graph.predecessors(n)) for n in graph.nodes}
-
-    def anc(n: int, path: set[int]) -> frozenset[int]:
-        got = memo.get(n)
-        if got is not None:
-            return got
-        path.add(n)
-        acc: set[int] = set()
-        for p in parents.get(n, []):
-            if p in path:
-                continue
-            acc.add(p)
-            acc |= anc(p, path)
-        path.discard(n)
-        memo[n] = frozenset(acc)
-        return memo[n]
-
-    return {c.number: sorted(anc(c.number, set())) for c in claims}
+    """Every claim's ancestors (sorted). Claims referring back only (the valid case) are done in
+    one pass in number order; otherwise each claim's ancestors come from a graph search. No
+    recursion, so a chain of 999 claims is fine."""
+    if all(p < n for p, n in graph.edges):
+        acc: dict[int, frozenset[int]] = {}
+        for n in sorted(graph.nodes):
+            parents = list(graph.predecessors(n))
+            acc[n] = frozenset(parents).union(*(acc[p] for p in parents)) if parents else frozenset()
+        return {c.number: sorted(acc.get(c.number, ())) for c in claims}
+    return {c.number: sorted(nx.ancestors(graph, c.number) - {c.number}) for c in claims}
 
 
 def _antecedents(

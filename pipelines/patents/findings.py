@@ -8,8 +8,9 @@ Codes:
 - self_reference (error): a claim that refers to itself.
 - cycle (error): claims that depend on each other in a circle.
 - reference_to_cancelled (error): a reference to a cancelled claim.
-- multiple_dependent_on_multiple (error): a multiple dependent claim that depends on another
-  multiple dependent claim (37 CFR 1.75(c); the same rule in EPO/CNIPA practice for US filings).
+- multiple_dependent_on_multiple (error): a multiple dependent claim that serves as a basis for
+  another multiple dependent claim, directly or through single dependencies (37 CFR 1.75(c);
+  CNIPA applies the same rule).
 - conjunctive_multiple_dependency (error in US style, warning otherwise): "claims 1 and 2" — a
   multiple dependent claim must refer to the others in the alternative only.
 - category_mismatch (info): a dependent claim of another category than its parent ("A method of
@@ -65,6 +66,19 @@ def compute_findings(
                           [n], [by_number[n].span]))
         prev = n
     us_style = language == "en"
+    # claims that are, or rest on, a multiple dependent claim (no recursion: long chains are fine)
+    if all(p < n for p, n in graph.edges):
+        rests: dict[int, bool] = {}
+        for n in sorted(graph.nodes):
+            rests[n] = by_number[n].multiple_dependent or any(rests[p] for p in graph.predecessors(n))
+    else:
+        rests = {n: by_number[n].multiple_dependent
+                 or any(by_number[a].multiple_dependent for a in nx.ancestors(graph, n) if a != n)
+                 for n in graph.nodes}
+
+    def tainted(n: int) -> bool:
+        return rests.get(n, False)
+
     for c in claims:
         if c.cancelled:
             continue
@@ -101,14 +115,25 @@ def compute_findings(
                               f"Claim {c.number} refers to claims {_fmt(r.claims)} together; a multiple dependent claim "
                               f"must refer to them in the alternative only{rule}.",
                               [c.number, *sorted(set(r.claims))], [r.span]))
-        # multiple dependent claim depending on a multiple dependent claim
+        # a multiple dependent claim based, directly or through single dependencies, on a multiple
+        # dependent claim (37 CFR 1.75(c): "either directly or indirectly")
         if c.multiple_dependent:
-            bases = [p for p in c.depends_on if p in by_number and p != c.number and by_number[p].multiple_dependent]
-            if bases:
+            direct = [p for p in c.depends_on if p in by_number and p != c.number and by_number[p].multiple_dependent]
+            indirect = [
+                p for p in c.depends_on
+                if p in by_number and p != c.number and p not in direct and tainted(p)
+            ]
+            if direct or indirect:
+                bases = sorted(direct + indirect)
                 spans = [r.span for r in c.references if set(r.claims) & set(bases)]
+                how = []
+                if direct:
+                    how.append(f"on multiple dependent claim {_fmt(direct)}")
+                if indirect:
+                    how.append(f"through claim {_fmt(indirect)} on a multiple dependent claim")
                 out.append(_f("multiple_dependent_on_multiple", "error",
-                              f"Multiple dependent claim {c.number} depends on multiple dependent claim {_fmt(bases)} "
-                              "(37 CFR 1.75(c)).", [c.number, *sorted(bases)], spans))
+                              f"Multiple dependent claim {c.number} depends {' and '.join(how)} (37 CFR 1.75(c)).",
+                              [c.number, *bases], spans))
         # category
         if not c.independent and c.category != "unknown":
             differing = [p for p in c.depends_on

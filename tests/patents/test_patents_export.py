@@ -212,3 +212,13 @@ def test_pdf_samples_are_reproducible(tmp_path):
     assert module.main_into(tmp_path) == 2
     for pdf in ("US6836979_claims.pdf", "CN110326254A_claims.pdf"):
         assert (tmp_path / pdf).read_bytes() == (SAMPLES / pdf).read_bytes()
+
+
+def test_longest_possible_chain_and_forward_cycle_do_not_recurse_too_deep():
+    chain = "1. A lid.\n" + "".join(f"{i}. The lid of claim {i - 1}, wherein x.\n" for i in range(2, 1000))
+    result = analyse_text(chain)
+    assert result.stats.max_depth == 998 and len(result.trees) == 1 + 998 // MAX_DEPTH
+    assert PatentResult.model_validate_json(result.model_dump_json()) == result
+    loop = "1. A lid.\n" + "".join(f"{i}. The lid of claim {i - 1} or {i + 1}, wherein x.\n" for i in range(2, 1000))
+    result = analyse_text(loop)
+    assert "cycle" in result.stats.findings_by_code and not result.stats.is_dag

@@ -151,3 +151,12 @@ def test_findings_sorted_and_spans_match():
     keys = [(f.claims[0], f.code) for f in result.findings]
     assert keys == sorted(keys, key=lambda k: (k[0],))
     assert {f.code for f in result.findings} >= {"missing_reference", "self_reference"}
+
+
+def test_multiple_dependent_on_multiple_indirectly():
+    result = analyse_text(
+        "1. A lid.\n2. The lid of claim 1, wherein x.\n3. The lid of claim 1 or 2, wherein y.\n"
+        "4. The lid of claim 3, wherein z.\n5. The lid of claim 1 or 4, wherein w.\n6. The lid of claim 1 or 2, wherein v.\n"
+    )
+    (f,) = codes(result, "multiple_dependent_on_multiple")
+    assert f.claims == [5, 4] and "through claim 4" in f.message and f.spans[0].text == "claim 1 or 4"
