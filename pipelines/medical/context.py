@@ -41,7 +41,8 @@ _EN: list[tuple[str, str, str, int]] = [
         "evaluate for", "evaluation for", "versus", "vs", "vs.", "?"]],
     *[(p, POSSIBLE, "b", 5) for p in [
         "is possible", "was possible", "is suspected", "was suspected", "is likely", "was likely",
-        "cannot be excluded", "cannot be ruled out", "not excluded", "is questionable", "?", "unlikely"]],
+        "cannot be excluded", "cannot be ruled out", "not excluded", "is questionable", "unlikely"]],
+    ("?", POSSIBLE, "b", 0),  # "pneumonia?" - only right after the mention
     *[(p, HISTORICAL, "f", 40) for p in [
         "history of", "h/o", "hx of", "past medical history of", "pmh of", "pmh", "previous", "previously",
         "prior", "status post", "s/p", "in the past", "remote history of", "old", "previously diagnosed with",
@@ -74,7 +75,8 @@ _ZH: list[tuple[str, str, str, int]] = [
         "排除", "未有", "未再", "无明显", "未见明显", "非"]],
     *[(p, NEGATED, "b", 6) for p in ["阴性", "(-)", "（-）", "（—）", "已排除", "消失", "未见", "未及", "不明显", "已消退"]],
     *[(p, POSSIBLE, "f", 40) for p in ["考虑", "疑似", "疑为", "可疑", "不除外", "不排除", "拟诊", "怀疑", "倾向"]],
-    *[(p, POSSIBLE, "b", 6) for p in ["待排", "待排除", "可能", "可能性大", "不除外", "待查", "？", "?"]],
+    *[(p, POSSIBLE, "b", 6) for p in ["待排", "待排除", "可能", "可能性大", "不除外", "待查"]],
+    ("？", POSSIBLE, "b", 0),
     *[(p, HISTORICAL, "f", 40) for p in ["既往", "曾", "曾患", "曾有", "多年前", "年前"]],
     *[(p, HISTORICAL, "b", 3) for p in ["病史", "史"]],
     *[(p, FAMILY, "f", 40) for p in ["家族史", "家族中", "父亲", "母亲", "其父", "其母", "兄弟", "姐妹", "家人", "子女"]],

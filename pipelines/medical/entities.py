@@ -240,7 +240,8 @@ def _list_slots(text: str, col: _Collector, sents: list[Sentence], sections: lis
         end = sent.end if sent else min(len(text), after + 300)
         # stop the list at a clause that is not a list
         tail = text[after:end]
-        stop = re.search(r"\.\s|\.$|;\s*(?:she|he|patient|the)\b|\bwhich\b|\bthat\b|\bwho\b|\bbut\b|\bfor\s+\d", tail, re.I)
+        stop = re.search(r"\.\s|\.$|;\s*(?:she|he|patient|the)\b|\bwhich\b|\bthat\b|\bwho\b|\bbut\b|\bfor\s+\d|"
+                         r"[,;]?\s*\b(?:denies|denied|reports|no|now|overnight|since|x\s*\d)\b", tail, re.I)
         if stop:
             end = after + stop.start()
         if default == "medication" and not trig.rstrip().endswith(":"):
@@ -308,7 +309,10 @@ def _section_items(text: str, col: _Collector, sections: list[Section]) -> None:
             if default == "medication":
                 if len(seg) > 200:
                     continue
-                parts = _split_items(text, a, b) if ";" in seg else [(a, b)]
+                if ";" in seg or len(_DRUG_RX.findall(seg)) >= 2:
+                    parts = _split_items(text, a, b, commas=";" not in seg)  # "metformin 1000 mg BID, amlodipine 5 mg daily"
+                else:
+                    parts = [(a, b)]
                 for pa, pb in parts:
                     if _NON_ENTITY_ITEMS.match(text[pa:pb].strip()):
                         continue

@@ -327,6 +327,12 @@ class MedicalPipeline(Pipeline):
         for t, tv in zip(pd.times, pd.time_values, strict=True):
             if s0 <= t.start < s1 and tv.start is not None:
                 dist = abs(t.start - m.start)
+                lo, hi = sorted((t.start, m.start))
+                between = text[lo:hi]
+                if m.assertion in (context.HISTORICAL, context.FAMILY) and re.search(r"[,;，；]", between):
+                    continue  # "h/o HTN, DM2, s/p lap chole 3/6/2023": the date belongs to its own item
+                if re.search(r"\b(?:now|currently|today|presently)\b|目前|现在", between, re.I):
+                    continue  # "s/p lap chole 3/6/2023, now with cholangitis"
                 if best is None or dist < best[0]:
                     best = (dist, tv)
         if best:
@@ -563,6 +569,11 @@ class MedicalPipeline(Pipeline):
             if m:
                 age = f"{m.group(1)} years"
                 sex = "female" if m.group(2).lower() in ("female", "woman", "girl") else "male"
+            m = m or re.search(r"(?<![\d.])\b(\d{1,3})\s*(?:yo|y/o|y\.o\.|yr old|year old)\s*-?\s*(M|F|male|female|man|woman)\b", t) \
+                or re.search(r"(?<![\d.])\b(\d{1,3})\s?([MF])\b(?=\s+(?:w/|with|who|presents|presenting|s/p|h/o|pmh|c/o))", t)
+            if m and age is None:
+                age = f"{m.group(1)} years"
+                sex = "female" if m.group(2).lower() in ("f", "female", "woman") else "male"
             m = re.search(r"(?:性别[:：]?\s*)?([男女])[，,、\s]+(?:年龄[:：]?\s*)?(\d{1,3})\s*岁", t)
             if m:
                 sex = "male" if m.group(1) == "男" else "female"

@@ -24,6 +24,7 @@ _NUMBERED = re.compile(rf"^[ \t]*(?P<num>{_NUM})[ \t]*(?P<label>[^\n:：。，,]
 _NUMBERED_INLINE = re.compile(rf"^[ \t]*(?P<num>{_NUM})[ \t]*(?P<label>[^\n:：。，,]{{1,24}}?)[ \t]*[:：]", re.M)
 _PLAIN = re.compile(r"^[ \t]*(?P<label>[^\n:：。，,.;；]{1,48}?)[ \t]*(?P<colon>[:：])?[ \t]*$", re.M)
 _INLINE = re.compile(r"^[ \t]*(?P<label>[^\n:：。，,.;；]{1,48}?)[ \t]*[:：]", re.M)
+_BOLD = re.compile(r"^[ \t]*(?:\*\*|__)(?P<label>[^*_\n:：]{1,40}?)[ \t]*[:：]?[ \t]*(?:\*\*|__)[ \t]*[:：]?", re.M)
 _CAPS = re.compile(r"^[ \t]*(?P<label>[A-Z][A-Z0-9 &/,\-()']{2,60}?)[ \t]*:", re.M)
 
 
@@ -73,6 +74,11 @@ def find_sections(text: str) -> list[Section]:
             if rx is _PLAIN and not m.group("colon") and len(label) > 40:
                 continue
             add(m.start("label"), m.end("label"), m.end(), label, key, 1, 3)
+    for m in _BOLD.finditer(text):  # **S:**, **Assessment:** (Markdown notes)
+        label = m.group("label").strip()
+        key = canonical(label)
+        if key is not None:
+            add(m.start(), m.end("label"), m.end(), label, key, 1, 4)
     for m in _CAPS.finditer(text):
         label = m.group("label").strip()
         if len(label.split()) > 6 or not re.search(r"[A-Z]{3}", label) or re.search(r"\d", label):

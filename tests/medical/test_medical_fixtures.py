@@ -216,3 +216,28 @@ def test_zh_conflict_and_evidence(zh):
     top = [it.span.text for it in infection.supporting[:3]]
     assert any("脓性分泌物" in t for t in top) and any("考虑切口感染" in t for t in top), top
     assert [e.claim for e in zh.evidence if e.kind == "diagnosis"] == ["急性结石性胆囊炎", "切口感染", "高血压"]
+
+
+# ------------------------------------------------------------------------- abbreviated Markdown notes
+def test_markdown_soap_notes():
+    r = _run("en-cholangitis-md", "is there evidence of cholangitis?")
+    prog = next(d for d in r.documents if d.doc_id == "progress_2024-06-03.md")
+    assert [s.key for s in prog.sections] == ["hpi", "exam", "assessment_plan"]  # **S:** **O:** **A/P:**
+    assert (r.patient.sex, r.patient.age) == ("female", "62 years")
+    a = "admission_2024-06-01.md"
+    assert ent(r, a, "metformin 1000 mg PO BID", "medication").normalized["frequency"] == "twice daily"
+    assert ent(r, a, "amlodipine 5 mg daily", "medication").normalized["dose"] == "5"
+    assert ent(r, a, "pancreatic cancer").assertion == "family"
+    assert ent(r, a, "cholangitis").assertion == "possible"
+    p = "progress_2024-06-03.md"
+    assert ent(r, p, "N/V").assertion == "negated"
+    chole = ent(r, p, "lap chole")
+    assert chole.assertion == "historical" and chole.time.start == "2023-03-06"
+    assert ent(r, p, "HTN").time.start is None  # the s/p date is not the date of the hypertension
+    bili = ent(r, p, "T. bili | 3.4 | 0.1-1.2", "lab").normalized
+    assert (bili["analyte"], bili["flag"]) == ("total bilirubin", "high")
+    assert ent(r, p, "Tmax 101.8F", "vital").normalized["celsius"] == 38.8
+    # history ("no jaundice noticed") against the exam ("scleral icterus") on the same day
+    assert any(c.concept == "jaundice" and c.date == "2024-06-01" for c in r.conflicts)
+    q = next(e for e in r.evidence if e.kind == "question")
+    assert "cholangitis" in q.supporting[0].span.text
