@@ -113,7 +113,8 @@ def category_of(subject_text: str, zh: bool) -> str:
                     best = (key, cat)
         return best[1] if best else "apparatus"
     words = re.findall(r"[a-z]+", s.lower())
-    if words and words[0] == "use":
+    head = [w for w in words if w not in ("a", "an", "the", "said")]
+    if head and head[0] in ("use", "uses"):
         return "use"
     cat = None
     for w in words:

@@ -119,8 +119,3 @@ def trim(norm: str, start: int, end: int, chars: str = "") -> tuple[int, int]:
     while end > start and (norm[end - 1].isspace() or norm[end - 1] in chars):
         end -= 1
     return start, end
-
-
-def has_cjk(s: str) -> bool:
-    """True when `s` holds a CJK ideograph."""
-    return any("\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" for c in s)

@@ -26,6 +26,7 @@ def first_claim(text):
          "medium"),
         ("1. A computer program product comprising a storage medium.", "medium"),
         ("1. Use of aspirin for treating headache.", "use"),
+        ("1. The use of aspirin according to claim 3 for treating pain.", "use"),
         ("1. An apparatus for performing a method of sorting, comprising a belt.", "apparatus"),
         ("1. In an electronic device providing a modeling environment, a method for analyzing a model, comprising: x.",
          "method"),
