@@ -167,6 +167,9 @@ def find_captions(doc: Document, layout: Layout) -> list[Caption]:
         elif kind in ("table", "exhibit") and any(_table_near(tb, ln) for tb, _ in layout.tables_on(ln.page)):
             score += 2
             evidence.append("table beside it")
+        if not beside and _in_caption_list(lines, i):
+            score -= 2
+            evidence.append("in a list of captions (a list of figures?)")
         if _stands_alone(layout, lines, i, ln):
             score += 1
             evidence.append("a short line standing alone")
@@ -212,6 +215,22 @@ def _side_by_side(doc: Document, ln: Line) -> list[Line]:
             b -= 1
         out.append(Line(ln.index, a, b, ln.page, doc.text[a:b], doc.bbox_of(a, b), ln.height, ln.blank_before))
     return out
+
+
+def _in_caption_list(lines: list[Line], i: int) -> bool:
+    """A caption-like line stacked tightly on another one, left edges aligned: an entry of a list
+    of figures/tables, not a caption (a caption sits next to its drawing). PDF input only."""
+    ln = lines[i]
+    if ln.bbox is None:
+        return False
+    for k in (i - 1, i + 1):
+        if not 0 <= k < len(lines) or lines[k].page != ln.page or lines[k].bbox is None:
+            continue
+        o = lines[k]
+        gap = ln.bbox[1] - o.bbox[3] if k < i else o.bbox[1] - ln.bbox[3]
+        if gap < 1.0 * max(ln.height, 1.0) and abs(o.bbox[0] - ln.bbox[0]) < 5 and parse_caption_start(o.text):
+            return True
+    return False
 
 
 def _stands_alone(layout: Layout, lines: list[Line], i: int, ln: Line) -> bool:

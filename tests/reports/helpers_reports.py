@@ -361,3 +361,21 @@ def make_linked_duplicates(path: Path) -> Path:
     p.rect(100, 100, 400, 400, fill=True)
     p.save()
     return path
+
+
+def make_list_of_figures(path: Path) -> Path:
+    """Page 1: a list of figures (entries stacked, no dot leaders); pages 2-3: the figures."""
+    p = Pen(path, "lof")
+    p.text(72, 60, "List of Figures", 14)
+    for i, s in enumerate(["Figure 1: Revenue growth   2", "Figure 2: Margin by year   3"]):
+        p.text(72, 100 + i * 14, s, 10.5)
+    p.new_page()
+    p.text(72, 60, "Revenue grew fast, as Figure 1 shows.")
+    bar_chart(p, 150, 90, 440, 260, [1, 2, 3], ["2021", "2022", "2023"], "revenue", "CNY bn")
+    p.centred(272, "Figure 1: Revenue growth", 10)
+    p.new_page()
+    p.text(72, 60, "Margins improved (Figure 2).")
+    bar_chart(p, 150, 90, 440, 260, [3, 4, 5], ["2021", "2022", "2023"], "margin", "%")
+    p.centred(272, "Figure 2: Margin by year", 10)
+    p.save()
+    return path

@@ -249,3 +249,13 @@ def test_docx_report_captions_and_table_rows(tmp_path):
     assert ids["figure-1"].caption == "A chart." and ids["table-1"].rows == [["a", "b"], ["1", "2"]]
     assert [(m.text, m.targets) for m in result.mentions] == [
         ("Figure 1", ["figure-1"]), ("Table 1", ["table-1"]), ("the table below", ["table-1"])]
+
+
+def test_list_of_figures_entries_are_not_captions(tmp_path):
+    path = H.make_list_of_figures(tmp_path / "lof.pdf")
+    doc = load_document(path)
+    result = analyse_document(doc, path.read_bytes())
+    figs = {t.id: t.page for t in result.targets if t.kind == "figure"}
+    assert figs == {"figure-1": 2, "figure-2": 3}
+    assert mention_at(doc, result, "as Figure 1 shows", 2).targets == ["figure-1"]
+    assert mention_at(doc, result, "(Figure 2)", 3).targets == ["figure-2"]
