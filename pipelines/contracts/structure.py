@@ -22,26 +22,26 @@ from dataclasses import dataclass, field
 from pipelines.contracts.numerals import CN_NUMERAL_CHARS, parse_number, parse_roman, to_chinese, to_halfwidth
 
 CN = f"[{CN_NUMERAL_CHARS}0-9]"
-_ZH_RANK = {"编": 0, "章": 1, "节": 2, "条": 3, "款": 4, "项": 5, "目": 6}
+_ZH_RANK = {"部分": 0, "编": 0, "章": 1, "节": 2, "条": 3, "款": 4, "项": 5, "目": 6}
 
 # -- marker patterns (matched on the half-width form of a line; offsets are unchanged by it) --------
 RE_MD = re.compile(r"#{1,6}\s+")
-RE_ZH = re.compile(rf"第\s*({CN}+)\s*(编|章|节|条|條|款|项|目)(?:\s*之\s*({CN}+))?")
+RE_ZH = re.compile(rf"第\s*({CN}+)\s*(部分|编|章|节|条|條|款|项|目)(?:\s*之\s*({CN}+))?")
 RE_ZH_PAREN = re.compile(rf"\(\s*([{CN_NUMERAL_CHARS}]+)\s*\)")
 RE_ZH_DUN = re.compile(rf"([{CN_NUMERAL_CHARS}]+)\s*[、]")
 RE_NUM_DUN = re.compile(r"(\d{1,3})\s*、")
 RE_CIRCLED = re.compile(r"([\u2460-\u2473])")
 RE_ARTICLE = re.compile(r"(ARTICLE|Article)\s+(\d{1,3}|[IVXLC]{1,6}|[A-Z])\b\.?")
-RE_SECTION = re.compile(r"(SECTION|Section|§)\s*(\d{1,3}(?:\.\d{1,3})*)\b\.?")
+RE_SECTION = re.compile(r"(SECTION|Section|CLAUSE|Clause|§)\s*(\d{1,3}(?:\.\d{1,3})*)\b\.?")
 RE_SCHEDULE = re.compile(
     r"(SCHEDULE|Schedule|EXHIBIT|Exhibit|ANNEX|Annex|APPENDIX|Appendix|ATTACHMENT|Attachment|附件|附表|附录)"
     rf"\s*((?:\d{{1,3}}|[A-Z]{{1,2}}|[IVX]{{1,5}}|[{CN_NUMERAL_CHARS}]+)\b)?"
 )
-RE_DOTTED = re.compile(r"(\d{1,3}(?:\.\d{1,3})+)\.?(?=\s|$)")
-RE_NUM = re.compile(r"(\d{1,3})[.)](?=\s|$)")
+RE_DOTTED = re.compile(r"(\d{1,3}(?:\.\d{1,3})+)\.?(?=\s|$|[\u4e00-\u9fff])")
+RE_NUM = re.compile(r"(\d{1,3})([.)])(?=\s|$|[\u4e00-\u9fff])")
 RE_ALPHA_UP = re.compile(r"([A-Z]|[IVX]{2,5})\.(?=\s)")
 RE_ALPHA_LOW = re.compile(r"([a-z]|[ivx]{2,5})[.)](?=\s)")
-RE_PAREN = re.compile(r"\((\d{1,3}|[a-z]{1,5}|[A-Z]{1,5})\)(?=\s|$)")
+RE_PAREN = re.compile(r"\((\d{1,3}|[a-z]{1,5}|[A-Z]{1,5})\)(?=\s|$|[\u4e00-\u9fff])")
 RE_RECITAL = re.compile(r"(WHEREAS|Whereas|RECITALS?|Recitals?|鉴于)\b|鉴于")
 RE_NOW_THEREFORE = re.compile(r"(NOW,?\s+THEREFORE|Now,?\s+therefore)")
 RE_SIGNATURE = re.compile(
@@ -233,6 +233,8 @@ def _match_marker(line: str, lang: str) -> _Marker | None:
         return mk(f"dot{depth}", num, num, int(num.split(".")[-1]), m.end(), ("dot", depth))
     m = RE_NUM.match(s)
     if m:
+        if m.group(2) == ")":  # "1)" nests differently from "1."
+            return mk("num-paren", m.group(0), m.group(1), int(m.group(1)), m.end())
         return mk("dot1", m.group(0), m.group(1), int(m.group(1)), m.end(), ("dot", 1))
     m = RE_PAREN.match(s)
     if m:
@@ -532,6 +534,8 @@ def _compose_anchor(marker: _Marker, stack: list[tuple[_Marker, str]], lang: str
         anchor = (parent or "") + key
     elif marker.style.startswith(("paren", "zh-paren", "circled")):
         anchor = (parent or "") + key
+    elif marker.style == "num-paren":
+        anchor = (parent or "") + key + ")"
     elif parent and not (parent_marker is not None and parent_marker.style == "schedule"):
         anchor = f"{parent}.{key.rstrip('、')}"
     else:
