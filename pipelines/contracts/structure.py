@@ -535,7 +535,8 @@ def _compose_anchor(marker: _Marker, stack: list[tuple[_Marker, str]], lang: str
     elif marker.style.startswith(("paren", "zh-paren", "circled")):
         anchor = (parent or "") + key
     elif marker.style == "num-paren":
-        anchor = (parent or "") + key + ")"
+        sep = "." if parent and parent[-1].isalnum() and parent[-1].isascii() else ""
+        anchor = (parent or "") + sep + key + ")"
     elif parent and not (parent_marker is not None and parent_marker.style == "schedule"):
         anchor = f"{parent}.{key.rstrip('、')}"
     else:

@@ -196,6 +196,6 @@ def test_more_numbering_styles() -> None:
     zh = "第一部分 通用条款\n\n第一条 总则。\n\n1）甲方义务；\n\n2）乙方义务。\n\n（1）子项；\n\n第二部分 专用条款\n\n第二条 附则。\n"
     assert anchors(zh) == ["第一部分", "第一条", "第一条1)", "第一条2)", "第一条2)(1)", "第二部分", "第二条"]
     en = "1. Services\n\n1) hosting;\n\n2) support.\n\n2. Fees\n\nClause 3 Term\n\nThe term is one year.\n"
-    assert anchors(en) == ["1", "1.1", "1.2", "2", "3"]
+    assert anchors(en) == ["1", "1.1)", "1.2)", "2", "3"]
     sched = "1. A\n\n1.1 x.\n\nEXHIBIT A\n\n1. Scope\n\n1.1 y.\n\n(a) z.\n"
     assert anchors(sched) == ["1", "1.1", "Exhibit A", "Exhibit A/1", "Exhibit A/1.1", "Exhibit A/1.1(a)"]
