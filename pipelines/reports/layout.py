@@ -65,7 +65,14 @@ class Layout:
     _pdf: object | None = None  # an open pdfplumber.PDF, for tables on demand
 
     def lines_on(self, page: int) -> list[Line]:
-        return [ln for ln in self.lines if ln.page == page]
+        """The lines of one page (indexed once: captions ask for their page's lines many times)."""
+        index = self.__dict__.get("_by_page")
+        if index is None:
+            index = {}
+            for ln in self.lines:
+                index.setdefault(ln.page, []).append(ln)
+            self.__dict__["_by_page"] = index
+        return index.get(page, [])
 
     def tables_on(self, page: int) -> list[tuple[BBox, list[list[str]]]]:
         """Ruled tables pdfplumber's table finder finds on a page, with their rows."""

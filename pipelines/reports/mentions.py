@@ -131,6 +131,7 @@ class Resolver:
         self.layout = layout
         self.refs = refs
         self.excluded = sorted(excluded)
+        self.by_id: dict[str, Ref] = {r.id: r for r in refs}
         self.by_key: dict[tuple[str, str], list[Ref]] = {}
         for r in refs:
             self.by_key.setdefault((r.kind, r.number), []).append(r)
@@ -171,7 +172,7 @@ class Resolver:
         return [lk for lk in pl.links if overlaps(lk.bbox, box, 1.0)]
 
     def _ref(self, rid: str) -> Ref:
-        return next(r for r in self.refs if r.id == rid)
+        return self.by_id[rid]
 
     # -- numbered floats -----------------------------------------------------------------------
 
@@ -412,9 +413,14 @@ class Resolver:
             vague = f.candidates == ["vague"]
             f.candidates = []
             kinds = {f.target_kind, *KIN.get(f.target_kind, ())} if f.target_kind and f.target_kind != "exhibit" else set(FLOAT_KINDS)
-            ante = [j for j in range(i - 1, -1, -1) if mentions[j].kind in {*FLOAT_KINDS, "deictic", "chain"}
-                    and mentions[j].resolution == "internal"
-                    and (mentions[j].kind == "chain" or any(self._ref(t).kind in kinds for t in mentions[j].targets))]
+            ante: list[int] = []  # the two most recent earlier mentions of a matching target
+            for j in range(i - 1, -1, -1):
+                mj = mentions[j]
+                if mj.kind in {*FLOAT_KINDS, "deictic", "chain"} and mj.resolution == "internal" and (
+                        mj.kind == "chain" or any(self._ref(t).kind in kinds for t in mj.targets)):
+                    ante.append(j)
+                    if len(ante) == 2:
+                        break
             if not ante:
                 f.resolution, f.why, f.confidence = "unresolved", "no_antecedent", 0.0
                 f.reason = "mention of a mention: no earlier mention of a matching target"

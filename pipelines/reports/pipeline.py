@@ -106,6 +106,7 @@ def _analyse(doc: Document, layout, input_sha256: str) -> ReportResult:
     resolver = Resolver(doc, layout, refs, excluded)
     section_starts = {r.start for r in refs if r.kind == "section"}
     found: list[Found] = []
+    taken = bytearray(len(doc.text) + 1)  # characters already inside a mention (earlier groups win)
     for group in (
         resolver.find_floats(),
         resolver.find_chains(),
@@ -116,8 +117,9 @@ def _analyse(doc: Document, layout, input_sha256: str) -> ReportResult:
         resolver.find_footnote_marks(),
     ):
         for f in group:
-            if not any(f.start < g.end and g.start < f.end for g in found):
+            if not any(taken[f.start:f.end]):
                 found.append(f)
+                taken[f.start:f.end] = b"\x01" * (f.end - f.start)
     resolver.resolve_chains(found)
     found.sort(key=lambda f: (f.start, f.end))
 
