@@ -214,11 +214,18 @@ def _antecedents(
     return out
 
 
+def _refers_back_only(graph: nx.DiGraph) -> bool:
+    """Every edge goes from a lower to a higher claim number (then the graph is a DAG and number
+    order is a topological order)."""
+    return all(p < n for p, n in graph.edges)
+
+
 def _max_depth(claims: list[Claim], graph: nx.DiGraph) -> int:
     """Length of the longest dependency chain among live claims (0 when the graph has a cycle)."""
     live = {c.number for c in claims if not c.cancelled}
     depth: dict[int, int] = {}
-    for n in nx.topological_sort(graph):
+    order = sorted(graph.nodes) if _refers_back_only(graph) else nx.topological_sort(graph)
+    for n in order:
         ps = [depth[p] for p in graph.predecessors(n) if p in live]
         depth[n] = 1 + max(ps) if ps and n in live else 0
     return max((depth[n] for n in live), default=0)
@@ -234,7 +241,7 @@ def _stats(claims: list[Claim], findings: list, graph: nx.DiGraph) -> Stats:
     for f in findings:
         sev[f.severity] = sev.get(f.severity, 0) + 1
         code[f.code] = code.get(f.code, 0) + 1
-    is_dag = nx.is_directed_acyclic_graph(graph)
+    is_dag = _refers_back_only(graph) or nx.is_directed_acyclic_graph(graph)
     max_depth = _max_depth(claims, graph) if is_dag else 0
     return Stats(
         n_claims=len(claims),

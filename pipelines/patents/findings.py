@@ -152,7 +152,8 @@ def compute_findings(
                           f"Claim {c.number}: \"{doc.text[m.start:m.end]}\" ({word} {m.head}) has no antecedent in the claim "
                           "or the claims it depends on.", [c.number], [doc.span(m.start, m.end)]))
     # cycles: strongly connected components of more than one claim
-    for comp in nx.strongly_connected_components(graph):
+    forward_only = all(p < n for p, n in graph.edges)  # then there is no cycle to look for
+    for comp in [] if forward_only else nx.strongly_connected_components(graph):
         if len(comp) > 1:
             members = sorted(comp)
             spans = [r.span for n in members for r in by_number[n].references if set(r.claims) & comp]
