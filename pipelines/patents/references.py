@@ -57,6 +57,7 @@ _CN_NUMBERED = re.compile(
     r"(?P<tail>\s*(?:中|所述)?\s*(?:的)?\s*(?:任意一项|任一项|任何一项|任意项|任一項|任一|之一|一项或多项|至少一项)(?:权利要求)?)?"
     r"(?P<end>\s*(?:中)?所(?:述|限定|记载|記載)(?:的)?|\s*に記載の)?"
 )
+_CN_TOKENS = re.compile(r"\d{1,3}|或者|以及|或|和|及|与|與|至|到|-|~|,|、")
 _CN_ALL_PRECEDING = re.compile(
     r"(?:如|根据|按照|依据|依照|按)?\s*(?:前述|上述|前面|以上)(?:的)?\s*(?:任意一项|任一项|任一|各项|所有)?\s*权利要求"
     r"(?:\s*(?:中)?\s*(?:任意一项|任一项|任一|之一))?(?:\s*(?:中)?所(?:述|限定)(?:的)?)?"
@@ -173,7 +174,7 @@ def find_references(norm: str, start: int, end: int, number: int) -> list[Ref]:
             if _overlaps(taken, a, b):
                 continue
             raw = m.group("nums")
-            tokens = re.findall(r"\d{1,3}|或者|以及|或|和|及|与|與|至|到|-|~|,|、", raw)
+            tokens = _CN_TOKENS.findall(raw)
             nums, has_and, has_or, has_range = _expand(tokens)
             alt = bool(m.group("tail"))
             refs.append(Ref(a, b, tuple(nums), _kind(nums, has_and, has_or, has_range, alt)))

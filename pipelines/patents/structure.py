@@ -71,6 +71,9 @@ _CONJ_ONLY = frozenset({"and", "or", "and/or", "then", "以及", "和", "及"})
 _LEADING_CONJ = re.compile(r"(?:and|or|and/or)\s+", re.IGNORECASE)
 
 
+_EN_WORDS = re.compile(r"[a-z]+")
+_IN_A = re.compile(r"in\s+an?\s", re.IGNORECASE)
+_ANY_LETTER = re.compile(r"[A-Za-z]")
 _COLON_AFTER = re.compile(r"\s+(?:the\s+)?(?:following\s+)?(?:steps?|elements?|components?)?(?:\s+of)?\s*:")
 
 
@@ -112,7 +115,7 @@ def category_of(subject_text: str, zh: bool) -> str:
                 if best is None or key > best[0]:
                     best = (key, cat)
         return best[1] if best else "apparatus"
-    words = re.findall(r"[a-z]+", s.lower())
+    words = _EN_WORDS.findall(s.lower())
     head = [w for w in words if w not in ("a", "an", "the", "said")]
     if head and head[0] in ("use", "uses"):
         return "use"
@@ -132,9 +135,9 @@ def _subject(masked: str, zh: bool) -> str:
         s = s.lstrip("的 ")
         m = _CN_SUBJECT_STOP.search(s)
         return (s[: m.start()] if m else s[:40]).strip()
-    if re.match(r"in\s+an?\s", s, re.IGNORECASE) and "," in s:
+    if _IN_A.match(s) and "," in s:
         after = s[s.index(",") + 1 :].strip()
-        if re.search(r"[A-Za-z]", after):
+        if _ANY_LETTER.search(after):
             s = after
         else:
             s = s[3:]
