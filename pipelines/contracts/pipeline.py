@@ -223,7 +223,8 @@ def compare_documents(doc_a: Document, doc_b: Document, cfg: AlignConfig | None 
     """The whole pipeline on two documents."""
     la, lb = detect_language(doc_a.text), detect_language(doc_b.text)
     lang = "zh" if "zh" in (la, lb) else "en"
-    sa, sb = parse_structure(doc_a.text, lang), parse_structure(doc_b.text, lang)
+    sa = parse_structure(doc_a.text, lang, [p.char_start for p in doc_a.pages[1:]])
+    sb = parse_structure(doc_b.text, lang, [p.char_start for p in doc_b.pages[1:]])
     if not input_sha256:
         h = hashlib.sha256()
         for d in (doc_a, doc_b):

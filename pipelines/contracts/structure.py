@@ -72,7 +72,7 @@ RE_XREF_EN_ONE = re.compile(r"(?:\d{1,3}(?:\.\d{1,3})*|[A-Z](?![A-Za-z])|[IVXL]{
 RE_XREF_ZH = re.compile(rf"第({CN}+)条(?:之({CN}+))?(?:第({CN}+)款)?(?:第({CN}+)项)?")
 RE_EXTERNAL_EN = re.compile(r"^\s*(?:\([^)]*\)\s*)?(of|in|under)\s+(the\s+)?(?!this\b|these\b)([A-Z][\w-]*)")
 
-TERMINAL = tuple(".;:!?。；：！？\"”)")
+TERMINAL = tuple(".;:!?。；：！？")
 _SPECIAL_KINDS = {"schedule", "signature", "recital"}
 
 
@@ -197,7 +197,9 @@ def _match_marker(line: str, lang: str) -> _Marker | None:
                 key += f"之{to_chinese(k or 0)}"
             return mk("zh-" + unit, m.group(0), key, n, m.end(), ("zh", _ZH_RANK[unit]))
     m = RE_SCHEDULE.match(s)
-    if m and len(line) <= 120 and (m.group(2) or len(s.strip()) <= len(m.group(0)) + 40):
+    rest = s[m.end():].strip() if m else ""
+    if m and len(line) <= 100 and (not rest or rest[0] in "-–—:：.(（" or _heading_like(rest, lang)
+                                   or (not rest.isascii() and len(rest) <= 30 and not re.search(r"[。；，,]", rest))):
         word = m.group(1)
         word = word[0].upper() + word[1:].lower() if word.isascii() else word
         lab = m.group(2) or ""
@@ -338,13 +340,34 @@ def _first_words(s: str) -> str:
     return " ".join(re.findall(r"\w+", s.lower())[:2]) if s.isascii() else s[:4]
 
 
-def parse_structure(text: str, language: str | None = None) -> Structure:
-    """Cut `text` into clauses with anchors, spans, headings, definitions and cross-references."""
+def parse_structure(text: str, language: str | None = None, page_starts: list[int] | None = None) -> Structure:
+    """Cut `text` into clauses with anchors, spans, headings, definitions and cross-references.
+
+    `page_starts` (character offsets where pages begin, PDF input): the first line of a page starts a
+    new paragraph when the last line of the previous page ended a sentence — ingest cannot see a
+    paragraph gap across a page break, and a clause that runs on over the break stays one clause."""
     lang = language or detect_language(text)
     lines = _lines(text)
+    if page_starts:
+        firsts = set()
+        starts = sorted(page_starts)
+        k = 0
+        for li, ln in enumerate(lines):
+            while k < len(starts) and starts[k] <= ln.start:
+                if li and lines[li - 1].end <= starts[k]:
+                    firsts.add(li)
+                k += 1
+        for li in firsts:
+            if lines[li - 1].text.endswith(TERMINAL):
+                lines[li].blank_before = True
     toc = find_toc_lines(lines, lang)
     # paragraph mode: blank lines separate paragraphs, or (no blank lines) every line is one
     blank_mode = sum(1 for ln in lines if ln.blank_before) > 0.3 * max(len(lines), 1)
+    # wrapped text (PDF, plain-text mail): many lines of nearly the longest length
+    lengths = sorted(len(ln.text) for ln in lines)
+    p90 = lengths[int(0.9 * (len(lengths) - 1))] if lengths else 0
+    full_len = max(int(0.85 * p90), 1)
+    wrapped = p90 >= (15 if lang == "zh" else 30) and sum(1 for n in lengths if n >= full_len) >= 0.3 * len(lengths)
 
     clauses: list[Clause] = []
     stack: list[tuple[_Marker, str]] = []  # open numbering styles with their anchors
@@ -371,12 +394,18 @@ def parse_structure(text: str, language: str | None = None) -> Structure:
         return c
 
     for li, ln in enumerate(lines):
-        para_start = ln.blank_before or not blank_mode or li == 0 or (
-            lines[li - 1].text.endswith(TERMINAL) or lines[li - 1].text.endswith(("：", ":"))
-        )
+        prev = lines[li - 1] if li else None
+        prev_terminal = prev is not None and prev.text.endswith(TERMINAL)
+        prev_full = prev is not None and wrapped and len(prev.text) >= full_len  # a line that wrapped
+        if li == 0 or ln.blank_before:
+            para_start = True
+        elif blank_mode:
+            para_start = prev_terminal and not prev_full  # a list item on its own line
+        else:
+            para_start = (prev_terminal or not wrapped) and not prev_full
         marker = None if li in toc else _match_marker(ln.text, lang)
-        if marker is not None and not para_start and not _expected(marker, stack):
-            marker = None  # a wrapped line that happens to start with "4.2"
+        if marker is not None and not para_start and not (_expected(marker, stack) and (prev_terminal or not prev_full)):
+            marker = None  # a wrapped line that happens to start with "4.2" or "(c)"
         if marker is not None and marker.style.startswith("dot-") and not _expected(marker, stack) and not ln.blank_before:
             marker = None
         if marker is not None and marker.style.startswith("dot-") and not ln.blank_before and blank_mode:

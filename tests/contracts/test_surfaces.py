@@ -138,3 +138,28 @@ def test_docx_input_against_text() -> None:
     assert {"第十二条", "第二十四条"} <= edited and "第一条" not in edited
     for c in r.clauses["a"]:
         assert da.text[c.span.char_start:c.span.char_end] == c.span.text
+
+
+def test_pdf_with_wrapped_lines_and_page_breaks(tmp_path: Path) -> None:
+    """Version A as a PDF (lines wrapped at 95 characters, 11 pages, running header, page numbers),
+    version B as text: the same single change is found, and spans carry pages and boxes."""
+    import textwrap
+
+    from pdfgen import make_pdf
+
+    from pipelines.contracts.pipeline import compare_documents
+    from pipelines.documents import Document, load_document
+
+    a, b, _ = load_pair("en-commonpaper-csa-1.0-to-1.1")
+    lines: list[str] = []
+    for para in a.split("\n\n"):
+        lines += textwrap.wrap(para, 95) + [""]
+    make_pdf(tmp_path / "v1.pdf", [lines[i:i + 50] for i in range(0, len(lines), 50)], header="Standard Terms",
+             footer_page_numbers=True)
+    da = load_document(tmp_path / "v1.pdf")
+    assert len(da.pages) > 5
+    r = compare_documents(da, Document.from_text(b, doc_id="b"))
+    assert [(x.a, x.b, x.change) for x in r.alignment if x.change != "unchanged"] == [("12.3", "12.3", "modified")]
+    c = next(c for c in r.clauses["a"] if c.anchor == "14.16")
+    assert c.span.page > 5 and c.span.bbox is not None
+    assert da.text[c.span.char_start:c.span.char_end] == c.span.text
