@@ -59,6 +59,12 @@ PARTY_WORDS = re.compile(
     r"Borrower|Landlord|Tenant|Employer|Employee|Discloser|Recipient|Disclosing Party|Receiving Party)\b|(甲方|乙方|丙方|出租人|承租人|买方|卖方|委托人|受托人|贷款人|借款人)")
 
 
+COMPANY = re.compile(
+    r"\b[A-Z][\w&'.-]*(?:\s+(?:[A-Z][\w&'.-]*|&|of|and|de))*,?\s+(?:Inc\.|Incorporated|Ltd\.?|Limited|LLC|L\.L\.C\.|"
+    r"LLP|Corp\.?|Corporation|GmbH|AG|S\.A\.|SAS|B\.V\.|N\.V\.|PLC|plc|Pty Ltd)|"
+    r"(?:^|(?<=[为与和及、，,：:（(\s“\"]))[\u4e00-\u9fff]{2,30}?(?:股份有限公司|有限责任公司|有限公司|合伙企业|集团公司|集团)")
+
+
 @dataclass
 class RawFlag:
     kind: str
@@ -182,6 +188,8 @@ def word_flags(text_a: str, ca: Clause, text_b: str, cb: Clause, ops: list[Op], 
     ta = (hits(term_rx, text_a, ca, fold=False) if term_rx else []) + hits(PARTY_WORDS, text_a, ca, fold=False)
     tb = (hits(term_rx, text_b, cb, fold=False) if term_rx else []) + hits(PARTY_WORDS, text_b, cb, fold=False)
     compare("defined_term", ta, tb, lambda g, n: f"{', '.join(g) or '—'} → {', '.join(n) or '—'}")
+    compare("party", hits(COMPANY, text_a, ca, fold=False), hits(COMPANY, text_b, cb, fold=False),
+            lambda g, n: f"{', '.join(g) or '—'} → {', '.join(n) or '—'}")
     return flags
 
 

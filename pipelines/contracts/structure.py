@@ -63,6 +63,7 @@ RE_DEF_EN_PAREN = re.compile(
     rf"[{Q_OPEN}]([A-Z][^{Q_CLOSE}\n]{{0,50}}?)[{Q_CLOSE}]"
 )
 RE_DEF_ZH = re.compile(r"[“\"「]([^”\"」\n]{1,30})[”\"」](?:[，,、]?\s*[“\"「][^”\"」\n]{1,30}[”\"」])*\s*[，,]?\s*(?:是指|指|系指|意指)")
+RE_DEF_ZH_BARE = re.compile(r"(?:本合同|本协议|本条|本解释|本法|本规定)(?:中)?所称的?([^，,。；“”\"\s]{1,20}?)[，,]?\s*(?:是指|系指|指)")
 RE_XREF_EN = re.compile(
     r"\b(Sections?|Clauses?|Articles?|Paragraphs?|Subsections?|Schedules?|Exhibits?|Annex(?:es)?|Appendix|Appendices)\s+"
     r"((?:\d{1,3}(?:\.\d{1,3})*|[A-Z](?![A-Za-z])|[IVXL]{1,6}(?![A-Za-z]))(?:\.\d{1,3})*(?:\([A-Za-z0-9]{1,4}\))*"
@@ -605,14 +606,14 @@ def _dedupe_anchors(clauses: list[Clause]) -> None:
 def _starts_definition(line: str, lang: str) -> bool:
     head = line[:120]
     if lang == "zh":
-        return bool(RE_DEF_ZH.match(head))
+        return bool(RE_DEF_ZH.match(head) or RE_DEF_ZH_BARE.match(head))
     m = RE_DEF_EN.match(head)
     return bool(m)
 
 
 def _definition_terms(seg: str, lang: str) -> list[str]:
     out: list[str] = []
-    rx = [RE_DEF_ZH] if lang == "zh" else [RE_DEF_EN, RE_DEF_EN_PAREN]
+    rx = [RE_DEF_ZH, RE_DEF_ZH_BARE] if lang == "zh" else [RE_DEF_EN, RE_DEF_EN_PAREN]
     for r in rx:
         for m in r.finditer(seg):
             t = m.group(1).strip().rstrip(",.")

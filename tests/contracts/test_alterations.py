@@ -160,3 +160,16 @@ def test_full_width_and_whitespace_are_formatting_only() -> None:
     assert any(op.op == "format" for x in r.alignment for op in x.diff) or any(
         op.op == "renumber" for x in r.alignment for op in x.diff) is False
     assert apply_changes(r, a) == b
+
+
+def test_party_name_and_bare_chinese_definition() -> None:
+    a = 'This Agreement is made between Acme Corp. ("Customer") and Widget Ltd. ("Supplier").\n\n1. Fees\n\n1.1 Customer shall pay.\n'
+    r = compare_texts(a, a.replace("Widget Ltd.", "Gadget Holdings Limited"))
+    party = [f for x in r.alignment for f in x.flags if f.kind == "party"]
+    assert [f.detail for f in party] == ["Widget Ltd. → Gadget Holdings Limited"] and party[0].material
+    zh = "第一条 本合同所称租赁物是指甲方出租的房屋。\n\n第二条 甲方为北京某某物业有限公司。\n\n第三条 租赁物由乙方维护。\n"
+    zb = zh.replace("北京某某物业有限公司", "上海某某置业有限公司").replace("出租的房屋", "出租的房屋及车位")
+    r = compare_texts(zh, zb)
+    flags = {(x.a, f.kind): f for x in r.alignment for f in x.flags}
+    assert flags[("第二条", "party")].detail == "北京某某物业有限公司 → 上海某某置业有限公司"
+    assert flags[("第三条", "definition_changed")].b_span.text == "租赁物"
