@@ -62,7 +62,7 @@ PARTY_WORDS = re.compile(
 COMPANY = re.compile(
     r"\b[A-Z][\w&'.-]*(?:\s+(?:[A-Z][\w&'.-]*|&|of|and|de))*,?\s+(?:Inc\.|Incorporated|Ltd\.?|Limited|LLC|L\.L\.C\.|"
     r"LLP|Corp\.?|Corporation|GmbH|AG|S\.A\.|SAS|B\.V\.|N\.V\.|PLC|plc|Pty Ltd)|"
-    r"(?:^|(?<=[为与和及、，,：:（(\s“\"]))[\u4e00-\u9fff]{2,30}?(?:股份有限公司|有限责任公司|有限公司|合伙企业|集团公司|集团)")
+    r"(?:^|(?<=[为与和及、，,：:（(\s“\"]))(?:(?![为与和及是由在向的])[\u4e00-\u9fff]){2,30}?(?:股份有限公司|有限责任公司|有限公司|合伙企业|集团公司|集团)")
 
 
 @dataclass
