@@ -173,3 +173,16 @@ def test_party_name_and_bare_chinese_definition() -> None:
     flags = {(x.a, f.kind): f for x in r.alignment for f in x.flags}
     assert flags[("第二条", "party")].detail == "北京某某物业有限公司 → 上海某某置业有限公司"
     assert flags[("第三条", "definition_changed")].b_span.text == "租赁物"
+
+
+def test_merged_clauses(csa: str) -> None:
+    l2, l3 = clause_line(csa, "1.2"), clause_line(csa, "1.3")
+    merged = l2 + " " + l3[len("1.3 "):]
+    b = csa.replace(l2 + "\n\n" + l3, merged)
+    b = renumber_section_1(b, 4, shift=-1)
+    r = compare_texts(csa, b)
+    ch = {(x.a, x.b): x for x in changed_rows(r)}
+    merged_rows = {k for k, v in ch.items() if v.change == "merged"}
+    assert merged_rows == {("1.2", "1.2"), ("1.3", "1.2")}
+    assert {k for k, v in ch.items() if v.change != "merged"} == {(f"1.{k}", f"1.{k - 1}") for k in range(4, 8)}
+    assert apply_changes(r, csa) == b
