@@ -241,10 +241,7 @@ def _fragments(X: list[Clause], Y: list[Clause], sh_x: list[set], sh_y: list[set
             # every part must lie close to the others in Y (a split stays in one place)
             if max(parts) - min(parts) <= 2 * len(parts):
                 out[x] = parts
-                for j in parts:
-                    unmatched_y_set = set(unmatched_y)
-                    if j in unmatched_y_set:
-                        unmatched_y.remove(j)
+                unmatched_y = [j for j in unmatched_y if j not in parts]
 
 
 def _classify(pairs: list[Pair], A: list[Clause], B: list[Clause], text_a: str, text_b: str, lang: str) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.base import ResultBase
 from pipelines.documents import SourceSpan
@@ -81,7 +81,8 @@ class AlignmentRow(_Model):
     a: str | None
     b: str | None
     change: ChangeType
-    score: float
+    score: float = Field(description="alignment score on the threshold's scale: content similarity (0-1) plus anchor "
+                                     "and context agreement (up to +0.2); for added/deleted rows the best score found")
     edited: bool = False
     renumbered: bool = False
     moved: bool = False

@@ -9,9 +9,13 @@ to its row.
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 from pipelines.contracts.model import AlignmentRow, ContractResult
 from pipelines.documents import Document
+
+if TYPE_CHECKING:
+    from rich.console import Group
 
 CHANGE_COLOURS = {
     "unchanged": "#9ca3af", "modified": "#2563eb", "added": "#16a34a", "deleted": "#dc2626", "moved": "#9333ea",
@@ -116,7 +120,7 @@ def redline_html(result: ContractResult, doc_a: Document | str | None = None, do
     return "".join(parts)
 
 
-def render_terminal(result: ContractResult, show_unchanged: bool = False, max_chars: int = 600):
+def render_terminal(result: ContractResult, show_unchanged: bool = False, max_chars: int = 600) -> Group:
     """A rich renderable: counts, the material changes first, then each changed pair with its redline."""
     from rich.console import Group
     from rich.markup import escape

@@ -16,6 +16,7 @@ import re
 import unicodedata
 from collections import Counter
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from scipy import sparse
@@ -103,7 +104,7 @@ def minilm_path() -> str | None:
 
 
 @lru_cache(maxsize=1)
-def load_embedder():
+def load_embedder() -> Any:
     """The sentence-transformers model, loaded once per process, offline. None if unavailable."""
     path = minilm_path()
     if path is None:

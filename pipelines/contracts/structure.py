@@ -74,7 +74,6 @@ RE_XREF_ZH = re.compile(rf"第({CN}+)条(?:之({CN}+))?(?:第({CN}+)款)?(?:第(
 RE_EXTERNAL_EN = re.compile(r"^\s*(?:\([^)]*\)\s*)?(of|in|under)\s+(the\s+)?(?!this\b|these\b)([A-Z][\w-]*)")
 
 TERMINAL = tuple(".;:!?。；：！？")
-_SPECIAL_KINDS = {"schedule", "signature", "recital"}
 
 
 @dataclass
