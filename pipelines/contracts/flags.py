@@ -118,10 +118,18 @@ def _excluded(c: Clause) -> list[tuple[int, int]]:
     return out
 
 
-def figure_flags(text_a: str, ca: Clause, text_b: str, cb: Clause) -> list[RawFlag]:
-    ex_a, ex_b = _excluded(ca), _excluded(cb)
-    fa = [f for f in extract(text_a, ca.start, ca.end) if not any(f[2] < e and s < f[3] for s, e in ex_a)]
-    fb = [f for f in extract(text_b, cb.start, cb.end) if not any(f[2] < e and s < f[3] for s, e in ex_b)]
+def _figures(text: str, clauses: list[Clause]) -> list[tuple[str, str, int, int]]:
+    out = []
+    for c in clauses:
+        ex = _excluded(c)
+        out += [f for f in extract(text, c.start, c.end) if not any(f[2] < e and s < f[3] for s, e in ex)]
+    return out
+
+
+def figure_flags(text_a: str, ca: Clause | list[Clause], text_b: str, cb: Clause | list[Clause]) -> list[RawFlag]:
+    """Figures whose value changed; for a split or merge, the clauses of each side are pooled."""
+    fa = _figures(text_a, ca if isinstance(ca, list) else [ca])
+    fb = _figures(text_b, cb if isinstance(cb, list) else [cb])
     flags = []
     for kind in ("amount", "percentage", "date", "duration", "number"):
         va = [f for f in fa if f[0] == kind]

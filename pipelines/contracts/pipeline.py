@@ -96,13 +96,26 @@ def compare_structures(doc_a: Document, sa: Structure, doc_b: Document, sb: Stru
 
     rows: list[AlignmentRow] = []
     row_flags: list[list[RawFlag]] = []
+    groups: dict[str, list[Pair]] = {}
+    for p in al.pairs:
+        if p.change in {"split", "merged"} and p.group:
+            groups.setdefault(p.group, []).append(p)
+    flagged_groups: set[str] = set()
     for p in al.pairs:
         ops: list[Op]
         flags: list[RawFlag] = []
         if p.a is not None and p.b is not None:
             ca, cb = A[p.a], B[p.b]
             ops = diff_spans(ta, (ca.start, ca.end), _label(ca), tb, (cb.start, cb.end), _label(cb), lang)
-            if p.edited:
+            if p.change in {"split", "merged"} and p.group:
+                # one set of flags per split/merge, on its first row, comparing all its clauses pooled
+                if p.group not in flagged_groups:
+                    flagged_groups.add(p.group)
+                    members = groups[p.group]
+                    pa = [A[i] for i in sorted({m.a for m in members})]
+                    pb = [B[j] for j in sorted({m.b for m in members})]
+                    flags += figure_flags(ta, pa, tb, pb)
+            elif p.edited:
                 flags += figure_flags(ta, ca, tb, cb)
                 flags += word_flags(ta, ca, tb, cb, ops, lang, terms)
                 flags += _xref_flags(ca, cb, b_of_a)
