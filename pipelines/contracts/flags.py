@@ -191,7 +191,7 @@ def word_flags(text_a: str, ca: Clause, text_b: str, cb: Clause, ops: list[Op], 
 
     compare("obligation", hits(obl, text_a, ca), hits(obl, text_b, cb), obligation)
     compare("negation", hits(neg, text_a, ca), hits(neg, text_b, cb),
-            lambda g, n: "negation " + "; ".join(([f"added {', '.join(n)}"] if n else []) + ([f"removed {', '.join(g)}"] if g else [])))
+            lambda g, n: "; ".join(([f"added {', '.join(n)}"] if n else []) + ([f"removed {', '.join(g)}"] if g else [])))
     term_rx = _term_regex(terms, lang)
     ta = (hits(term_rx, text_a, ca, fold=False) if term_rx else []) + hits(PARTY_WORDS, text_a, ca, fold=False)
     tb = (hits(term_rx, text_b, cb, fold=False) if term_rx else []) + hits(PARTY_WORDS, text_b, cb, fold=False)

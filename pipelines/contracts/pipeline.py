@@ -38,6 +38,7 @@ from pipelines.contracts.structure import Clause, Structure, detect_language, pa
 from pipelines.documents import Document
 
 MATERIAL_CHANGES = {"added", "deleted", "split", "merged"}
+PRONOUN_TERMS = {"you", "your", "yours", "we", "us", "our", "ours", "i", "me", "my", "they", "them", "their"}
 
 
 def _label(c: Clause) -> tuple[int, int] | None:
@@ -130,6 +131,7 @@ def compare_structures(doc_a: Document, sa: Structure, doc_b: Document, sb: Stru
 
     _definition_flags(al.pairs, A, B, ta, tb, lang, row_flags)
     for row, flags in zip(rows, row_flags, strict=True):
+        flags.sort(key=lambda f: not f.material)  # material flags first (stable within each group)
         row.flags = [
             Flag(kind=f.kind, a_span=doc_a.span(*f.a) if f.a else None, b_span=doc_b.span(*f.b) if f.b else None,
                  detail=f.detail, material=f.material)
@@ -196,6 +198,8 @@ def _definition_flags(pairs: list[Pair], A: list[Clause], B: list[Clause], ta: s
     if not changed:
         return
     for term in sorted(changed):
+        if term.casefold() in PRONOUN_TERMS:
+            continue  # "You", "Your", "We": defined, but used in every clause
         rx = term_regex({term}, lang)
         if rx is None:
             continue
@@ -223,7 +227,7 @@ def _summary(rows: list[AlignmentRow]) -> list[SummaryItem]:
         if r.edited and r.change not in {"modified", "split", "merged"}:
             text += " and edited"
         if r.flags:
-            text += "; " + "; ".join(f"{f.kind} {f.detail}" for f in r.flags[:4])
+            text += "; " + "; ".join(f"{f.kind.replace('_', ' ')}: {f.detail}" for f in r.flags[:4])
             if len(r.flags) > 4:
                 text += f"; +{len(r.flags) - 4} more"
         items.append(SummaryItem(row=k, a=r.a, b=r.b, change=r.change, material=material, kinds=kinds, text=text))
