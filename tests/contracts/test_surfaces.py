@@ -7,6 +7,7 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 import typer
 from contracts_data import FIXTURES, load_pair
 from typer.testing import CliRunner
@@ -145,6 +146,7 @@ def test_pdf_with_wrapped_lines_and_page_breaks(tmp_path: Path) -> None:
     version B as text: the same single change is found, and spans carry pages and boxes."""
     import textwrap
 
+    pytest.importorskip("reportlab")
     from pdfgen import make_pdf
 
     from pipelines.contracts.pipeline import compare_documents
