@@ -72,6 +72,12 @@ def render(result: ContractResult) -> None:
         else:
             col.metric(label, s[key])
 
+    present = [c for c in CHANGES if s.get(c, 0)]
+    default = [c for c in present if c != "unchanged"] or present
+    chosen = st.multiselect("Show changes of type", present, default=default, key="contracts_filter")
+    rows = [(k, r) for k, r in enumerate(result.alignment) if r.change in chosen]
+    visible = {k for k, _ in rows}
+
     st.subheader("Material changes first")
     if not result.summary:
         st.success("No changes between the two versions.")
@@ -79,15 +85,14 @@ def render(result: ContractResult) -> None:
     for item in result.summary:
         mark = "⚑ " if item.material else ""
         weight = "font-weight:600" if item.material else ""
-        items.append(f'<li style="{weight}"><a href="#row-{item.row}">{mark}{html.escape(item.text)}</a></li>')
+        text = html.escape(item.text)
+        # each entry jumps to its row in the side-by-side view (when the filter shows that row)
+        body = f'<a href="#row-{item.row}">{mark}{text}</a>' if item.row in visible else f"{mark}{text}"
+        items.append(f'<li style="{weight}">{body}</li>')
     if items:
         st.html('<ul style="font-size:13px">' + "".join(items) + "</ul>")
 
     st.subheader("Side by side")
-    present = [c for c in CHANGES if s.get(c, 0)]
-    default = [c for c in present if c != "unchanged"] or present
-    chosen = st.multiselect("Show changes of type", present, default=default, key="contracts_filter")
-    rows = [(k, r) for k, r in enumerate(result.alignment) if r.change in chosen]
     da, db = result.documents["a"], result.documents["b"]
     table = [f"<style>{CSS}</style>", '<table class="rl"><tr><th></th>',
              f"<th>A: {html.escape(da.source_name)}</th><th>B: {html.escape(db.source_name)}</th></tr>"]

@@ -46,6 +46,9 @@ def test_export_contract_shape() -> None:
     assert ContractResult.model_validate(d) == r
     schema = ContractResult.model_json_schema()
     assert "alignment" in schema["properties"]
+    from app.export import json_schema
+
+    assert json.loads(json_schema("contracts"))["properties"]["schema_version"]
 
 
 def test_registry_discover_and_batch_interface(tmp_path: Path) -> None:

@@ -37,6 +37,10 @@ def test_page_with_sample_pair() -> None:
     table = next(h for h in html_blocks if 'class="rl"' in h)
     assert "<del>" in table and "<ins>" in table and 'id="row-' in table
     assert "⚑" in summary
+    import re
+
+    targets = re.findall(r'href="#(row-\d+)"', summary)
+    assert targets and all(f'id="{t}"' in table for t in targets)  # every link jumps to a shown row
     ms = at.multiselect(key="contracts_filter")
     assert "unchanged" in ms.options and "unchanged" not in ms.value
     ms.set_value(["added"])
