@@ -448,13 +448,17 @@ def parse_structure(text: str, language: str | None = None, page_starts: list[in
             new("recital", f"recital-{recital_n}", None, 0, ln)
             continue
         if RE_NOW_THEREFORE.match(ln.text) and para_start:
+            stack.clear()  # the operative part starts: lettered recitals do not contain it
             new("recital", "operative-words", None, 0, ln)
             continue
         if para_start and ln.blank_before and (li + 1 >= len(lines) or lines[li + 1].blank_before) and \
                 _heading_like(ln.text, lang) and not (lang == "zh" and tiao is not None) and \
                 not (stack and stack[-1][0].style == "schedule" and current is not None and current.start == ln.start):
-            # an unnumbered heading: its own clause; following paragraphs attach to it
+            # an unnumbered heading: its own clause; following paragraphs attach to it. An ALL-CAPS
+            # heading (RECITALS, GENERAL TERMS) is a major division and closes the open numbering.
             tiao = None
+            if ln.text.lstrip("#").strip().isupper():
+                stack.clear()
             base = "h:" + _slug(ln.text.lstrip("#"))
             new("heading", base, None, len(stack), ln, heading=ln.text.lstrip("#").strip(),
                 parent=stack[-1][1] if stack else None)

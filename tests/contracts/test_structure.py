@@ -199,3 +199,13 @@ def test_more_numbering_styles() -> None:
     assert anchors(en) == ["1", "1.1)", "1.2)", "2", "3"]
     sched = "1. A\n\n1.1 x.\n\nEXHIBIT A\n\n1. Scope\n\n1.1 y.\n\n(a) z.\n"
     assert anchors(sched) == ["1", "1.1", "Exhibit A", "Exhibit A/1", "Exhibit A/1.1", "Exhibit A/1.1(a)"]
+
+
+def test_lettered_recitals_do_not_contain_the_body() -> None:
+    text = ("SHARE PURCHASE AGREEMENT\n\nRECITALS\n\nA. The Seller owns the Shares.\n\nB. The Buyer wishes to buy them.\n\n"
+            "NOW, THEREFORE, the parties agree:\n\n1. Sale\n\n1.1 The Seller sells the Shares.\n\n"
+            "GENERAL TERMS\n\n1. Notices\n\nNotices are in writing.\n")
+    a = anchors(text)
+    assert a[:4] == ["h:share-purchase-agreement", "recital-1", "A", "B"]
+    assert "1" in a and "1.1" in a and "A.1" not in a
+    assert a[-2:] == ["h:general-terms", "1~2"]
