@@ -54,10 +54,24 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(f, h, bias=False)
         self.gelu = config.hidden_act.startswith("gelu")
 
+        self.gate_up: torch.Tensor | None = None  # [2F, H]: gate and up rows, set by fuse()
+
+    def fuse(self) -> None:
+        """One [gate; up] weight, with gate_proj/up_proj re-pointed at its halves (no extra memory):
+        one matmul instead of two per call."""
+        f = self.gate_proj.weight.shape[0]
+        fused = torch.cat([self.gate_proj.weight, self.up_proj.weight])
+        self.gate_proj.weight = nn.Parameter(fused[:f], requires_grad=False)
+        self.up_proj.weight = nn.Parameter(fused[f:], requires_grad=False)
+        self.gate_up = fused
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        g = self.gate_proj(x)
+        if self.gate_up is not None:
+            g, u = F.linear(x, self.gate_up).chunk(2, dim=-1)
+        else:
+            g, u = self.gate_proj(x), self.up_proj(x)
         g = F.gelu(g, approximate="tanh") if self.gelu else F.silu(g)
-        return self.down_proj(g * self.up_proj(x))
+        return self.down_proj(g * u)
 
 
 class Attention(nn.Module):
@@ -75,18 +89,36 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(h, self.num_kv_heads * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(h, self.num_kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=False)
+        self.qkv: tuple[torch.Tensor, torch.Tensor | None] | None = None  # set by fuse()
         self.qk_norm = config.qk_norm
         if config.qk_norm:
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, config.gemma_norm)
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, config.gemma_norm)
 
+    def fuse(self) -> None:
+        """One [q; k; v] weight (and bias), the three projections re-pointed at its slices."""
+        projs = (self.q_proj, self.k_proj, self.v_proj)
+        sizes = [p.weight.shape[0] for p in projs]
+        w = torch.cat([p.weight for p in projs])
+        b = torch.cat([p.bias for p in projs]) if self.q_proj.bias is not None else None
+        for p, ws, bs in zip(projs, w.split(sizes), b.split(sizes) if b is not None else (None,) * 3, strict=True):
+            p.weight = nn.Parameter(ws, requires_grad=False)
+            if bs is not None:
+                p.bias = nn.Parameter(bs, requires_grad=False)
+        self.qkv = (w, b)
+
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
         from engine.rope import apply_rope
 
         t = x.shape[0]
-        q = self.q_proj(x).view(t, self.num_heads, self.head_dim)
-        k = self.k_proj(x).view(t, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).view(t, self.num_kv_heads, self.head_dim)
+        if self.qkv is not None:
+            nq, nkv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+            q, k, v = F.linear(x, *self.qkv).split([nq, nkv, nkv], dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = q.reshape(t, self.num_heads, self.head_dim)
+        k = k.reshape(t, self.num_kv_heads, self.head_dim)
+        v = v.reshape(t, self.num_kv_heads, self.head_dim)
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)

@@ -380,7 +380,7 @@ class LLM:
         The prompt and answer run through the model as one sequence. For every answer token we take
         the query of the position that predicts it (the position just before it), and at each
         global-attention layer (sliding-window layers only see nearby text, so they are left out;
-        models without sliding layers use every layer) its attention probabilities over the prompt
+        in models without sliding layers every layer is global) its attention probabilities over the prompt
         tokens, p = exp(scale * q.k - lse) with the backend's log-sum-exp. Aggregation:
         mean over query heads, then mean over those layers, then summed over the prompt tokens that
         overlap a span (a token counts for every span it overlaps) and averaged over answer tokens.
@@ -393,7 +393,9 @@ class LLM:
         if not a_ids:
             raise EngineError("attribute() needs a non-empty answer")
         p_len = len(enc.ids)
-        layers = self.config.global_layers or list(range(self.config.num_layers))
+        layers = self.config.global_layers
+        if not layers:
+            raise EngineError("attribution needs global-attention layers; every layer of this model is sliding-window")
         ids = enc.ids + a_ids
         seq, _, caps = self._prefill_collect(ids, p_len - 1, set(layers))
         try:

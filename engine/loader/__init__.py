@@ -33,11 +33,13 @@ def build_model(config: ModelConfig, weights: dict[str, torch.Tensor], device: t
         p.requires_grad_(False)
     model.eval()
     model.setup_rope(device)
-    from engine.layers import RMSNorm
+    from engine.layers import MLP, Attention, RMSNorm
 
     for m in model.modules():
         if isinstance(m, RMSNorm):
             m.prepare()
+        elif isinstance(m, (Attention, MLP)):
+            m.fuse()  # one q/k/v and one gate/up matmul per layer (same results, fewer calls)
     return model
 
 
