@@ -94,6 +94,10 @@ def _timeline_chart(result):
             continue
         start = ev.time.start
         end = ev.time.end or start
+        if ev.time.granularity in ("minute", "hour"):  # draw at least a day, or the bar is invisible
+            from datetime import date, timedelta
+
+            end = (date.fromisoformat(start[:10]) + timedelta(days=1)).isoformat()
         if len(start) == 4:
             start, end = f"{start}-01-01", f"{end}-01-01"
         elif len(start) == 7:
@@ -112,11 +116,11 @@ def _timeline_chart(result):
         .encode(
             x=alt.X("start:T", title="date"),
             x2="end:T",
-            y=alt.Y("event:N", sort=None, title=None),
+            y=alt.Y("event:N", sort=None, title=None, axis=alt.Axis(labelOverlap=False, labelLimit=220)),
             color=alt.Color("status:N"),
             tooltip=["event", "type", "status", "start", "end", "granularity", "anchored_to", "sources"],
         )
-        .properties(height=max(200, 18 * df["event"].nunique()))
+        .properties(height=max(200, 22 * df["event"].nunique()))
     )
 
 
@@ -156,11 +160,11 @@ def render(result, texts: dict[str, str] | None = None) -> None:
         with st.expander(label, expanded=ev.kind == "question"):
             st.caption(ev.method)
             for it in ev.supporting:
-                st.markdown(f"✅ **{it.score:.3f}** · `{it.doc_id}` · {it.section or '—'} — {it.span.text}")
+                st.markdown(f"**+ {it.score:.3f}** · `{it.doc_id}` · {it.section or '—'} — {it.span.text}")
                 if ev.kind == "question":
                     ev_marks.setdefault(it.doc_id, []).append((it.span.char_start, it.span.char_end, EVIDENCE, f"evidence {it.score:.3f}"))
             for it in ev.contradicting:
-                st.markdown(f"❌ **{it.score:.3f}** · `{it.doc_id}` · {it.section or '—'} — {it.span.text}")
+                st.markdown(f"**− {it.score:.3f}** (contradicting) · `{it.doc_id}` · {it.section or '—'} — {it.span.text}")
                 if ev.kind == "question":
                     ev_marks.setdefault(it.doc_id, []).append((it.span.char_start, it.span.char_end, NEGATED, "contradicting"))
 

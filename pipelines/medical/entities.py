@@ -459,6 +459,11 @@ def extract(text: str, sections: list[Section], sents: list[Sentence] | None = N
                 # "X-ray is negative for osteomyelitis": the test was done; its result is negative
                 m.assertion = context.PRESENT
                 m.normalized = {**m.normalized, "result": "negative"}
+            elif (m.type == "procedure" and trig is not None and m.assertion == context.NEGATED and trig.end <= m.start
+                    and re.search(r"\b(?:on|by|per|at|via|from)\s+(?:the\s+|a\s+|repeat\s+)?$", text[max(0, m.start - 20):m.start], re.I)):
+                # "no evidence of abscess on CT": the CT was done; what it showed is negated
+                m.assertion = context.PRESENT
+                m.normalized = {**m.normalized, "result": "negative"}
         else:
             m.sentence = (m.start, m.end)
         if m.type == "medication" and m.section in ("allergies",):
