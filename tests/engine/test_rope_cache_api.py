@@ -175,3 +175,18 @@ def test_chat_template_renders_in_a_sandbox():
         evil.apply_chat_template([])
     with pytest.raises(EngineError, match="no chat template"):
         Tokenizer(Fast(models.BPE())).apply_chat_template([])
+
+
+def test_cache_is_sized_from_the_budget(gemma_tiny):
+    from engine.kv_cache import PagedKVCache
+    from engine.loader.hf_folder import hf_config
+
+    cfg = hf_config(gemma_tiny)
+    cpu = torch.device("cpu")
+    for budget in (2**20, 4 * 2**20):
+        kv = PagedKVCache(cfg, CacheConfig(block_size=4, memory_budget=budget), cpu, torch.float32)
+        assert budget * 0.9 < kv.bytes <= budget
+    frac = PagedKVCache(cfg, CacheConfig(block_size=4, memory_budget=0.001), cpu, torch.float32)
+    assert frac.bytes > 0 and frac.groups[1].window == 8
+    with pytest.raises(CacheFullError, match="too small"):
+        PagedKVCache(cfg, CacheConfig(block_size=4, memory_budget=1000), cpu, torch.float32)
