@@ -23,14 +23,11 @@ in float32.
 
 from __future__ import annotations
 
-import math
 import os
 
 import torch
 import triton
 import triton.language as tl
-
-LOG2E = 1.4426950408889634
 
 
 def _interpreting() -> bool:
@@ -38,12 +35,14 @@ def _interpreting() -> bool:
 
 
 @triton.jit
-def _softcap(s, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr):
+def _log2_scores(s, scale, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr):
+    """Raw q.k products -> scaled (and soft-capped) scores in log2 units, for exp2."""
+    s = s * scale
     if HAS_SOFTCAP:
         # tanh(x) = 2 * sigmoid(2x) - 1, written with exp for portability across Triton versions
         x = s / SOFTCAP
         s = SOFTCAP * (2.0 / (1.0 + tl.exp(-2.0 * x)) - 1.0)
-    return s
+    return s * 1.4426950408889634
 
 
 @triton.jit
@@ -65,11 +64,7 @@ def _prefill_tile(
     if UPCAST:
         k = k.to(tl.float32)
         v = v.to(tl.float32)
-    s = tl.dot(q, tl.trans(k))
-    if HAS_SOFTCAP:
-        s = _softcap(s * scale, SOFTCAP, HAS_SOFTCAP) * 1.4426950408889634
-    else:
-        s = s * (scale * 1.4426950408889634)
+    s = _log2_scores(tl.dot(q, tl.trans(k)), scale, SOFTCAP, HAS_SOFTCAP)
     if MASKED:
         allowed = (kpos[None, :] <= qpos[:, None]) & col_ok[None, :]
         if HAS_WINDOW:
@@ -238,7 +233,6 @@ def _decode_split_kernel(
     m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
     l_i = tl.zeros([GROUP_PAD], tl.float32)
     acc = tl.zeros([GROUP_PAD, BLOCK_D], tl.float32)
-    qk_scale = scale * 1.4426950408889634
     for start in range(b_start * BS, b_end * BS, BLOCK_N):
         kpos = start + tl.arange(0, BLOCK_N)
         in_range = (kpos < b_end * BS) & (kpos < kv_len) & (kpos >= lo_pos)
@@ -265,11 +259,7 @@ def _decode_split_kernel(
             k = tl.where(warm[:, None], (kq * ks[:, None]).to(k.dtype), k)
             v = tl.where(warm[:, None], (vq * vs[:, None]).to(v.dtype), v)
             valid = hot | warm
-        s = tl.dot(q, tl.trans(k))  # [GROUP_PAD, BLOCK_N], float32 accumulation
-        if HAS_SOFTCAP:
-            s = _softcap(s * scale, SOFTCAP, HAS_SOFTCAP) * 1.4426950408889634
-        else:
-            s = s * qk_scale
+        s = _log2_scores(tl.dot(q, tl.trans(k)), scale, SOFTCAP, HAS_SOFTCAP)  # [GROUP_PAD, BLOCK_N], fp32 accumulation
         s = tl.where(valid[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -390,6 +380,3 @@ def paged_decode(
     )
     return out, lse
 
-
-def default_scale(head_dim: int) -> float:
-    return 1.0 / math.sqrt(head_dim)

@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.base import ResultBase
+from pipelines.documents import DocumentInfo as BaseDocumentInfo
 from pipelines.documents import SourceSpan
 
 SCHEMA_VERSION = "contracts/1.0"
@@ -32,14 +33,7 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class DocumentInfo(_Model):
-    doc_id: str
-    source_name: str
-    format: str
-    encoding: str | None = None
-    sha256: str
-    n_chars: int
-    n_pages: int
+class DocumentInfo(BaseDocumentInfo):
     language: str
     separators: list[str] = []  # the whitespace before, between and after the clauses (len = clauses + 1)
 

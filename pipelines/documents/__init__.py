@@ -6,10 +6,11 @@ box. Everything a pipeline extracts points back into the text through a `SourceS
 """
 
 from pipelines.documents.ingest import IngestError, IngestLimits, load_bytes, load_document
-from pipelines.documents.model import Document, Furniture, Page, SourceSpan
+from pipelines.documents.model import Document, DocumentInfo, Furniture, Page, SourceSpan
 
 __all__ = [
     "Document",
+    "DocumentInfo",
     "Furniture",
     "IngestError",
     "IngestLimits",

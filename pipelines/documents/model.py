@@ -31,6 +31,20 @@ class SourceSpan(BaseModel):
     text: str
 
 
+class DocumentInfo(BaseModel):
+    """The `document` block of an export: what was analysed (see `Document.info()`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    doc_id: str
+    source_name: str
+    format: str
+    encoding: str | None = None
+    sha256: str
+    n_chars: int
+    n_pages: int
+
+
 @dataclass(frozen=True)
 class Page:
     """A page: its 1-based number, the character range it covers, and its size (PDF points)."""

@@ -10,25 +10,13 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.base import ResultBase
-from pipelines.documents import SourceSpan
+from pipelines.documents import DocumentInfo, SourceSpan
 
 SCHEMA_VERSION = "1.0"
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class DocumentInfo(_Model):
-    """The analysed document (from `Document.info()`)."""
-
-    doc_id: str
-    source_name: str
-    format: str
-    encoding: str | None = None
-    sha256: str
-    n_chars: int
-    n_pages: int
 
 
 class ClaimsSection(_Model):
