@@ -216,9 +216,10 @@ class ColdTier:
                                   pin=self.host is not None and self.host.pin)
             if entry is not None:
                 self.disk_hits += 1
-                if self.host is not None:
-                    self.host.put(key, entry.token_bytes, entry.tensors, meta=entry.meta,
-                                  fingerprint=fingerprint, copy=False)
+                if self.host is not None and self.host.put(
+                    key, entry.token_bytes, entry.tensors, meta=entry.meta, fingerprint=fingerprint, copy=False
+                ):
+                    return self.host.peek(key) or entry
                 return entry
         self.misses += 1
         return None

@@ -297,6 +297,7 @@ class DiskStore:
         self._index: OrderedDict[str, tuple[int, int]] = OrderedDict()  # key -> (size, mtime ns); LRU first
         self._bytes = 0
         self._stamp = b""
+        self._clock = 0
         self._warned: set[tuple[int, int]] = set()
         self.hits = self.misses = self.writes = self.evictions = 0
         self.rejected_corrupt = self.rejected_mismatch = self.rejected_too_large = self.write_errors = 0
@@ -405,7 +406,7 @@ class DiskStore:
                 self.misses += 1
                 return None
             size = os.fstat(f.fileno()).st_size
-        now = time.time_ns()
+        now = self._now()
         with contextlib.suppress(OSError):
             os.utime(path, ns=(now, now))
         with self._tlock:
@@ -482,6 +483,12 @@ class DiskStore:
             finally:
                 if fcntl is not None:
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _now(self) -> int:
+        """Wall-clock ns, strictly increasing within this instance (the LRU clock, kept in mtimes)."""
+        with self._tlock:
+            self._clock = max(time.time_ns(), self._clock + 1)
+            return self._clock
 
     def _bump_stamp(self) -> None:
         self._stamp = secrets.token_hex(16).encode()
@@ -587,6 +594,8 @@ class DiskStore:
             f.seek(_DIGEST_AT)
             f.write(h.digest())
             f.flush()
+            now = self._now()  # fine-grained recency (the kernel's file clock ticks in milliseconds)
+            os.utime(f.fileno(), ns=(now, now))
             if self.durable:
                 os.fsync(f.fileno())
 
