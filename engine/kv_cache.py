@@ -1,27 +1,35 @@
 """The paged KV cache: fixed-size blocks, a block table per sequence, a free-list allocator with
 reference counts, and separate block pools for layers with different attention spans.
 
+Two tiers live on the device. Hot: full-precision blocks, always the attention sinks (the first
+`sink_tokens`) and the recent `hot_window` tokens. Warm (with `CacheConfig.warm_budget`): older
+full blocks of the global-attention layers, INT8 with a float32 scale per (block, kv head) and
+per-block key min/max summaries for sparse decode; `demote` moves them, and attention reads them
+in place through the block table (entry <= -2 is warm block -entry - 2; see kernels/__init__.py).
+
 Layers are grouped by their sliding window (Gemma 3: one group of global layers, one of 512-token
 sliding layers). Each group has its own pool tensor [layers_in_group, num_blocks, block_size,
 kv_heads, head_dim] for K and for V, its own allocator, and each sequence its own block table in
 that group. A sliding group frees the blocks its window can no longer see, so its need per
 sequence is bounded by (window + prefill chunk) whatever the context length.
 
-Reference counts let a block be shared by several sequences (prefix sharing, a later issue): a
-block returns to the free list when its count reaches zero.
+Reference counts let a block be shared by several sequences (prefix sharing, engine.prefix_cache):
+a block returns to the free list when its count reaches zero, keeping its contents until reused.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections import deque
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from engine.config import ModelConfig
 from engine.errors import CacheFullError
+from kernels import dispatch
 
 
 @dataclass
@@ -37,26 +45,55 @@ class CacheConfig:
     max_num_seqs: int = 4
     max_model_len: int | None = None  # None: the model's max_position_embeddings
     max_prefill_chunk: int = 1024
+    # Warm tier (INT8 pages read directly by attention); see PagedKVCache.demote.
+    warm_budget: int | None = None  # bytes of INT8 warm pages over all groups; None or 0: no warm tier
+    hot_window: int = 1024  # most recent tokens kept at full precision
+    sink_tokens: int = 16  # first tokens kept at full precision (attention sinks), rounded up to blocks
+    sparse_top_k: int | None = None  # Quest-style sparse decode: warm blocks kept per query; None: dense
+    # Cold tier (engine.block_store, used by engine.prefix_cache): prefixes at chunk boundaries.
+    host_cache_bytes: int = 0  # host memory for cold blocks (pinned on CUDA); 0: none
+    disk_cache_dir: str | None = None  # on-disk block store (survives restarts); None: none
+    disk_cache_bytes: int = 8 * 2**30  # the disk store never grows past this
 
 
 class BlockAllocator:
-    """Free list of block ids with reference counts."""
+    """Free list of block ids with reference counts, in least-recently-freed order.
+
+    A block whose count drops to zero goes to the back of the free list but keeps its contents: the
+    prefix cache may still map a hash to it (a "cached-free" block) and `take` it back. `allocate`
+    pops from the front, so the block freed longest ago is reused first (LRU eviction of cached
+    prefixes); `on_reuse(block)` is called when a block is handed out again, so the prefix cache can
+    forget what the block held.
+    """
 
     def __init__(self, num_blocks: int) -> None:
         self.num_blocks = num_blocks
         self.ref_counts = [0] * num_blocks
-        self.free: deque[int] = deque(range(num_blocks))
+        self.free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
+        self.on_reuse: Callable[[int], None] | None = None
 
     @property
     def num_free(self) -> int:
         return len(self.free)
 
+    @property
+    def num_used(self) -> int:
+        return self.num_blocks - len(self.free)
+
     def allocate(self) -> int:
         if not self.free:
             raise CacheFullError(f"KV cache full: all {self.num_blocks} blocks are in use")
-        block = self.free.popleft()
+        block, _ = self.free.popitem(last=False)
         self.ref_counts[block] = 1
+        if self.on_reuse is not None:
+            self.on_reuse(block)
         return block
+
+    def take(self, block: int) -> None:
+        """Share `block`: incref it, taking it off the free list if it was cached-free."""
+        if self.ref_counts[block] == 0:
+            del self.free[block]
+        self.ref_counts[block] += 1
 
     def incref(self, block: int) -> None:
         if self.ref_counts[block] <= 0:
@@ -68,12 +105,49 @@ class BlockAllocator:
             raise ValueError(f"block {block} freed twice")
         self.ref_counts[block] -= 1
         if self.ref_counts[block] == 0:
-            self.free.append(block)
+            self.free[block] = None
+
+
+@dataclass
+class WarmPool:
+    """The INT8 warm pages of one layer group. Block w of layer j holds K as kq[j, w] * ks[j, w]
+    (one float32 scale per kv head: absmax / 127 over the block's tokens and dims), V likewise,
+    and the key summaries for sparse decode: kmin/kmax[j, w, h] = the elementwise min / max over
+    the block's tokens of the INT8 keys (multiply by ks[j, w, h] for the dequantised keys' bounds;
+    kept in INT8 so they cost 2/block_size bytes per token and element, not 8/block_size)."""
+
+    num_blocks: int
+    allocator: BlockAllocator
+    kq: torch.Tensor  # int8 [layers, num_warm, block_size, kv_heads, head_dim]
+    vq: torch.Tensor
+    ks: torch.Tensor  # float32 [layers, num_warm, kv_heads]
+    vs: torch.Tensor
+    kmin: torch.Tensor  # int8 [layers, num_warm, kv_heads, head_dim]
+    kmax: torch.Tensor
+
+
+@dataclass
+class WarmPages:
+    """One layer's slice of a warm pool, as attention reads it (shapes without the layer axis);
+    a block table entry e <= -2 names warm block w = -e - 2."""
+
+    kq: torch.Tensor  # int8 [num_warm, block_size, kv_heads, head_dim]
+    vq: torch.Tensor
+    ks: torch.Tensor  # float32 [num_warm, kv_heads]
+    vs: torch.Tensor
+    kmin: torch.Tensor  # int8 [num_warm, kv_heads, head_dim], in units of ks
+    kmax: torch.Tensor
+
+
+def warm_entry(w: int) -> int:
+    """Block table entry of warm block w."""
+    return -w - 2
 
 
 @dataclass
 class CacheGroup:
-    """Layers sharing one attention span, with their block pool."""
+    """Layers sharing one attention span, with their block pool (and, for global layers with a warm
+    budget, their INT8 warm pool)."""
 
     window: int | None
     layers: list[int]
@@ -81,6 +155,7 @@ class CacheGroup:
     allocator: BlockAllocator
     k: torch.Tensor  # [len(layers), num_blocks, block_size, kv_heads, head_dim]
     v: torch.Tensor
+    warm: WarmPool | None = None
 
     def blocks_per_seq(self, tokens: int, block_size: int, chunk: int) -> int:
         """Blocks one sequence of `tokens` tokens holds at most in this group."""
@@ -164,6 +239,125 @@ class PagedKVCache:
             for j, layer in enumerate(ls):
                 self.layer_slot[layer] = (gi, j)
         self.bytes = sum(g.k.numel() * 2 * elem for g in self.groups)
+        self._init_warm(config, cache, device)
+
+    # --- warm tier -------------------------------------------------------------------------------
+    def _init_warm(self, config: ModelConfig, cache: CacheConfig, device: torch.device) -> None:
+        """Give the global groups an INT8 warm pool from `cache.warm_budget` bytes (sliding groups
+        never hold blocks older than their window, so they need none)."""
+        bs = self.block_size
+        self.sink_blocks = -(-max(0, cache.sink_tokens) // bs)
+        self.hot_window = max(0, cache.hot_window)
+        self.sparse_top_k = cache.sparse_top_k
+        self.warm_bytes = 0
+        kvh, d = config.num_kv_heads, config.head_dim
+        # per block and layer: int8 K and V, two float32 scales per head, int8 min and max of K
+        self.warm_block_layer_bytes = 2 * bs * kvh * d + 2 * kvh * 4 + 2 * kvh * d
+        warm_groups = [g for g in self.groups if g.window is None]
+        layers = sum(len(g.layers) for g in warm_groups)
+        if not cache.warm_budget or not layers:
+            return
+        n = int(cache.warm_budget) // (layers * self.warm_block_layer_bytes)
+        if n <= 0:
+            return
+        for g in warm_groups:
+            nl = len(g.layers)
+            g.warm = WarmPool(
+                n,
+                BlockAllocator(n),
+                torch.empty((nl, n, bs, kvh, d), dtype=torch.int8, device=device),
+                torch.empty((nl, n, bs, kvh, d), dtype=torch.int8, device=device),
+                torch.empty((nl, n, kvh), dtype=torch.float32, device=device),
+                torch.empty((nl, n, kvh), dtype=torch.float32, device=device),
+                torch.empty((nl, n, kvh, d), dtype=torch.int8, device=device),
+                torch.empty((nl, n, kvh, d), dtype=torch.int8, device=device),
+            )
+            self.warm_bytes += n * nl * self.warm_block_layer_bytes
+
+    @property
+    def has_warm(self) -> bool:
+        return any(g.warm is not None for g in self.groups)
+
+    def layer_warm(self, layer: int) -> WarmPages | None:
+        """The warm pages of `layer` (None when its group has no warm pool)."""
+        gi, j = self.layer_slot[layer]
+        w = self.groups[gi].warm
+        if w is None:
+            return None
+        return WarmPages(w.kq[j], w.vq[j], w.ks[j], w.vs[j], w.kmin[j], w.kmax[j])
+
+    def demotable(self, table: list[int], num_tokens: int) -> list[int]:
+        """Logical blocks of a table that `demote` would move: hot, full, past the sink blocks and
+        wholly before the last `hot_window` tokens."""
+        limit = min(len(table), max(0, num_tokens - self.hot_window) // self.block_size)
+        return [b for b in range(self.sink_blocks, limit) if table[b] >= 0]
+
+    def demote(self, tables: list[list[int]], num_tokens: int) -> int:
+        """Move a sequence's old blocks to the warm tier; return how many blocks moved.
+
+        Every full block outside the sinks and the hot window is quantised into a newly allocated
+        warm block (INT8, a scale per kv head, key min/max summaries), its table entry becomes
+        -(w + 2) and its hot block is decref'd (never overwritten: it may be shared). When the warm
+        pool has no free block the rest stay hot (oldest blocks move first). No-op without a warm
+        pool."""
+        moved = 0
+        for g, table in zip(self.groups, tables, strict=True):
+            if g.warm is None:
+                continue
+            blocks = self.demotable(table, num_tokens)[: g.warm.allocator.num_free]
+            if not blocks:
+                continue
+            wp = g.warm
+            warm_ids = [wp.allocator.allocate() for _ in blocks]
+            dev = g.k.device
+            hot = torch.tensor([table[b] for b in blocks], dtype=torch.long, device=dev)
+            dst = torch.tensor(warm_ids, dtype=torch.long, device=dev)
+            nl = len(g.layers)
+            for src, q_pool, s_pool in ((g.k, wp.kq, wp.ks), (g.v, wp.vq, wp.vs)):
+                x = src.index_select(1, hot).flatten(0, 1)  # [layers * n, bs, kvh, d]
+                q, sc = dispatch.quantize_blocks(x)
+                q = q.view(nl, len(blocks), *q.shape[1:])
+                q_pool.index_copy_(1, dst, q)
+                s_pool.index_copy_(1, dst, sc.view(nl, len(blocks), -1))
+                if src is g.k:
+                    wp.kmin.index_copy_(1, dst, q.amin(dim=2))
+                    wp.kmax.index_copy_(1, dst, q.amax(dim=2))
+            for b, w in zip(blocks, warm_ids, strict=True):
+                g.allocator.decref(table[b])
+                table[b] = warm_entry(w)
+            moved += len(blocks)
+        return moved
+
+    def _decref_entry(self, g: CacheGroup, e: int) -> None:
+        if e >= 0:
+            g.allocator.decref(e)
+        elif e <= -2:
+            g.warm.allocator.decref(-e - 2)
+
+    # --- counters --------------------------------------------------------------------------------
+    def blocks_per_tier(self) -> dict[str, list[int]]:
+        """Blocks in use and in total per tier, one list entry per group (warm 0/0 without a pool)."""
+        return {
+            "hot_used": [g.num_blocks - g.allocator.num_free for g in self.groups],
+            "hot_total": [g.num_blocks for g in self.groups],
+            "warm_used": [g.warm.num_blocks - g.warm.allocator.num_free if g.warm else 0 for g in self.groups],
+            "warm_total": [g.warm.num_blocks if g.warm else 0 for g in self.groups],
+        }
+
+    def kv_bytes(self, tables: list[list[int]], hot_elem_size: int | None = None) -> dict[str, int]:
+        """Bytes of KV that a sequence's block tables hold: {"hot", "warm", "total"}, over all layers.
+        `hot_elem_size` counts hot blocks as if the pool had that element size (2: bf16)."""
+        elem = hot_elem_size or self.groups[0].k.element_size()
+        hot = warm = 0
+        for g, table in zip(self.groups, tables, strict=True):
+            per_hot = 2 * self.block_size * g.k.shape[3] * g.k.shape[4] * elem * len(g.layers)
+            hot += sum(1 for e in table if e >= 0) * per_hot
+            warm += sum(1 for e in table if e <= -2) * self.warm_block_layer_bytes * len(g.layers)
+        return {"hot": hot, "warm": warm, "total": hot + warm}
+
+    def kv_bytes_per_token(self, tables: list[list[int]], num_tokens: int, hot_elem_size: int | None = None) -> float:
+        """KV bytes a sequence of `num_tokens` cached tokens holds, per token (see `kv_bytes`)."""
+        return self.kv_bytes(tables, hot_elem_size)["total"] / max(1, num_tokens)
 
     # --- per layer -------------------------------------------------------------------------------
     def layer_cache(self, layer: int) -> tuple[int, torch.Tensor, torch.Tensor]:
@@ -212,13 +406,31 @@ class PagedKVCache:
                 continue
             first_visible = num_tokens - g.window + 1  # the next query is at position num_tokens
             for b in range(min(len(table), max(0, first_visible) // bs)):
-                if table[b] >= 0:
-                    g.allocator.decref(table[b])
+                if table[b] != -1:
+                    self._decref_entry(g, table[b])
                     table[b] = -1
 
     def free(self, tables: list[list[int]]) -> None:
         for g, table in zip(self.groups, tables, strict=True):
             for b in table:
-                if b >= 0:
-                    g.allocator.decref(b)
+                self._decref_entry(g, b)
             table.clear()
+
+    # --- swap (scheduler preemption) -------------------------------------------------------------
+    def save_warm(self, gi: int, warm_ids: list[int]) -> dict[str, torch.Tensor]:
+        """Host copies of warm blocks `warm_ids` of group gi (INT8 pages, scales, key summaries),
+        which are then freed by the caller's `free`."""
+        wp = self.groups[gi].warm
+        idx = torch.tensor(warm_ids, dtype=torch.long, device=wp.kq.device)
+        return {name: getattr(wp, name).index_select(1, idx).to("cpu")
+                for name in ("kq", "vq", "ks", "vs", "kmin", "kmax")}
+
+    def load_warm(self, gi: int, saved: dict[str, torch.Tensor]) -> list[int]:
+        """Copy saved warm blocks back into newly allocated warm blocks; return their ids."""
+        wp = self.groups[gi].warm
+        n = saved["kq"].shape[1]
+        ids = [wp.allocator.allocate() for _ in range(n)]
+        idx = torch.tensor(ids, dtype=torch.long, device=wp.kq.device)
+        for name, t in saved.items():
+            getattr(wp, name).index_copy_(1, idx, t.to(wp.kq.device))
+        return ids

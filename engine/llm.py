@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections import deque
+import time
 from collections.abc import Iterator
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
@@ -18,12 +18,16 @@ from pathlib import Path
 
 import torch
 
-from engine.attention import AttentionBackend, TorchAttentionBackend
+from engine.attention import AttentionBackend
+from engine.attention_triton import default_backend
 from engine.context import Capture
 from engine.errors import CacheFullError, ContextLengthError, EngineError
 from engine.kv_cache import CacheConfig, PagedKVCache
+from engine.prefix_cache import PrefixCache
+from engine.prefix_hash import model_fingerprint, weights_digest
 from engine.runner import ModelRunner
-from engine.sampling import SamplingParams, sample_token
+from engine.sampling import SamplingParams, sample_batch
+from engine.scheduler import Scheduler, SchedulerConfig, SchedulerCounters
 from engine.sequence import Sequence
 
 log = logging.getLogger(__name__)
@@ -40,6 +44,8 @@ class GenerationOutput:
     token_ids: list[int]
     text: str
     finish_reason: str  # "eos" | "stop" | "length"
+    cached_tokens: int = 0  # prompt tokens whose K/V came from the prefix cache
+    metrics: dict = field(default_factory=dict)  # ttft_s, itl_mean_s, tokens_per_s, ...
 
 
 @dataclass
@@ -106,8 +112,11 @@ class LLM:
     """A loaded model with its paged KV cache.
 
     model: a GGUF file, a local HF folder, or None for the packaged default (Gemma 3 270M).
+    scheduler: batching, admission watermark, preemption and prefix caching (SchedulerConfig).
     device: "cpu", "cuda" (or None: CUDA if available). dtype: float32 / bfloat16 / float16
     (None: bfloat16 on CUDA, float32 on CPU). cache: KV cache sizing (CacheConfig).
+    backend: attention backend (None: Triton on CUDA, the torch reference elsewhere).
+    cuda_graphs: replay decode steps from CUDA graphs (None: on where they can run; engine/cuda_graph.py).
     """
 
     def __init__(
@@ -118,6 +127,8 @@ class LLM:
         cache: CacheConfig | None = None,
         backend: AttentionBackend | None = None,
         max_model_len: int | None = None,
+        cuda_graphs: bool | None = None,
+        scheduler: SchedulerConfig | None = None,
     ) -> None:
         from engine.loader import load_model
         from engine.paths import default_model_path
@@ -126,6 +137,8 @@ class LLM:
         self.dtype = resolve_dtype(dtype, self.device)
         self.model_path = Path(model) if model is not None else default_model_path()
         self.model, self.config, self.tokenizer = load_model(self.model_path, self.device, self.dtype)
+        self.cuda_graphs = cuda_graphs  # None: on for CUDA with the Triton backend (engine/cuda_graph.py)
+        self.scheduler_config = scheduler or SchedulerConfig()
         self._init_cache(cache, backend, max_model_len)
 
     def _init_cache(self, cache: CacheConfig | None, backend: AttentionBackend | None, max_model_len: int | None) -> None:
@@ -135,9 +148,34 @@ class LLM:
         self.max_model_len = self.cache_config.max_model_len or self.config.max_position_embeddings
         self.cache_config.max_model_len = self.max_model_len
         self.kv = PagedKVCache(self.config, self.cache_config, self.device, self.dtype)
-        self.backend = backend or TorchAttentionBackend()
+        self.backend = backend or default_backend(self.device)
         self.runner = ModelRunner(self.model, self.kv, self.backend, self.device)
+        from engine.cuda_graph import attach_graphs
+
+        attach_graphs(self.runner, getattr(self, "cuda_graphs", None))
         self._ids = itertools.count()
+        self.fingerprint = model_fingerprint(self.config, weights_digest(self.model_path), str(self.dtype))
+        self.prefix = PrefixCache(
+            self.kv, self.fingerprint, self.cache_config.max_prefill_chunk, cold=self._make_cold_tier()
+        )
+        self.runner.on_computed = self.prefix.register
+        self.sched_counters = SchedulerCounters()
+
+    def clear_prefix_cache(self) -> None:
+        """Drop every reusable prefix block held on the device (the cold tier stays)."""
+        self.prefix.clear()
+
+    def _make_cold_tier(self):
+        c = self.cache_config
+        if not c.host_cache_bytes and not c.disk_cache_dir:
+            return None
+        from engine.block_store import ColdTier, DiskStore, HostStore
+
+        host = HostStore(c.host_cache_bytes, pin=self.device.type == "cuda") if c.host_cache_bytes else None
+        disk = DiskStore(Path(c.disk_cache_dir), c.disk_cache_bytes) if c.disk_cache_dir else None
+        if host is None and disk is None:
+            return None
+        return ColdTier(host, disk)
 
     # ------------------------------------------------------------------ tokens
     def _need_tokenizer(self) -> None:
@@ -172,10 +210,7 @@ class LLM:
         seqs = self._make_seqs(prompts, params)
         for _ in self._run(seqs):
             pass
-        return [
-            GenerationOutput(s.prompt, s.prompt_ids, list(s.output_ids), s.text, s.finish_reason or "length")
-            for s in seqs
-        ]
+        return [self._output(s) for s in seqs]
 
     def stream(self, prompts: Prompt | Seq[Prompt], params: SamplingParams | None = None) -> Iterator[StreamDelta]:
         """Generate, yielding text/token deltas as they are produced (`index` says which prompt)."""
@@ -191,8 +226,13 @@ class LLM:
         seqs[0].prompt = text
         for _ in self._run(seqs):
             pass
-        s = seqs[0]
-        return GenerationOutput(text, s.prompt_ids, list(s.output_ids), s.text, s.finish_reason or "length")
+        return self._output(seqs[0])
+
+    def _output(self, s: Sequence) -> GenerationOutput:
+        return GenerationOutput(
+            s.prompt, s.prompt_ids, list(s.output_ids), s.text, s.finish_reason or "length",
+            cached_tokens=s.cached_tokens, metrics=s.metrics(),
+        )
 
     def _make_seqs(self, prompts: Prompt | Seq[Prompt], params: SamplingParams | None) -> list[Sequence]:
         params = params or SamplingParams()
@@ -212,59 +252,74 @@ class LLM:
             seqs.append(Sequence(next(self._ids), ids, params, p if isinstance(p, str) else None, generator=gen))
         return seqs
 
-    def _fits(self, seq: Sequence, reserved: list[int]) -> bool:
-        total = min(seq.num_tokens + seq.params.max_tokens, self.max_model_len)
-        need = self.kv.blocks_needed(total)
-        return all(n <= g.num_blocks - r for n, g, r in zip(need, self.kv.groups, reserved, strict=True))
-
     def _run(self, seqs: list[Sequence]) -> Iterator[StreamDelta]:
-        index = {s.seq_id: i for i, s in enumerate(seqs)}
-        waiting: deque[Sequence] = deque(s for s in seqs if not self._finish_if_done(s))
-        running: list[Sequence] = []
-        reserved = [0] * len(self.kv.groups)
-        holds: dict[int, list[int]] = {}
+        """Drive the scheduler until every sequence has finished; yield a delta per new token.
+        Identical deterministic requests (same tokens, same greedy or seeded params) are computed
+        once and their results copied to every duplicate."""
+        index: dict[int, int] = {s.seq_id: i for i, s in enumerate(seqs)}
+        unique: dict[tuple, Sequence] = {}
+        copies: dict[int, list[Sequence]] = {}
+        sched = Scheduler(
+            self.kv, self.scheduler_config, self.cache_config.max_num_seqs, self.cache_config.max_prefill_chunk,
+            prefix=self.prefix if self.scheduler_config.prefix_caching else None,
+        )
+        sched.counters = self.sched_counters
+        now = time.perf_counter()
+        for s in seqs:
+            s.arrival = now
+            if self._finish_if_done(s):
+                continue
+            key = (tuple(s.prompt_ids), repr(s.params)) if (s.params.greedy or s.params.seed is not None) else None
+            if key is not None and key in unique:
+                copies.setdefault(unique[key].seq_id, []).append(s)
+                continue
+            if key is not None:
+                unique[key] = s
+            sched.add(s)
         eos = set(self.config.eos_token_ids)
-        chunk = self.cache_config.max_prefill_chunk
         try:
-            while waiting or running:
-                while waiting and len(running) < self.cache_config.max_num_seqs and self._fits(waiting[0], reserved):
-                    s = waiting.popleft()
-                    s.tables = self.kv.new_tables()
-                    s.rope_seq_len = len(s.prompt_ids)
-                    need = self.kv.blocks_needed(min(s.num_tokens + s.params.max_tokens, self.max_model_len))
-                    holds[s.seq_id] = need
-                    reserved = [r + n for r, n in zip(reserved, need, strict=True)]
-                    running.append(s)
-                if not running:
-                    raise CacheFullError(
-                        f"KV cache too small for a request of {waiting[0].num_tokens} prompt tokens + "
-                        f"{waiting[0].params.max_tokens} new tokens; raise the cache memory budget or lower max_tokens"
-                    )
-                pre = [s for s in running if s.prefilling]
-                if pre:
-                    s = pre[0]
-                    n = min(chunk, len(s.prompt_ids) - s.num_cached)
-                    hidden = self.runner.forward([(s, n)], [])
-                    if s.prefilling:
-                        continue
-                    stepped, rows = [s], hidden[-1:]
-                else:
-                    stepped = list(running)
-                    rows = self.runner.forward([], stepped)
-                logits = self.model.logits(rows)
-                for i, s in enumerate(stepped):
-                    tok = sample_token(logits[i], s.params, s.all_ids, s.generator)
+            while sched.has_work:
+                batch = sched.schedule()
+                hidden = self.runner.forward(batch.prefills, batch.decodes)
+                rows, stepped = [], []
+                off = 0
+                for s, n in batch.prefills:
+                    off += n
+                    if s.num_cached == s.num_tokens:  # the prompt is complete: sample its first token
+                        rows.append(off - 1)
+                        stepped.append(s)
+                for i, s in enumerate(batch.decodes):
+                    rows.append(off + i)
+                    stepped.append(s)
+                for s in [p for p, _ in batch.prefills] + batch.decodes:
+                    self.kv.demote(s.tables, s.num_cached)
+                if not stepped:
+                    continue
+                logits = self.model.logits(hidden[rows])
+                toks = sample_batch(logits, [s.params for s in stepped], [s.all_ids for s in stepped],
+                                    [s.generator for s in stepped])
+                t = time.perf_counter()
+                for s, tok in zip(stepped, toks, strict=True):
                     s.output_ids.append(tok)
+                    if s.first_token_time is None:
+                        s.first_token_time = t
+                    s.token_times.append(t)
                     self._update_text(s, tok, eos)
                     delta = self._delta(s)
-                    yield StreamDelta(index[s.seq_id], delta, [tok], s.finished, s.finish_reason)
+                    for c in [s] + copies.get(s.seq_id, []):
+                        if c is not s:
+                            self._copy_state(s, c)
+                        yield StreamDelta(index[c.seq_id], delta, [tok], s.finished, s.finish_reason)
                     if s.finished:
-                        self.kv.free(s.tables)
-                        reserved = [r - n for r, n in zip(reserved, holds.pop(s.seq_id), strict=True)]
-                        running.remove(s)
+                        sched.finish(s)
         finally:
-            for s in running:
-                self.kv.free(s.tables)
+            sched.abort_all()
+
+    @staticmethod
+    def _copy_state(src: Sequence, dst: Sequence) -> None:
+        dst.output_ids = list(src.output_ids)
+        dst.text, dst.emitted, dst.finish_reason = src.text, src.emitted, src.finish_reason
+        dst.cached_tokens, dst.first_token_time, dst.token_times = src.cached_tokens, src.first_token_time, list(src.token_times)
 
     def _finish_if_done(self, s: Sequence) -> bool:
         if s.params.max_tokens == 0:
@@ -300,6 +355,10 @@ class LLM:
         return out
 
     # ------------------------------------------------------------------ prefill helper
+    def _free_seq(self, seq: Sequence) -> None:
+        self.kv.free(seq.tables)
+        self.prefix.release(seq)
+
     def _prefill_collect(
         self, ids: list[int], rows_from: int, capture_layers: set[int] | None = None
     ) -> tuple[Sequence, torch.Tensor, list[Capture]]:
@@ -311,7 +370,7 @@ class LLM:
         seq.rope_seq_len = len(ids)
         need = self.kv.blocks_needed(len(ids))
         if any(n > f for n, f in zip(need, self.kv.num_free(), strict=True)):
-            self.kv.free(seq.tables)
+            self._free_seq(seq)
             raise CacheFullError(f"KV cache has no room for {len(ids)} tokens; raise the cache memory budget")
         hiddens, captures = [], []
         chunk = self.cache_config.max_prefill_chunk
@@ -329,7 +388,7 @@ class LLM:
                 if cap is not None:
                     captures.append(cap)
         except BaseException:
-            self.kv.free(seq.tables)
+            self._free_seq(seq)
             raise
         return seq, torch.cat(hiddens) if hiddens else torch.empty(0), captures
 
@@ -347,7 +406,7 @@ class LLM:
             seq, hidden, _ = self._prefill_collect(ids, 0 if last is None else max(0, len(ids) - last))
         finally:
             self.cache_config.max_prefill_chunk = saved
-        self.kv.free(seq.tables)
+        self._free_seq(seq)
         return self.model.logits(hidden)
 
     # ------------------------------------------------------------------ scoring
@@ -361,7 +420,7 @@ class LLM:
             raise EngineError("score() needs a non-empty prompt and continuation")
         ids = p_ids + c_ids
         seq, hidden, _ = self._prefill_collect(ids, len(p_ids) - 1)
-        self.kv.free(seq.tables)
+        self._free_seq(seq)
         hidden = hidden[: len(c_ids)]
         target = torch.tensor(c_ids, device=hidden.device)
         out = []
@@ -419,7 +478,7 @@ class LLM:
                 token_mass += probs.mean(1).cpu()
             token_mass /= len(layers)
         finally:
-            self.kv.free(seq.tables)
+            self._free_seq(seq)
         results, cols = [], []
         for a, b in spans:
             toks = [i for i, (s, e) in enumerate(enc.offsets) if e > s and s < b and e > a]

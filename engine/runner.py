@@ -3,6 +3,8 @@ flat batch, allocates cache slots, builds the ForwardContext and runs the model.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from engine.attention import AttentionBackend
@@ -16,6 +18,8 @@ class ModelRunner:
     def __init__(self, model: CausalLM, cache: PagedKVCache, backend: AttentionBackend, device: torch.device) -> None:
         self.model, self.cache, self.backend, self.device = model, cache, backend, device
         self.dynamic_rope = any(r.rope_type == "dynamic" for r in model.config.layer_ropes)
+        self.graphs = None  # CudaGraphRunner for decode steps (engine/cuda_graph.py), set by attach_graphs
+        self.on_computed: Callable[[Sequence], None] | None = None  # set by the LLM: prefix cache
 
     @torch.inference_mode()
     def forward(
@@ -23,6 +27,13 @@ class ModelRunner:
     ) -> torch.Tensor:
         """Run prefill chunks (sequence, n new prompt tokens) then one decode token per sequence in
         `decodes`; return the final hidden states of every row [T, hidden] (prefill rows first)."""
+        # --- CUDA graph hook (engine/cuda_graph.py): a decode-only step replays a captured graph;
+        # run() returns None (having done nothing) for any step it does not cover.
+        if self.graphs is not None and not prefills and capture is None:
+            hidden = self.graphs.run(decodes)
+            if hidden is not None:
+                return hidden
+        # --- end of hook
         dev = self.device
         ids: list[int] = []
         pos: list[int] = []
@@ -76,8 +87,16 @@ class ModelRunner:
         )
         for seq, n in prefills:
             seq.num_cached += n
-            self.cache.release_out_of_window(seq.tables, seq.num_cached)
         for seq in decodes:
             seq.num_cached += 1
-            self.cache.release_out_of_window(seq.tables, seq.num_cached)
+        self.after_forward([s for s, _ in prefills] + list(decodes))
         return hidden
+
+    def after_forward(self, seqs: list[Sequence]) -> None:
+        """Tell the prefix cache which blocks are complete (`on_computed`), then free the blocks
+        the sliding windows no longer see (in that order: a sliding block must be indexed before it
+        is freed, so a later request can take it back)."""
+        for seq in seqs:
+            if self.on_computed is not None:
+                self.on_computed(seq)
+            self.cache.release_out_of_window(seq.tables, seq.num_cached)
