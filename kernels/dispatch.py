@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -35,9 +37,28 @@ def paged_prefill(q, k_cache, v_cache, block_table, **kw):
     return fn(q, k_cache, v_cache, block_table, **kw)
 
 
+_STATIC_MAX_KV_LEN: list[int] = []
+
+
+@contextmanager
+def static_max_kv_len(n: int) -> Iterator[None]:
+    """Inside this block, Triton decode calls that are not given `max_kv_len` use `n` (an upper
+    bound of every kv_len of the calls): the kernel then sizes its context splits without reading
+    kv_lens back to the host, so the call can be captured in a CUDA graph (engine/cuda_graph.py)
+    whatever backend code sits between the graph runner and this dispatch."""
+    _STATIC_MAX_KV_LEN.append(int(n))
+    try:
+        yield
+    finally:
+        _STATIC_MAX_KV_LEN.pop()
+
+
 def paged_decode(q, k_cache, v_cache, block_tables, kv_lens, **kw):
     if use_triton(q.device):
         from kernels.paged_attention import paged_decode as fn
+
+        if kw.get("max_kv_len") is None and _STATIC_MAX_KV_LEN:
+            kw["max_kv_len"] = _STATIC_MAX_KV_LEN[-1]
     else:
         kw.pop("num_splits", None)
         kw.pop("max_kv_len", None)

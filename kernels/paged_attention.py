@@ -239,34 +239,53 @@ def _decode_split_kernel(
         entry = tl.load(TABLES + seq * max_blocks + kpos // BS, mask=kpos < b_end * BS, other=-1)
         slot = kpos % BS
         hot = in_range & (entry >= 0)
-        k = tl.load(K + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
-                    mask=hot[:, None] & dim_ok[None, :], other=0.0)
-        v = tl.load(V + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
-                    mask=hot[:, None] & dim_ok[None, :], other=0.0)
-        if UPCAST:
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
-        valid = hot
         if HAS_INT8:
+            # INT8 pages: the scale is per (block, head), i.e. per key, so it factors out of both
+            # dots: s = (q . kq) * ks and p @ (vq * vs) = (p * vs) @ vq. The int8 values go to the
+            # dot as they are (exact in bf16/fp16), no per-element dequantisation; each kind of
+            # page is loaded only when the tile holds one (a uniform branch per tile).
             warm = in_range & (entry <= -2)
+            n_hot = tl.sum(hot.to(tl.int32), axis=0)
+            n_warm = tl.sum(warm.to(tl.int32), axis=0)
             widx = tl.where(warm, -entry - 2, 0)
-            ks = tl.load(KS + widx * stride_sb + kvh, mask=warm, other=0.0)
-            vs = tl.load(VS + widx * stride_sb + kvh, mask=warm, other=0.0)
-            kq = tl.load(KQ + widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :],
-                         mask=warm[:, None] & dim_ok[None, :], other=0).to(tl.float32)
-            vq = tl.load(VQ + widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :],
-                         mask=warm[:, None] & dim_ok[None, :], other=0).to(tl.float32)
-            k = tl.where(warm[:, None], (kq * ks[:, None]).to(k.dtype), k)
-            v = tl.where(warm[:, None], (vq * vs[:, None]).to(v.dtype), v)
+            s = tl.zeros([GROUP_PAD, BLOCK_N], tl.float32)
+            if n_hot > 0:
+                k = tl.load(K + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
+                            mask=hot[:, None] & dim_ok[None, :], other=0.0)
+                s += tl.dot(q, tl.trans(k.to(q.dtype)))
+            if n_warm > 0:
+                ks = tl.load(KS + widx * stride_sb + kvh, mask=warm, other=0.0)
+                kq = tl.load(KQ + widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :],
+                             mask=warm[:, None] & dim_ok[None, :], other=0)
+                s += tl.dot(q, tl.trans(kq.to(q.dtype))) * ks[None, :]
+            s = _log2_scores(s, scale, SOFTCAP, HAS_SOFTCAP)
             valid = hot | warm
-        s = _log2_scores(tl.dot(q, tl.trans(k)), scale, SOFTCAP, HAS_SOFTCAP)  # [GROUP_PAD, BLOCK_N], fp32 accumulation
+        else:
+            k = tl.load(K + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
+                        mask=hot[:, None] & dim_ok[None, :], other=0.0)
+            s = _log2_scores(tl.dot(q, tl.trans(k.to(q.dtype))), scale, SOFTCAP, HAS_SOFTCAP)  # fp32 accumulation
+            valid = hot
         s = tl.where(valid[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         alpha = tl.exp2(m_i - m_safe)
         p = tl.exp2(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        acc = acc * alpha[:, None]
+        if HAS_INT8:
+            if n_hot > 0:
+                v = tl.load(V + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
+                            mask=hot[:, None] & dim_ok[None, :], other=0.0)
+                acc += tl.dot(p.to(q.dtype), v.to(q.dtype))  # non-hot rows of v load as 0
+            if n_warm > 0:
+                vs = tl.load(VS + widx * stride_sb + kvh, mask=warm, other=0.0)
+                vq = tl.load(VQ + widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :],
+                             mask=warm[:, None] & dim_ok[None, :], other=0)
+                acc += tl.dot((p * vs[None, :]).to(q.dtype), vq.to(q.dtype))
+        else:
+            v = tl.load(V + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
+                        mask=hot[:, None] & dim_ok[None, :], other=0.0)
+            acc += tl.dot(p.to(q.dtype), v.to(q.dtype))
         m_i = m_new
     l_safe = tl.where(l_i > 0, l_i, 1.0)
     out = acc / l_safe[:, None]
