@@ -28,6 +28,7 @@ back into fresh device blocks.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 from dataclasses import dataclass
 
@@ -186,107 +187,111 @@ class PrefixCache:
         return [len(m) for m in self.maps]
 
     # ------------------------------------------------------------------ cold tier
-    def _cold_key(self, seq: Sequence, p: int) -> str:
+    # Entry "chunk ending at p" (key: hash of the block ending at p) holds the global groups' blocks
+    # of that chunk; entry "window at p" (key derived from the same hash) holds what each sliding
+    # group's window sees at p. A resume at q needs every chunk entry up to q and the window at q.
+    def _chunk_key(self, seq: Sequence, p: int) -> str:
         return seq.block_hashes[p // self.bs - 1]
 
+    def _window_key(self, seq: Sequence, p: int) -> str:
+        return hashlib.sha256(b"window:" + bytes.fromhex(self._chunk_key(seq, p))).hexdigest()
+
     def _persist(self, seq: Sequence, lo: int, hi: int) -> None:
-        """Write the chunk boundaries in (lo, hi] of the prompt to the cold tier: for the global
-        groups the chunk's blocks, for sliding groups the blocks the window sees at the boundary
-        (only for the last `persist_boundaries` boundaries of the prompt: they are what a next
-        question over the same document resumes from, and they are window-sized each)."""
+        """Write the chunk boundaries in (lo, hi] of the prompt to the cold tier: the chunk's global
+        blocks, and, for the last `persist_boundaries` boundaries of the prompt only, the sliding
+        windows there (what a next question over the same document resumes from; window-sized
+        each, so storing one per boundary would multiply the bytes by the sliding layer count)."""
         prompt_end = (seq.prefill_len // self.chunk) * self.chunk
         first = (lo // self.chunk + 1) * self.chunk
+        sliding = [gi for gi, g in enumerate(self.kv.groups) if g.window is not None]
+        glob = [gi for gi, g in enumerate(self.kv.groups) if g.window is None]
         for p in range(first, min(hi, prompt_end) + 1, self.chunk):
-            key = self._cold_key(seq, p)
-            if self.cold.contains(key):
-                continue
-            with_sliding = p > prompt_end - self.persist_boundaries * self.chunk
-            tensors = self._gather(seq, p, with_sliding)
-            if tensors is None:
-                continue
-            ok = self.cold.put(key, seq.all_ids[:p], tensors, {"tokens": p, "sliding": with_sliding})
-            self.stats.cold_writes += int(bool(ok))
+            tokens = seq.all_ids[:p]
+            key = self._chunk_key(seq, p)
+            if glob and not self.cold.contains(key):
+                t = self._gather(seq, glob, range((p - self.chunk) // self.bs, p // self.bs))
+                if t is not None and self.cold.put(key, tokens, t, fingerprint=self.fingerprint,
+                                                   meta={"kind": "chunk", "tokens": p}, persist=True):
+                    self.stats.cold_writes += 1
+            if sliding and p > prompt_end - self.persist_boundaries * self.chunk:
+                wkey = self._window_key(seq, p)
+                if not self.cold.contains(wkey):
+                    t = self._gather(seq, sliding, None, p)
+                    if t is not None and self.cold.put(wkey, tokens, t, fingerprint=self.fingerprint,
+                                                       meta={"kind": "window", "tokens": p}, persist=True):
+                        self.stats.cold_writes += 1
 
-    def _blocks_for_entry(self, gi: int, p: int, with_sliding: bool) -> range | None:
-        g = self.kv.groups[gi]
-        if g.window is None:
-            return range((p - self.chunk) // self.bs, p // self.bs)
-        return self._needed(gi, p) if with_sliding else None
-
-    def _gather(self, seq: Sequence, p: int, with_sliding: bool) -> dict[str, torch.Tensor] | None:
+    def _gather(self, seq: Sequence, groups: list[int], rng: range | None, p: int = 0) -> dict[str, torch.Tensor] | None:
         out = {}
-        for gi, g in enumerate(self.kv.groups):
-            rng = self._blocks_for_entry(gi, p, with_sliding)
-            if rng is None:
-                continue
-            blocks = [seq.tables[gi][b] for b in rng]
+        for gi in groups:
+            g = self.kv.groups[gi]
+            blocks = [seq.tables[gi][b] for b in (rng if rng is not None else self._needed(gi, p))]
             if any(b < 0 for b in blocks):
-                return None  # a block is warm (INT8) or released: not stored at full precision
+                return None  # a block is warm (INT8) or released: not kept at full precision
             idx = torch.tensor(blocks, dtype=torch.long, device=g.k.device)
-            out[f"g{gi}.k"] = g.k.index_select(1, idx).to("cpu", copy=True)
-            out[f"g{gi}.v"] = g.v.index_select(1, idx).to("cpu", copy=True)
+            out[f"g{gi}.k"] = g.k.index_select(1, idx).to("cpu")
+            out[f"g{gi}.v"] = g.v.index_select(1, idx).to("cpu")
         return out
 
     def _cold_match(self, seq: Sequence, p_dev: int, top: int) -> int:
-        """Longest boundary q > p_dev reachable from the cold tier: every global chunk entry from
-        p_dev.. q present (or on device), and the entry at q holding the sliding blocks."""
-        sliding = any(g.window is not None for g in self.kv.groups)
+        """Longest boundary q > p_dev reachable from the cold tier (unverified: `get` checks)."""
+        has_glob = any(g.window is None for g in self.kv.groups)
+        has_sliding = any(g.window is not None for g in self.kv.groups)
         best = p_dev
         q = p_dev + self.chunk
         while q <= top:
-            key = self._cold_key(seq, q)
-            meta = self.cold.meta(key)
-            if meta is None:
+            if has_glob and not self.cold.contains(self._chunk_key(seq, q)):
                 break
-            if not sliding or meta.get("sliding"):
+            if not has_sliding or self.cold.contains(self._window_key(seq, q)):
                 best = q
             q += self.chunk
         return best
 
     def _cold_attach(self, seq: Sequence, p_dev: int, q: int) -> bool:
-        """Attach device blocks up to p_dev, then read the cold entries of the chunks p_dev..q into
-        fresh blocks. Returns False (nothing attached) if any entry fails to load."""
-        entries = []
-        for p in range(p_dev + self.chunk, q + 1, self.chunk):
-            t = self.cold.get(self._cold_key(seq, p), seq.all_ids[:p])
-            if t is None:
-                return False
-            entries.append((p, t))
-        need = [0] * len(self.kv.groups)
+        """Attach the device blocks up to p_dev, then read the cold entries p_dev..q into fresh
+        blocks. Returns False (nothing attached) if an entry fails to verify or does not fit."""
+        loads: list[tuple[int, int, torch.Tensor, torch.Tensor]] = []  # (group, block index, k, v)
         for gi, g in enumerate(self.kv.groups):
-            need[gi] = len(self._blocks_for_entry(gi, q, True) or [])
             if g.window is None:
-                need[gi] = (q - p_dev) // self.bs
+                for p in range(p_dev + self.chunk, q + 1, self.chunk):
+                    e = self.cold.get(self._chunk_key(seq, p), tokens=seq.all_ids[:p], fingerprint=self.fingerprint)
+                    if e is None or f"g{gi}.k" not in e.tensors:
+                        return False
+                    for j, b in enumerate(range((p - self.chunk) // self.bs, p // self.bs)):
+                        loads.append((gi, b, e.tensors[f"g{gi}.k"][:, j], e.tensors[f"g{gi}.v"][:, j]))
+        window_groups = [gi for gi, g in enumerate(self.kv.groups) if g.window is not None]
+        if window_groups:
+            e = self.cold.get(self._window_key(seq, q), tokens=seq.all_ids[:q], fingerprint=self.fingerprint)
+            if e is None:
+                return False
+            for gi in window_groups:
+                if f"g{gi}.k" not in e.tensors:
+                    return False
+                for j, b in enumerate(self._needed(gi, q)):
+                    loads.append((gi, b, e.tensors[f"g{gi}.k"][:, j], e.tensors[f"g{gi}.v"][:, j]))
+        need = [sum(1 for x in loads if x[0] == gi) for gi in range(len(self.kv.groups))]
+        for gi, g in enumerate(self.kv.groups):  # device blocks taken back off the free list
+            if g.window is None:
+                need[gi] += sum(1 for b in self._needed(gi, p_dev)
+                                if g.allocator.ref_counts[self.maps[gi][seq.block_hashes[b]]] == 0)
         if any(n > g.allocator.num_free for n, g in zip(need, self.kv.groups, strict=True)):
             return False
         nb = q // self.bs
         for table in seq.tables:
             table.extend([-1] * nb)
-        if p_dev:
-            for gi, g in enumerate(self.kv.groups):
+        for gi, g in enumerate(self.kv.groups):
+            if g.window is None:
                 for b in self._needed(gi, p_dev):
-                    if g.window is None or b in self._needed(gi, q):
-                        blk = self.maps[gi][seq.block_hashes[b]]
-                        g.allocator.take(blk)
-                        seq.tables[gi][b] = blk
-        for p, t in entries:
-            for gi, g in enumerate(self.kv.groups):
-                rng = self._blocks_for_entry(gi, p, p == q)
-                key = f"g{gi}.k"
-                if rng is None or key not in t:
-                    continue
-                k, v = t[key], t[f"g{gi}.v"]
-                for j, b in enumerate(rng):
-                    if g.window is not None and b not in self._needed(gi, q):
-                        continue
-                    if seq.tables[gi][b] >= 0:
-                        continue
-                    blk = g.allocator.allocate()
-                    g.k[:, blk].copy_(k[:, j], non_blocking=True)
-                    g.v[:, blk].copy_(v[:, j], non_blocking=True)
+                    blk = self.maps[gi][seq.block_hashes[b]]
+                    g.allocator.take(blk)
                     seq.tables[gi][b] = blk
+        for gi, b, k, v in loads:
+            g = self.kv.groups[gi]
+            blk = g.allocator.allocate()
+            g.k[:, blk].copy_(k, non_blocking=True)
+            g.v[:, blk].copy_(v, non_blocking=True)
+            seq.tables[gi][b] = blk
         seq.num_cached = q
         seq.cached_tokens = q
         self.registered[seq.seq_id] = p_dev // self.bs
-        self.update_hashes(seq, q)
         return True

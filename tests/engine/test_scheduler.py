@@ -167,3 +167,51 @@ def test_request_metrics_reported(folders):
     m = out.metrics
     assert m["ttft_s"] > 0 and m["output_tokens"] == 24
     assert 0 < m["itl_p50_s"] <= m["itl_p99_s"] and m["decode_tokens_per_s"] > 0
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_disk_tier_serves_a_new_engine(folders, family, tmp_path):
+    """A second engine over the same disk store (as after a restart) skips the document's prefill
+    and gives the tokens a fresh computation gives."""
+    doc = toks(70, 30)
+    a = make(folders[family], disk_cache_dir=str(tmp_path / "kv"))
+    a.generate([doc + [1, 2]], GREEDY)
+    assert a.prefix.stats.cold_writes > 0
+    b = make(folders[family], disk_cache_dir=str(tmp_path / "kv"))
+    out = b.generate([doc + [3, 4, 5]], GREEDY)[0]
+    assert out.cached_tokens == 64 and b.prefix.stats.cold_hit_tokens == 64
+    assert out.token_ids == make(folders[family]).generate([doc + [3, 4, 5]], GREEDY)[0].token_ids
+
+
+def test_disk_tier_in_a_new_process(folders, tmp_path):
+    import subprocess
+    import sys
+
+    doc = toks(70, 31)
+    script = (
+        "import json, sys; sys.path.insert(0, 'tests/engine')\n"
+        "from test_scheduler import make, GREEDY\n"
+        f"llm = make({str(folders['gemma3'])!r}, disk_cache_dir={str(tmp_path / 'kv')!r})\n"
+        f"o = llm.generate([{doc!r} + [int(sys.argv[1])]], GREEDY)[0]\n"
+        "print(json.dumps([o.cached_tokens, o.token_ids]))\n"
+    )
+    runs = [subprocess.run([sys.executable, "-c", script, str(x)], capture_output=True, text=True, check=True)
+            for x in (7, 9)]
+    (c1, _), (c2, t2) = [__import__("json").loads(r.stdout.strip().splitlines()[-1]) for r in runs]
+    assert c1 == 0 and c2 == 64
+    assert t2 == make(folders["gemma3"]).generate([doc + [9]], GREEDY)[0].token_ids
+
+
+def test_corrupt_disk_entry_is_ignored(folders, tmp_path):
+    doc = toks(70, 32)
+    a = make(folders["llama"], disk_cache_dir=str(tmp_path / "kv"))
+    ref = a.generate([doc + [1]], GREEDY)[0].token_ids
+    files = [f for f in (tmp_path / "kv").rglob("*") if f.is_file() and len(f.name) == 64]
+    assert files
+    for f in files:  # flip one payload byte in every entry
+        data = bytearray(f.read_bytes())
+        data[-5] ^= 0xFF
+        f.write_bytes(bytes(data))
+    b = make(folders["llama"], disk_cache_dir=str(tmp_path / "kv"))
+    out = b.generate([doc + [1]], GREEDY)[0]
+    assert out.cached_tokens == 0 and out.token_ids == ref
