@@ -212,7 +212,9 @@ def _check_header(h: Any, payload_len: int) -> list[tuple[str, torch.dtype, list
         if dtype is None or not isinstance(name, str):
             raise BadFile(f"tensor table entry has an unknown dtype {dtype_name!r}")
         ints = [offset, nbytes, *shape] if isinstance(shape, list) else None
-        if ints is None or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
+        if ints is None or len(shape) > 16 or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**62 for v in ints
+        ):
             raise BadFile(f"tensor {name!r}: shape/offset/nbytes are not non-negative integers")
         elem = torch.empty((), dtype=dtype).element_size()
         if nbytes != math.prod(shape) * elem or offset % ALIGN or offset + nbytes > payload_len:
@@ -243,7 +245,7 @@ def read_entry(f: BinaryIO, key: str, fingerprint: str, token_bytes: bytes, pin:
             raise BadFile("checksum mismatch")
         try:
             header = json.loads(bytes(mm[_FIXED : _FIXED + header_len]).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise BadFile(f"header is not JSON: {exc}") from None
         table = _check_header(header, payload_len)
         if header["key"] != key:
@@ -261,7 +263,10 @@ def read_entry(f: BinaryIO, key: str, fingerprint: str, token_bytes: bytes, pin:
         tensors: dict[str, torch.Tensor] = {}
         pin = pin and torch.cuda.is_available()
         for name, dtype, shape, offset, nbytes in table:
-            out = torch.empty(shape, dtype=dtype, pin_memory=pin)
+            try:
+                out = torch.empty(shape, dtype=dtype, pin_memory=pin)
+            except RuntimeError as exc:
+                raise BadFile(f"tensor {name!r}: cannot allocate shape {shape}: {exc}") from None
             if nbytes:
                 src = np.frombuffer(mm, dtype=np.uint8, count=nbytes, offset=payload_at + offset)
                 out.reshape(-1).view(torch.uint8).numpy()[:] = src

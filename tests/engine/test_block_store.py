@@ -210,6 +210,17 @@ def _set_version(path: Path, version: int) -> None:
     path.write_bytes(bytes(raw))
 
 
+def _forge(path: Path, old: bytes, new: bytes) -> None:
+    """Edit the header and recompute the checksum: a sound-looking file whose content lies."""
+    import hashlib
+
+    raw = bytearray(path.read_bytes())
+    at = raw.index(old)
+    raw[at : at + len(old)] = new
+    raw[32:64] = hashlib.sha256(bytes(raw[:32]) + bytes(raw[64:])).digest()
+    path.write_bytes(bytes(raw))
+
+
 BAD_FILES = {
     "payload-bit": (lambda p: _flip(p, 5), "checksum mismatch"),
     "header-bit": (lambda p: _flip(p, p.stat().st_size - 70), "checksum mismatch"),
@@ -220,6 +231,9 @@ BAD_FILES = {
     "wrong-magic": (lambda p: p.write_bytes(b"GGUF" + p.read_bytes()[4:]), "wrong magic"),
     "wrong-version": (lambda p: _set_version(p, 2), "format version 2"),
     "foreign": (lambda p: p.write_bytes(b"PK\x03\x04" + os.urandom(4000)), "wrong magic"),
+    "forged-extent": (lambda p: _forge(p, b'"nbytes":512', b'"nbytes":999'), "extent does not match"),
+    "forged-dtype": (lambda p: _forge(p, b'"bfloat16"', b'"objectxx"'), "unknown dtype"),
+    "forged-header": (lambda p: _forge(p, b'"tokens":[', b'"tokens":{'), "header is not JSON"),
 }
 
 
