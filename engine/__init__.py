@@ -51,6 +51,7 @@ from engine.errors import (
     ModelLoadError,
     UnsupportedModelError,
 )
+from engine.fallback import FallbackPlan, FallbackPolicy, FallbackReport, LongRequest, fit, run_with_fallback
 from engine.kv_cache import CacheConfig
 from engine.llm import LLM, AttributionOutput, GenerationOutput, ScoreOutput, StreamDelta
 from engine.sampling import SamplingParams
@@ -68,4 +69,10 @@ __all__ = [
     "UnsupportedModelError",
     "ContextLengthError",
     "CacheFullError",
+    "LongRequest",
+    "FallbackPolicy",
+    "FallbackReport",
+    "FallbackPlan",
+    "fit",
+    "run_with_fallback",
 ]
