@@ -14,16 +14,24 @@ Two entry points, the same for the torch reference (here) and the Triton kernels
 - `decode`: one query per sequence for a batch of sequences of different lengths.
 
 Block table entries of blocks a sliding window can no longer see may be -1 (freed); a backend
-never reads them.
+never reads them. Entries <= -2 name INT8 blocks of the warm tier (block -entry - 2 of the layer's
+`WarmPages`, passed as `warm`); a caller passes `warm=None` when no table of the call has such an
+entry, and the backend then runs its plain full-precision path.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
+
+from kernels import dispatch
+
+if TYPE_CHECKING:
+    from engine.kv_cache import WarmPages
 
 
 @dataclass
@@ -53,6 +61,7 @@ class AttentionBackend(ABC):
         window: int | None = None,
         softcap: float | None = None,
         return_lse: bool = False,
+        warm: WarmPages | None = None,
     ) -> AttentionOutput:
         """Attention of q [Tq, heads, head_dim] (positions q_offset..) over one sequence's cache."""
 
@@ -69,9 +78,28 @@ class AttentionBackend(ABC):
         window: int | None = None,
         softcap: float | None = None,
         return_lse: bool = False,
+        warm: WarmPages | None = None,
     ) -> AttentionOutput:
         """One query per sequence: q [B, heads, head_dim], block_tables [B, max_blocks] (-1 padded),
         kv_lens [B] (including the token being decoded, whose K/V is already in the cache)."""
+
+
+def gather_blocks(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, blocks: torch.Tensor, warm: WarmPages | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """K and V of the table entries `blocks` [n] as [n, block_size, kv_heads, head_dim] in the pool's
+    dtype: hot entries copied, warm entries (<= -2) dequantised, -1 entries read as hot block 0
+    (the caller masks them). Without `warm` this is one index_select each."""
+    if warm is None:
+        return k_cache.index_select(0, blocks), v_cache.index_select(0, blocks)
+    k = k_cache.index_select(0, blocks.clamp(min=0))
+    v = v_cache.index_select(0, blocks.clamp(min=0))
+    rows = torch.nonzero(blocks <= -2).squeeze(1)
+    if rows.numel():
+        w = -blocks.index_select(0, rows) - 2
+        k.index_copy_(0, rows, dispatch.dequantize_blocks(warm.kq.index_select(0, w), warm.ks.index_select(0, w), k.dtype))
+        v.index_copy_(0, rows, dispatch.dequantize_blocks(warm.vq.index_select(0, w), warm.vs.index_select(0, w), v.dtype))
+    return k, v
 
 
 def _explicit(
@@ -119,6 +147,7 @@ class TorchAttentionBackend(AttentionBackend):
         window: int | None = None,
         softcap: float | None = None,
         return_lse: bool = False,
+        warm: WarmPages | None = None,
     ) -> AttentionOutput:
         tq = q.shape[0]
         if window is not None and tq > window:
@@ -127,12 +156,15 @@ class TorchAttentionBackend(AttentionBackend):
             for s in range(0, tq, tile):
                 e = min(tq, s + tile)
                 r = self._prefill_tile(
-                    q[s:e], k_cache, v_cache, block_table, q_offset + s, q_offset + e, scale, window, softcap, return_lse
+                    q[s:e], k_cache, v_cache, block_table, q_offset + s, q_offset + e, scale, window, softcap, return_lse,
+                    warm,
                 )
                 outs.append(r.out)
                 lses.append(r.lse)
             return AttentionOutput(torch.cat(outs), torch.cat(lses) if return_lse else None)
-        return self._prefill_tile(q, k_cache, v_cache, block_table, q_offset, kv_len, scale, window, softcap, return_lse)
+        return self._prefill_tile(
+            q, k_cache, v_cache, block_table, q_offset, kv_len, scale, window, softcap, return_lse, warm
+        )
 
     def _prefill_tile(
         self,
@@ -146,14 +178,16 @@ class TorchAttentionBackend(AttentionBackend):
         window: int | None,
         softcap: float | None,
         return_lse: bool,
+        warm: WarmPages | None = None,
     ) -> AttentionOutput:
         bs = k_cache.shape[1]
         tq = q.shape[0]
         first = 0 if window is None else max(0, q_offset - window + 1)  # first key the tile can see
         b0, b1 = first // bs, (kv_len + bs - 1) // bs
         blocks = block_table[b0:b1]
-        k = k_cache.index_select(0, blocks).flatten(0, 1)[first - b0 * bs : kv_len - b0 * bs]
-        v = v_cache.index_select(0, blocks).flatten(0, 1)[first - b0 * bs : kv_len - b0 * bs]
+        kb, vb = gather_blocks(k_cache, v_cache, blocks, warm)
+        k = kb.flatten(0, 1)[first - b0 * bs : kv_len - b0 * bs]
+        v = vb.flatten(0, 1)[first - b0 * bs : kv_len - b0 * bs]
         qh = q.transpose(0, 1).unsqueeze(0)  # [1, H, Tq, D]
         kh = k.transpose(0, 1).unsqueeze(0)
         vh = v.transpose(0, 1).unsqueeze(0)
@@ -187,6 +221,7 @@ class TorchAttentionBackend(AttentionBackend):
         window: int | None = None,
         softcap: float | None = None,
         return_lse: bool = False,
+        warm: WarmPages | None = None,
     ) -> AttentionOutput:
         bs = k_cache.shape[1]
         b = q.shape[0]
@@ -194,7 +229,7 @@ class TorchAttentionBackend(AttentionBackend):
         if b == 1:  # one sequence: gather exactly its visible keys, no padding, no mask
             n = int(kv_lens[0])
             r = self._prefill_tile(
-                q, k_cache, v_cache, block_tables[0], n - 1, n, scale, window, softcap, return_lse
+                q, k_cache, v_cache, block_tables[0], n - 1, n, scale, window, softcap, return_lse, warm
             )
             return r
         if window is None:
@@ -208,10 +243,12 @@ class TorchAttentionBackend(AttentionBackend):
         valid_col = cols < last_blk[:, None]
         cols = cols.clamp(max=block_tables.shape[1] - 1)
         blk = block_tables.gather(1, cols)
-        blk = torch.where(valid_col & (blk >= 0), blk, torch.zeros_like(blk))
+        present = (blk >= 0) | (blk <= -2) if warm is not None else blk >= 0
+        blk = torch.where(valid_col & present, blk, torch.zeros_like(blk))
         flat = blk.reshape(-1)  # index_select: advanced indexing k_cache[blk] is far slower on CPU
-        k = k_cache.index_select(0, flat).view(b, j * bs, *k_cache.shape[2:])  # [B, J*bs, KVH, D]
-        v = v_cache.index_select(0, flat).view(b, j * bs, *v_cache.shape[2:])
+        k, v = gather_blocks(k_cache, v_cache, flat, warm)
+        k = k.view(b, j * bs, *k_cache.shape[2:])  # [B, J*bs, KVH, D]
+        v = v.view(b, j * bs, *v_cache.shape[2:])
         kpos = first_blk[:, None] * bs + torch.arange(j * bs, device=dev)[None, :]
         qpos = (kv_lens - 1)[:, None]
         mask = kpos <= qpos

@@ -4,13 +4,21 @@ On CUDA tensors it runs `kernels.paged_attention` (flash-style prefill that skip
 sliding window cannot see; split-context decode); anywhere else (CPU, no Triton) it hands the
 call to the torch reference backend, so a model built with it runs everywhere. Both return the
 per-row log-sum-exp when asked, so attribution works the same on either path.
+
+Warm (INT8) blocks: decode hands the layer's INT8 pools and scales to the decode kernel, which
+dequantises them in registers. The prefill kernel reads one full-precision pool only, so a prefill
+chunk whose visible blocks include warm ones first gathers every visible block (hot blocks copied,
+warm ones dequantised) into a temporary contiguous buffer with an identity block table and runs
+the kernel on that: one extra read and write of the visible K/V per layer and chunk, which is small
+next to the prefill's O(T * L) compute, and exact with respect to the dequantised values.
 """
 
 from __future__ import annotations
 
 import torch
 
-from engine.attention import AttentionBackend, AttentionOutput, TorchAttentionBackend
+from engine.attention import AttentionBackend, AttentionOutput, TorchAttentionBackend, gather_blocks
+from engine.kv_cache import WarmPages
 from kernels import dispatch
 
 
@@ -20,20 +28,45 @@ class TritonAttentionBackend(AttentionBackend):
     def __init__(self) -> None:
         self.fallback = TorchAttentionBackend()
 
-    def prefill(self, q, k_cache, v_cache, block_table, *, q_offset, kv_len, scale, window=None, softcap=None, return_lse=False):
+    def prefill(self, q, k_cache, v_cache, block_table, *, q_offset, kv_len, scale, window=None, softcap=None,
+                return_lse=False, warm: WarmPages | None = None):
         if not dispatch.use_triton(q.device):
             return self.fallback.prefill(q, k_cache, v_cache, block_table, q_offset=q_offset, kv_len=kv_len, scale=scale,
-                                         window=window, softcap=softcap, return_lse=return_lse)
+                                         window=window, softcap=softcap, return_lse=return_lse, warm=warm)
+        if warm is not None:
+            k_cache, v_cache, block_table = _dequantised_view(k_cache, v_cache, block_table, q_offset, kv_len, window, warm)
         out, lse = dispatch.paged_prefill(q, k_cache, v_cache, block_table, q_offset=q_offset, kv_len=kv_len, scale=scale,
                                           window=window, softcap=softcap)
         return AttentionOutput(out, lse if return_lse else None)
 
-    def decode(self, q, k_cache, v_cache, block_tables, kv_lens, *, scale, window=None, softcap=None, return_lse=False):
+    def decode(self, q, k_cache, v_cache, block_tables, kv_lens, *, scale, window=None, softcap=None, return_lse=False,
+               warm: WarmPages | None = None):
         if not dispatch.use_triton(q.device):
             return self.fallback.decode(q, k_cache, v_cache, block_tables, kv_lens, scale=scale, window=window,
-                                        softcap=softcap, return_lse=return_lse)
-        out, lse = dispatch.paged_decode(q, k_cache, v_cache, block_tables, kv_lens, scale=scale, window=window, softcap=softcap)
+                                        softcap=softcap, return_lse=return_lse, warm=warm)
+        extra = {}
+        if warm is not None:
+            extra = dict(k_cache_int8=warm.kq, v_cache_int8=warm.vq, k_scale=warm.ks, v_scale=warm.vs)
+        out, lse = dispatch.paged_decode(q, k_cache, v_cache, block_tables, kv_lens, scale=scale, window=window,
+                                         softcap=softcap, **extra)
         return AttentionOutput(out, lse if return_lse else None)
+
+
+def _dequantised_view(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor, q_offset: int, kv_len: int,
+    window: int | None, warm: WarmPages,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A temporary full-precision pool holding the blocks a prefill chunk can see (warm ones
+    dequantised), and the block table that reads it: logical block b >= b0 (the first visible one)
+    -> buffer block b - b0, blocks it cannot see -> -1."""
+    bs = k_cache.shape[1]
+    first = 0 if window is None else max(0, q_offset - window + 1)
+    b0, b1 = first // bs, (kv_len + bs - 1) // bs
+    seen = block_table[b0:b1]
+    k, v = gather_blocks(k_cache, v_cache, seen, warm)  # buffer block i = logical block b0 + i
+    table = torch.full((b1,), -1, dtype=block_table.dtype, device=block_table.device)
+    table[b0:] = torch.where(seen != -1, torch.arange(b1 - b0, dtype=table.dtype, device=table.device), -1)
+    return k, v, table
 
 
 def default_backend(device: torch.device) -> AttentionBackend:

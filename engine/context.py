@@ -1,6 +1,12 @@
 """What one forward pass needs to know about its batch: which rows of the flat token batch belong to
 which sequence, where their K/V go in the paged cache (slot mappings), which blocks they read
 (block tables), and the attention backend. Built by the model runner, read by every attention layer.
+
+Warm tier: `attend` hands the backend the layer's INT8 warm pages (`PagedKVCache.layer_warm`) only
+when some block table of the call has a warm entry (checked once per group and forward), so calls
+without warm blocks take the backends' plain path. With `CacheConfig.sparse_top_k` set, decode rows
+of global layers attend over a compacted block table (engine.sparse: top-k warm blocks by their
+key bounds plus every hot block); prefill and attribution captures stay dense.
 """
 
 from __future__ import annotations
@@ -9,8 +15,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.attention import AttentionBackend
-from engine.kv_cache import PagedKVCache
+from engine import sparse
+from engine.attention import AttentionBackend, AttentionOutput
+from engine.kv_cache import PagedKVCache, WarmPages
 
 
 @dataclass
@@ -45,6 +52,35 @@ class ForwardContext:
     decode_kv_lens: torch.Tensor | None = None  # [B]
     rope_seq_lens: torch.Tensor | None = None  # [T], dynamic NTK RoPE only
     capture: Capture | None = None
+    _warm_prefill: dict[tuple[int, int], bool] = field(default_factory=dict, init=False, repr=False)
+    _warm_decode: dict[int, bool] = field(default_factory=dict, init=False, repr=False)
+
+    def _prefill_warm(self, i: int, gi: int, warm: WarmPages | None) -> WarmPages | None:
+        """`warm` if prefill item i's table of group gi has a warm entry, else None."""
+        if warm is None:
+            return None
+        key = (i, gi)
+        if key not in self._warm_prefill:
+            self._warm_prefill[key] = bool((self.prefills[i].block_tables[gi] <= -2).any())
+        return warm if self._warm_prefill[key] else None
+
+    def _decode(
+        self, gi: int, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, warm: WarmPages | None,
+        scale: float, window: int | None, softcap: float | None, return_lse: bool,
+    ) -> AttentionOutput:
+        tables, lens = self.decode_block_tables[gi], self.decode_kv_lens
+        if warm is not None:
+            if gi not in self._warm_decode:
+                self._warm_decode[gi] = bool((tables <= -2).any())
+            if not self._warm_decode[gi]:
+                warm = None
+        top_k = self.cache.sparse_top_k
+        if warm is not None and top_k is not None and window is None and not return_lse:
+            tables, lens = sparse.select_blocks(q, tables, lens, warm, top_k, self.cache.block_size)
+        return self.backend.decode(
+            q, k_cache, v_cache, tables, lens, scale=scale, window=window, softcap=softcap, return_lse=return_lse,
+            warm=warm,
+        )
 
     def attend(
         self,
@@ -58,6 +94,7 @@ class ForwardContext:
     ) -> torch.Tensor:
         """Write this layer's new K/V into the cache and return attention output [T, heads, head_dim]."""
         gi, k_cache, v_cache = self.cache.layer_cache(layer)
+        warm = self.cache.layer_warm(layer)
         slots = self.slot_mappings[gi]
         k_cache.view(-1, *k.shape[1:]).index_copy_(0, slots, k)
         v_cache.view(-1, *v.shape[1:]).index_copy_(0, slots, v)
@@ -68,28 +105,23 @@ class ForwardContext:
             p = self.prefills[0]
             return self.backend.prefill(
                 q, k_cache, v_cache, p.block_tables[gi], q_offset=p.q_offset, kv_len=p.q_offset + p.length,
-                scale=scale, window=window, softcap=softcap,
+                scale=scale, window=window, softcap=softcap, warm=self._prefill_warm(0, gi, warm),
             ).out
         if not self.prefills and not capture:
-            return self.backend.decode(
-                q, k_cache, v_cache, self.decode_block_tables[gi], self.decode_kv_lens,
-                scale=scale, window=window, softcap=softcap,
-            ).out
+            return self._decode(gi, q, k_cache, v_cache, warm, scale, window, softcap, False).out
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if capture else None
-        for p in self.prefills:
+        for i, p in enumerate(self.prefills):
             r = self.backend.prefill(
                 q[p.start : p.start + p.length], k_cache, v_cache, p.block_tables[gi], q_offset=p.q_offset,
                 kv_len=p.q_offset + p.length, scale=scale, window=window, softcap=softcap, return_lse=capture,
+                warm=self._prefill_warm(i, gi, warm),
             )
             out[p.start : p.start + p.length] = r.out
             if capture:
                 lse[p.start : p.start + p.length] = r.lse
         if n_decode:
-            r = self.backend.decode(
-                q[self.decode_start :], k_cache, v_cache, self.decode_block_tables[gi], self.decode_kv_lens,
-                scale=scale, window=window, softcap=softcap, return_lse=capture,
-            )
+            r = self._decode(gi, q[self.decode_start :], k_cache, v_cache, warm, scale, window, softcap, capture)
             out[self.decode_start :] = r.out
             if capture:
                 lse[self.decode_start :] = r.lse

@@ -274,8 +274,8 @@ class PagedKVCache:
             )
             self.warm_bytes += n * nl * self.warm_block_layer_bytes
 
-    @property
     def has_warm(self) -> bool:
+        """Whether any group has a warm pool."""
         return any(g.warm is not None for g in self.groups)
 
     def layer_warm(self, layer: int) -> WarmPages | None:

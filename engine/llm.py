@@ -175,7 +175,7 @@ class LLM:
         disk = DiskStore(Path(c.disk_cache_dir), c.disk_cache_bytes) if c.disk_cache_dir else None
         if host is None and disk is None:
             return None
-        return ColdTier(host, disk, write_through=True)
+        return ColdTier(host, disk)
 
     # ------------------------------------------------------------------ tokens
     def _need_tokenizer(self) -> None:
@@ -492,13 +492,3 @@ class LLM:
             r.share = r.mass / total if total > 0 else 0.0
         per_token = torch.stack(cols, 1) if cols else torch.zeros(len(a_ids), 0)
         return AttributionOutput(results, a_ids, layers, per_token)
-
-    # ------------------------------------------------------------------ requests that do not fit
-    def generate_long(self, request: object, params: SamplingParams | None = None,
-                      fallback: object | None = None) -> tuple[GenerationOutput, object]:
-        """Generate for a request that may not fit (a `fallback.LongRequest`, a string or token ids):
-        served as `fallback` (a `FallbackPolicy`; default truncate the middle) says; returns the output
-        and a `FallbackReport`. See engine/fallback.py."""
-        from engine.fallback import run_with_fallback
-
-        return run_with_fallback(self, request, fallback, params)
