@@ -7,8 +7,8 @@ Cases (bf16, random data, block size 16):
   sliding window 512 (5 of its 6 layers) and global causal; Llama-3-8B shape (32/8 heads, 128)
   causal at 32K and 128K. Baselines: torch SDPA over contiguous K/V — with the explicit
   sliding-window mask that transformers' sdpa path builds, and is_causal=True (flash) for causal.
-- decode attention, Llama-3-8B shape, batch 1 and 16 at 32K context, bf16 and INT8 pages, against
-  SDPA over a contiguous cache. Achieved bandwidth = bytes of K/V (and scales) read / time.
+- decode attention, Llama-3-8B shape, batch 1 and 16 at 32K context and batch 1 and 4 at 128K,
+  bf16 and INT8 pages, against SDPA over a contiguous bf16 cache. Achieved bandwidth = bytes of K/V (and scales) read / time.
 - the attention-mass kernel at 128K context (32 answer rows, Gemma shape).
 Times are medians of triton.testing.do_bench (ms). FLOPs count only the unmasked scores:
 4 * H * D * (visible keys summed over queries).
@@ -103,8 +103,8 @@ def decode_case(name, h, kvh, d, b, ctx, int8, rows, sweep=False):
     ms = bench(lambda: paged_decode(q, k, v, tables, lens, scale=scale, max_kv_len=ctx, **kw))
     if sweep:
         tried = {}
-        for bn in (16, 32, 64, 128):
-            for splits in (None, 16, 32, 128):
+        for bn in (32, 64, 128):
+            for splits in (None, 32, 64, 128):
                 tried[f"block_n={bn},splits={splits}"] = bench(
                     lambda bn=bn, splits=splits: paged_decode(q, k, v, tables, lens, scale=scale, max_kv_len=ctx, block_n=bn, num_splits=splits, **kw))
         print(name, "decode sweep -> ms:", tried, flush=True)
@@ -130,17 +130,23 @@ def mass_case(rows):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
+    ap.add_argument("--no-sweep", action="store_true", help="skip the decode block_n / split sweeps")
     args = ap.parse_args()
     torch.manual_seed(0)
     rows: list[dict] = []
-    prefill_case("prefill 32K, Gemma-270M shape, window 512", 4, 1, 256, 32768, 512, rows, sweep=True)
-    prefill_case("prefill 32K, Gemma-270M shape, global", 4, 1, 256, 32768, None, rows, sweep=True)
-    prefill_case("prefill 32K, Llama-8B shape, causal", 32, 8, 128, 32768, None, rows, sweep=True)
+    sweep = not args.no_sweep
+    prefill_case("prefill 32K, Gemma-270M shape, window 512", 4, 1, 256, 32768, 512, rows)
+    prefill_case("prefill 32K, Gemma-270M shape, global", 4, 1, 256, 32768, None, rows)
+    prefill_case("prefill 32K, Llama-8B shape, causal", 32, 8, 128, 32768, None, rows)
     prefill_case("prefill 128K, Llama-8B shape, causal", 32, 8, 128, 131072, None, rows)
-    decode_case("decode b=1 @32K, Llama-8B shape, bf16", 32, 8, 128, 1, 32768, False, rows, sweep=True)
+    decode_case("decode b=1 @32K, Llama-8B shape, bf16", 32, 8, 128, 1, 32768, False, rows)
     decode_case("decode b=1 @32K, Llama-8B shape, INT8", 32, 8, 128, 1, 32768, True, rows)
-    decode_case("decode b=16 @32K, Llama-8B shape, bf16", 32, 8, 128, 16, 32768, False, rows, sweep=True)
+    decode_case("decode b=16 @32K, Llama-8B shape, bf16", 32, 8, 128, 16, 32768, False, rows)
     decode_case("decode b=16 @32K, Llama-8B shape, INT8", 32, 8, 128, 16, 32768, True, rows)
+    decode_case("decode b=1 @128K, Llama-8B shape, bf16", 32, 8, 128, 1, 131072, False, rows, sweep=sweep)
+    decode_case("decode b=1 @128K, Llama-8B shape, INT8", 32, 8, 128, 1, 131072, True, rows, sweep=sweep)
+    decode_case("decode b=4 @128K, Llama-8B shape, bf16", 32, 8, 128, 4, 131072, False, rows)
+    decode_case("decode b=4 @128K, Llama-8B shape, INT8", 32, 8, 128, 4, 131072, True, rows)
     mass_case(rows)
     info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     try:
