@@ -343,7 +343,7 @@ def fit(
         cls = CacheFullError if reason == "memory" else ContextLengthError
         raise cls(
             f"prompt is {len(p.full)} tokens; with {reserve} reserved for the answer at most {budget} fit "
-            f"({limit_name} {min(ctx, kv)}; max_model_len {ctx}, KV cache {kv} tokens per sequence)"
+            f"(the {limit_name} is the limit: max_model_len {ctx}, KV cache {kv} tokens per sequence)"
         )
     if policy.strategy in ("retrieval", "map_reduce") and not p.query:
         what = "token-id requests" if not p.is_text else "requests without a question or instructions"
