@@ -115,6 +115,7 @@ class CudaGraphRunner:
         b = len(decodes)
         bs = self.cache.block_size
         groups = len(self.cache.groups)
+        windows = [grp.window for grp in self.cache.groups]
         longest = max(s.num_tokens for s in decodes)
         key = (bucket_of(b, self.batch_buckets), len_bucket(longest, self.cache.max_model_len))
         g = self.graphs.get(key)
@@ -135,14 +136,17 @@ class CudaGraphRunner:
             assert seq.num_cached == p, "a decoding sequence has exactly one uncached token"
             if any(len(t) <= p // bs for t in seq.tables):
                 self.cache.allocate_slots(seq.tables, p, 1)  # a new block in some group
-            ids_h[i] = seq.all_ids[-1]
+            ids_h[i] = seq.output_ids[-1] if seq.output_ids else seq.prompt_ids[-1]  # all_ids copies
             pos_h[i] = p
             lens_h[i] = p + 1
             for gi, table in enumerate(seq.tables):
                 slots_h[gi][i] = table[p // bs] * bs + p % bs
                 row = g.host_tables[gi][i]
-                row[: len(table)] = table
-                row[len(table) :] = -1
+                n = len(table)
+                lo = 0 if windows[gi] is None else max(0, p - windows[gi] + 1) // bs  # the kernel starts there
+                row[:lo] = -1
+                row[lo:n] = table[lo:n]
+                row[n:] = -1
         for i in range(b, g.batch):  # padding rows: the scratch block only
             for gi in range(groups):
                 g.host_tables[gi][i, 0] = self.scratch[gi]

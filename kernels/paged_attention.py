@@ -374,7 +374,9 @@ def paged_decode(
     vs = v_scale if has_int8 else lse
     interp = _interpreting()
     group_pad = max(triton.next_power_of_2(group), 16)  # tl.dot needs >= 16 rows
-    block_n = block_n or (16 if interp else (64 if d <= 128 else 32))
+    # BLOCK_N 32 with INT8 pages fails to compile in Triton 3.6 (an MMA layout assertion, H200,
+    # 2026-12-02): INT8 calls use 64 whatever the head_dim
+    block_n = block_n or (16 if interp else (64 if d <= 128 or has_int8 else 32))
     assert v_cache.stride() == k_cache.stride() and vq.stride() == kq.stride(), "K and V pools must share a layout"
     _decode_split_kernel[(b, kvh, num_splits)](
         q, k_cache, v_cache, kq, vq, ks, vs, tables, lens, out_part, lse_part,

@@ -267,11 +267,12 @@ def engine_decode_e2e(eng, cfg, dev, ctx: int, batch: int, steps: int, gen) -> d
     return out
 
 
-def engine_decode_step(eng, cfg, dev, ctx: int, batch: int, steps: int, gen) -> dict:
+def engine_decode_step(eng, cfg, dev, ctx: int, batch: int, steps: int, gen, graphs: bool = True) -> dict:
     """The decode step alone over a cache filled with random K/V up to `ctx` tokens per sequence."""
     chunk = 4096
     peak_reset()
-    llm = engine_llm(eng, cfg, dev, ctx + steps + 64, batch, chunk, budget=kv_budget(cfg, ctx + steps, batch, chunk))
+    llm = engine_llm(eng, cfg, dev, ctx + steps + 64, batch, chunk, budget=kv_budget(cfg, ctx + steps, batch, chunk),
+                     graphs=graphs)
     for g in llm.kv.groups:
         for t in (g.k, g.v):
             t.normal_()  # finite K/V everywhere (the pools start uninitialised)
@@ -292,7 +293,7 @@ def engine_decode_step(eng, cfg, dev, ctx: int, batch: int, steps: int, gen) -> 
     def step() -> None:
         hidden = llm.runner.forward([], seqs)
         logits = llm.model.logits(hidden)
-        toks = sample_batch(logits, [s.params for s in seqs], [s.all_ids for s in seqs], [None] * len(seqs))
+        toks = sample_batch(logits, [s.params for s in seqs], [[] for _ in seqs], [None] * len(seqs))
         for s, t in zip(seqs, toks, strict=True):
             s.output_ids.append(t)
 
@@ -385,7 +386,8 @@ PLANS = {
     "gemma": {
         "prefill": [(8192, 3), (32768, 3)],
         # (context, batch, engine method); transformers runs the same (context, batch) with generate
-        "decode": [(1024, 1, "e2e"), (32768, 1, "e2e"), (1024, 16, "e2e"), (32768, 16, "e2e"), (32768, 16, "step")],
+        "decode": [(1024, 1, "e2e"), (32768, 1, "e2e"), (1024, 16, "e2e"), (32768, 16, "e2e"),
+                   (1024, 1, "step"), (1024, 1, "step-eager"), (32768, 1, "step"), (1024, 16, "step"), (32768, 16, "step")],
         "hf_decode": [(1024, 1), (32768, 1), (1024, 16), (32768, 16)],
         "steps": 48,
     },
@@ -427,9 +429,11 @@ def run_model(name: str, hf_cfg, dev: str, tiny: bool, hf_static: bool, skip_hf:
         res["prefill"].append({"tokens": t, "engine": e, "transformers": h})
         log(f"[{name}] prefill {t}: engine {e['ttft_s']:.3f} s, transformers {h.get('ttft_s', h)}")
     for ctx, b, how in plan["decode"]:
-        fn = engine_decode_e2e if how == "e2e" else engine_decode_step
         try:
-            e = fn(eng, cfg, dev, ctx, b, plan["steps"], gen)
+            if how == "e2e":
+                e = engine_decode_e2e(eng, cfg, dev, ctx, b, plan["steps"], gen)
+            else:
+                e = engine_decode_step(eng, cfg, dev, ctx, b, plan["steps"], gen, graphs=how == "step")
         except torch.OutOfMemoryError as exc:
             e = {"oom": str(exc).split("\n")[0][:160]}
         e["method"] = how
@@ -468,15 +472,15 @@ def summarize(models: list[dict], ceil: dict) -> list[str]:
             hp = f"{h['peak_GiB']:.1f}" if "peak_GiB" in h else "-"
             sp = f"{h['ttft_s'] / e['ttft_s']:.2f}x" if "ttft_s" in h else "-"
             lines.append(f"{p['tokens']:>10d} {e['ttft_s']:9.3f} {mfu:5.0%} {e['peak_GiB']:8.1f} {hs:>8s} {hp:>8s} {sp:>8s}")
-        lines.append(f"{'decode':>14s} {'how':>4s} {'ms/step':>8s} {'tok/s':>8s} {'MBU':>5s} {'peak':>6s} {'graphs':>6s}")
+        lines.append(f"{'decode':>14s} {'how':>10s} {'ms/step':>8s} {'tok/s':>8s} {'MBU':>5s} {'peak':>6s} {'graphs':>6s}")
         for d in r["decode"]:
             e = d["engine"]
             if "step_ms" not in e:
-                lines.append(f"{d['context']:>8d} b={d['batch']:<3d} {e['method']:>4s} OOM")
+                lines.append(f"{d['context']:>8d} b={d['batch']:<3d} {e['method']:>10s} OOM")
                 continue
             tps = d["batch"] * 1e3 / e["step_ms"]
             mbu = e["bytes_per_step"] / (e["step_ms"] / 1e3) / bw
-            lines.append(f"{d['context']:>8d} b={d['batch']:<3d} {e['method']:>4s} {e['step_ms']:8.2f} {tps:8.0f} {mbu:5.0%} "
+            lines.append(f"{d['context']:>8d} b={d['batch']:<3d} {e['method']:>10s} {e['step_ms']:8.2f} {tps:8.0f} {mbu:5.0%} "
                          f"{e['peak_GiB']:6.1f} {e['graph_replays']:6d}")
         for d in r["hf_decode"]:
             key = "transformers_static" if "transformers_static" in d else "transformers"

@@ -105,8 +105,11 @@ def decode_case(name, h, kvh, d, b, ctx, int8, rows, sweep=False):
         tried = {}
         for bn in (32, 64, 128):
             for splits in (None, 32, 64, 128):
-                tried[f"block_n={bn},splits={splits}"] = bench(
-                    lambda bn=bn, splits=splits: paged_decode(q, k, v, tables, lens, scale=scale, max_kv_len=ctx, block_n=bn, num_splits=splits, **kw))
+                try:
+                    tried[f"block_n={bn},splits={splits}"] = bench(
+                        lambda bn=bn, splits=splits: paged_decode(q, k, v, tables, lens, scale=scale, max_kv_len=ctx, block_n=bn, num_splits=splits, **kw))
+                except Exception as exc:  # e.g. a tile shape the compiler rejects
+                    tried[f"block_n={bn},splits={splits}"] = f"failed: {type(exc).__name__}"
         print(name, "decode sweep -> ms:", tried, flush=True)
     kc = k.view(b, -1, kvh, d)[:, :ctx].transpose(1, 2)
     vc = v.view(b, -1, kvh, d)[:, :ctx].transpose(1, 2)

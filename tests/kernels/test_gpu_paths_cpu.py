@@ -77,9 +77,9 @@ def test_graph_buckets():
 def test_random_llm_on_cpu_runs_eagerly():
     """A random-weight model wrapped in a full LLM: on the CPU the torch backend is the default and
     no graph runner is attached, even when asked for; generation works and is deterministic."""
-    from engine.kv_cache import CacheConfig
     from engine.attention import TorchAttentionBackend
     from engine.config import ModelConfig
+    from engine.kv_cache import CacheConfig
     from engine.loader.random_weights import llm_from_model, random_model
     from engine.rope import RopeConfig
 
