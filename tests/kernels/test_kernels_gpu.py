@@ -47,12 +47,13 @@ def test_prefill_real_shapes(h, kvh, d, t, q_offset, window):
 
 
 @pytest.mark.parametrize("int8", [False, True])
-def test_decode_ragged_batch(int8):
+@pytest.mark.parametrize("h, kvh, d", [(32, 8, 128), (4, 1, 256)])
+def test_decode_ragged_batch(int8, h, kvh, d):
     from kernels.kv_quant import quantize_blocks
     from kernels.paged_attention import paged_decode
 
     gen = torch.Generator(device=DEV).manual_seed(1)
-    h, kvh, d, bs = 32, 8, 128, 16
+    bs = 16
     lens = torch.tensor([1, 100, 5000, 32768], device=DEV, dtype=torch.int32)
     k, v, table = paged(32768, bs, kvh, d, torch.bfloat16, gen, n_seqs=4)
     tables = table.clone()
