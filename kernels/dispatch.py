@@ -7,6 +7,7 @@ never from a kernel module directly, so a CPU machine without Triton still works
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import torch
 from kernels import reference
 
 
+@functools.cache
 def triton_installed() -> bool:
     return importlib.util.find_spec("triton") is not None
 
@@ -80,6 +82,14 @@ def dequantize_blocks(q, scale, dtype=torch.float32):
     else:
         fn = reference.dequantize_blocks
     return fn(q, scale, dtype)
+
+
+def rms_norm(x, weight, eps, gemma):
+    if use_triton(x.device):
+        from kernels.rmsnorm import rms_norm as fn
+    else:
+        fn = reference.rms_norm
+    return fn(x, weight, eps, gemma)
 
 
 def rope_and_cache_write(q, k, v, cos, sin, k_cache, v_cache, slots):

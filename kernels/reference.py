@@ -133,3 +133,12 @@ def attention_mass(
         allowed &= kpos[None, :] > qpos[:, None] - window
     p = torch.exp(s - lse.transpose(0, 1)[..., None]).masked_fill(~allowed[None], 0.0)
     return p.sum(dim=1)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, gemma: bool) -> torch.Tensor:
+    """engine.layers.RMSNorm's arithmetic: Gemma's `weight` is the float32 multiplier 1 + w."""
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    if gemma:
+        return (xf * weight.float()).type_as(x)
+    return weight * xf.to(x.dtype)
