@@ -175,7 +175,7 @@ class LLM:
         disk = DiskStore(Path(c.disk_cache_dir), c.disk_cache_bytes) if c.disk_cache_dir else None
         if host is None and disk is None:
             return None
-        return ColdTier(host, disk)
+        return ColdTier(host, disk, write_through=True)
 
     # ------------------------------------------------------------------ tokens
     def _need_tokenizer(self) -> None:
@@ -296,7 +296,8 @@ class LLM:
                 if not stepped:
                     continue
                 logits = self.model.logits(hidden[rows])
-                toks = sample_batch(logits, [s.params for s in stepped], [s.all_ids for s in stepped],
+                toks = sample_batch(logits, [s.params for s in stepped],  # all_ids copies O(context): only if used
+                                    [s.all_ids if s.params.repetition_penalty != 1.0 else [] for s in stepped],
                                     [s.generator for s in stepped])
                 t = time.perf_counter()
                 for s, tok in zip(stepped, toks, strict=True):
@@ -492,3 +493,13 @@ class LLM:
             r.share = r.mass / total if total > 0 else 0.0
         per_token = torch.stack(cols, 1) if cols else torch.zeros(len(a_ids), 0)
         return AttributionOutput(results, a_ids, layers, per_token)
+
+    # ------------------------------------------------------------------ requests that do not fit
+    def generate_long(self, request: object, params: SamplingParams | None = None,
+                      fallback: object | None = None) -> tuple[GenerationOutput, object]:
+        """Generate for a request that may not fit (a `fallback.LongRequest`, a string or token ids):
+        served as `fallback` (a `FallbackPolicy`; default truncate the middle) says; returns the output
+        and a `FallbackReport`. See engine/fallback.py."""
+        from engine.fallback import run_with_fallback
+
+        return run_with_fallback(self, request, fallback, params)

@@ -157,7 +157,7 @@ class PrefixCache:
     def register(self, seq: Sequence) -> None:
         """Index the full blocks `seq` has completed since the last call (call before the sliding
         groups release what their window no longer sees)."""
-        done = seq.num_cached // self.bs
+        done = min(seq.num_cached, seq.register_limit) // self.bs
         start = self.registered.get(seq.seq_id, 0)
         if done <= start or not self.enabled:
             return

@@ -19,7 +19,6 @@ class ModelRunner:
         self.model, self.cache, self.backend, self.device = model, cache, backend, device
         self.dynamic_rope = any(r.rope_type == "dynamic" for r in model.config.layer_ropes)
         self.graphs = None  # CudaGraphRunner for decode steps (engine/cuda_graph.py), set by attach_graphs
-        self.graphs = None  # CudaGraphRunner for decode steps (engine/cuda_graph.py), set by attach_graphs
         self.on_computed: Callable[[Sequence], None] | None = None  # set by the LLM: prefix cache
 
     @torch.inference_mode()
@@ -28,13 +27,6 @@ class ModelRunner:
     ) -> torch.Tensor:
         """Run prefill chunks (sequence, n new prompt tokens) then one decode token per sequence in
         `decodes`; return the final hidden states of every row [T, hidden] (prefill rows first)."""
-        # --- CUDA graph hook (engine/cuda_graph.py): a decode-only step replays a captured graph;
-        # run() returns None (having done nothing) for any step it does not cover.
-        if self.graphs is not None and not prefills and capture is None:
-            hidden = self.graphs.run(decodes)
-            if hidden is not None:
-                return hidden
-        # --- end of hook
         # --- CUDA graph hook (engine/cuda_graph.py): a decode-only step replays a captured graph;
         # run() returns None (having done nothing) for any step it does not cover.
         if self.graphs is not None and not prefills and capture is None:

@@ -84,6 +84,7 @@ class Scheduler:
         if self.budget < chunk:
             raise ValueError(f"max_num_batched_tokens ({self.budget}) must be >= max_prefill_chunk ({chunk})")
         self.prefix = prefix  # PrefixCache or None
+        self.on_place = lambda s: None  # set by the LLM: engine.doc_cache placement
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.swapped: deque[Sequence] = deque()
@@ -155,6 +156,16 @@ class Scheduler:
                 return False
         return True
 
+    def _chunk_len(self, s: Sequence) -> int:
+        """The next prefill chunk: up to the next grid boundary, the prompt's end, or the position
+        where a stored document is to be placed (which happens first, see `on_place`)."""
+        if s.doc is not None and s.num_cached == s.doc[0]:
+            self.on_place(s)
+        end = min((s.num_cached // self.chunk + 1) * self.chunk, s.prefill_len)
+        if s.doc is not None:
+            end = min(end, s.doc[0])
+        return end - s.num_cached
+
     # ------------------------------------------------------------------ one step
     def schedule(self) -> Batch:
         self.counters.steps += 1
@@ -182,7 +193,9 @@ class Scheduler:
         for s in self.running:
             if not s.prefilling:
                 continue
-            n = min((s.num_cached // self.chunk + 1) * self.chunk, s.prefill_len) - s.num_cached
+            n = self._chunk_len(s)
+            if n == 0:  # the document filled the rest of the prompt
+                continue
             if n > budget and (batch.prefills or batch.decodes):
                 break
             need = self._new_blocks(s, s.num_cached + n)
@@ -232,7 +245,7 @@ class Scheduler:
             if not self._under_watermark(need) and self.running:
                 return
             s.tables = self.kv.new_tables()
-            if self.prefix is not None and self.cfg.prefix_caching:
+            if self.prefix is not None and self.cfg.prefix_caching and s.doc is None:
                 self.prefix.match_and_attach(s)
             need = [max(0, n - sum(1 for b in t if b >= 0)) for n, t in zip(need, s.tables, strict=True)]
             if not self._fits_now(need) and self.running:
@@ -249,7 +262,9 @@ class Scheduler:
                     batch.decodes.append(s)
                     self._reserve(need)
                 continue
-            n = min((s.num_cached // self.chunk + 1) * self.chunk, s.prefill_len) - s.num_cached
+            n = self._chunk_len(s)
+            if n == 0:
+                continue
             need = self._new_blocks(s, s.num_cached + n)
             if (n <= budget_left or batch.empty) and self._fits_now(need):
                 batch.prefills.append((s, n))
@@ -266,9 +281,10 @@ class Scheduler:
     def _preempt(self, seq: Sequence) -> None:
         self.running.remove(seq)
         seq.preemptions += 1
-        if self.cfg.preemption == "swap":
+        if self.cfg.preemption == "swap" or seq.register_limit < seq.num_tokens:
+            # a sequence holding a placed document cannot be recomputed the normal way: always swap
             nbytes = self._swap_bytes(seq)
-            if self.swap_bytes + nbytes <= self.cfg.swap_budget:
+            if self.swap_bytes + nbytes <= self.cfg.swap_budget or seq.register_limit < seq.num_tokens:
                 self._swap_out(seq, nbytes)
                 self.swapped.appendleft(seq)
                 self.counters.preempted_swap += 1

@@ -33,6 +33,8 @@ class Sequence:
     first_token_time: float | None = None
     token_times: list[float] = field(default_factory=list)
     preemptions: int = 0
+    register_limit: int = 1 << 62  # the prefix cache indexes only blocks before this position
+    doc: tuple | None = None  # (offset, engine.doc_cache.DocumentKV) still to be placed
 
     @property
     def all_ids(self) -> list[int]:
