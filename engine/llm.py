@@ -21,6 +21,7 @@ import torch
 from engine.attention import AttentionBackend
 from engine.attention_triton import default_backend
 from engine.context import Capture
+from engine.doc_cache import DocumentCache
 from engine.errors import CacheFullError, ContextLengthError, EngineError
 from engine.kv_cache import CacheConfig, PagedKVCache
 from engine.prefix_cache import PrefixCache
@@ -160,6 +161,8 @@ class LLM:
         )
         self.runner.on_computed = self.prefix.register
         self.sched_counters = SchedulerCounters()
+        self.doc_cache = DocumentCache(self)  # document reuse at any position (engine/doc_cache.py)
+        self._doc_store = None  # its own host store when no cold tier is configured (doc_tier)
 
     def clear_prefix_cache(self) -> None:
         """Drop every reusable prefix block held on the device (the cold tier stays)."""
@@ -264,6 +267,7 @@ class LLM:
             prefix=self.prefix if self.scheduler_config.prefix_caching else None,
         )
         sched.counters = self.sched_counters
+        sched.on_place = self._place_document
         now = time.perf_counter()
         for s in seqs:
             s.arrival = now
@@ -503,3 +507,102 @@ class LLM:
         from engine.fallback import run_with_fallback
 
         return run_with_fallback(self, request, fallback, params)
+
+    # ------------------------------------------------------------------ document reuse at any position
+    def doc_tier(self):
+        """The cold tier that stores documents' KV (engine/doc_cache.py): the prefix cache's when one
+        is configured (CacheConfig.host_cache_bytes / disk_cache_dir; with a disk, a new process
+        reuses them), else a host-memory store of its own, made on first use, of min(2 GiB, 1/8 of
+        the available host memory)."""
+        if self.prefix.cold is not None:
+            return self.prefix.cold
+        if self._doc_store is None:
+            from engine.block_store import ColdTier, HostStore
+            from engine.kv_cache import free_memory_bytes
+
+            cap = max(64 * 2**20, min(2 * 2**30, free_memory_bytes(torch.device("cpu")) // 8))
+            self._doc_store = ColdTier(HostStore(cap, pin=self.device.type == "cuda"), None)
+        return self._doc_store
+
+    def _place_document(self, seq: Sequence) -> None:
+        """Scheduler hook: the sequence's cached tokens reached its document's offset."""
+        offset, doc = seq.doc
+        self.doc_cache.place(seq, doc, offset)
+        seq.doc = None
+
+    def _document_seq(self, instructions: Prompt, document: Prompt, question: Prompt,
+                      params: SamplingParams | None) -> tuple[Sequence, float]:
+        params = params or SamplingParams()
+        instr = self.encode(instructions)  # a string gets BOS
+        doc_ids = self.encode(document, add_special_tokens=False)
+        q_ids = self.encode(question, add_special_tokens=False)
+        if not doc_ids or not q_ids:
+            raise EngineError("generate_with_document needs a non-empty document and question")
+        ids = instr + doc_ids + q_ids
+        self._check_len(len(ids))
+        t0 = time.perf_counter()
+        doc = self.doc_cache.get(doc_ids)
+        gen = None
+        if not params.greedy:
+            gen = torch.Generator().manual_seed(
+                params.seed if params.seed is not None else int(torch.randint(0, 2**62, (1,)))
+            )
+        text = instructions + document + question if all(
+            isinstance(x, str) for x in (instructions, document, question)) else None
+        seq = Sequence(next(self._ids), ids, params, text, generator=gen)
+        seq.doc = (len(instr), doc)
+        seq.register_limit = len(instr)  # blocks holding the placed (approximate) document are never indexed
+        return seq, t0
+
+    def stream_with_document(self, instructions: Prompt, document: Prompt, question: Prompt,
+                             params: SamplingParams | None = None) -> Iterator[StreamDelta]:
+        """`generate_with_document`, streamed."""
+        seq, _ = self._document_seq(instructions, document, question, params)
+        yield from self._run([seq])
+
+    def generate_with_document(self, instructions: Prompt, document: Prompt, question: Prompt,
+                               params: SamplingParams | None = None) -> GenerationOutput:
+        """Generate for [instructions][document][question] with the document's KV computed once on
+        its own ([BOS] + document), kept in `doc_tier()`, and placed behind these instructions with
+        its keys re-rotated (engine/doc_cache.py). An approximation of `generate` on the same
+        tokens: the document did not attend to the instructions (its cost is measured in
+        tests/benchmarks/bench_doc_reuse.py). Strings: the instructions are tokenized with BOS, the
+        document and the question without special tokens. metrics: ttft_s counts from this call
+        (computing or loading the document included), document_s is that part of it."""
+        seq, t0 = self._document_seq(instructions, document, question, params)
+        offset, doc = seq.doc
+        t_doc = time.perf_counter() - t0
+        for _ in self._run([seq]):
+            pass
+        out = self._output(seq)
+        if seq.first_token_time is not None:
+            out.metrics["ttft_s"] = seq.first_token_time - t0
+        out.metrics.update(document_s=t_doc, document_tokens=doc.num_tokens, document_offset=offset,
+                           document_loaded=doc.loaded)
+        return out
+
+    @torch.inference_mode()
+    def document_logits(self, instructions: Prompt, document: Prompt, question: Prompt) -> torch.Tensor:
+        """Float32 logits [question tokens, vocab] of the question's positions with the document
+        placed as `generate_with_document` places it; `prompt_logits(ids, last=len(question ids))`
+        on the same ids is the full recompute to compare with."""
+        seq, _ = self._document_seq(instructions, document, question, SamplingParams(max_tokens=0))
+        offset = seq.doc[0]
+        seq.tables = self.kv.new_tables()
+        chunk = self.cache_config.max_prefill_chunk
+        hiddens = []
+        try:
+            while seq.prefilling:  # the scheduler's cuts (Scheduler._chunk_len)
+                if seq.doc is not None and seq.num_cached == offset:
+                    self._place_document(seq)
+                    continue
+                end = min((seq.num_cached // chunk + 1) * chunk, seq.prefill_len)
+                if seq.doc is not None:
+                    end = min(end, offset)
+                h = self.runner.forward([(seq, end - seq.num_cached)], [])
+                self.kv.demote(seq.tables, seq.num_cached)
+                if seq.doc is None:
+                    hiddens.append(h)
+        finally:
+            self._free_seq(seq)
+        return self.model.logits(torch.cat(hiddens))
