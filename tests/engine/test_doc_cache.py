@@ -223,6 +223,8 @@ def test_one_document_many_instructions_and_questions_computed_once(folders):
         assert make(folders["gemma3"]).generate_with_document(instrs[i], DOC, questions[q], GREEDY).token_ids == got
     other = llm.generate_with_document(INSTR, DOC[:-1], QUESTION, GREEDY)  # another document: computed
     assert llm.doc_cache.computed == 2 and other.metrics["document_loaded"] is False
+    streamed = [t for d in llm.stream_with_document(INSTR, DOC, QUESTION, GREEDY) for t in d.token_ids]
+    assert streamed == outs[(0, 0)] and llm.doc_cache.computed == 2
 
 
 # ------------------------------------------------------------------------------------ prefix cache
