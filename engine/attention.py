@@ -83,6 +83,16 @@ class AttentionBackend(ABC):
         """One query per sequence: q [B, heads, head_dim], block_tables [B, max_blocks] (-1 padded),
         kv_lens [B] (including the token being decoded, whose K/V is already in the cache)."""
 
+    def prefill_fresh(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, window: int | None = None,
+        softcap: float | None = None,
+    ) -> torch.Tensor | None:
+        """Optional fast path for a chunk with nothing cached before it (q_offset 0): causal
+        attention of q [T, heads, D] over the chunk's own k, v [T, kv_heads, D], which are also in
+        the cache. Returns out [T, heads, D], or None when this backend has no faster way than
+        `prefill` for the case (the default)."""
+        return None
+
 
 def gather_blocks(
     k_cache: torch.Tensor, v_cache: torch.Tensor, blocks: torch.Tensor, warm: WarmPages | None

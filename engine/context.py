@@ -2,6 +2,10 @@
 which sequence, where their K/V go in the paged cache (slot mappings), which blocks they read
 (block tables), and the attention backend. Built by the model runner, read by every attention layer.
 
+A chunk with nothing cached before it (q_offset 0, no attribution capture) is first offered to
+the backend's `prefill_fresh` (the Triton backend runs torch's fused SDPA kernels there for causal
+layers); `prefill` runs when it declines.
+
 Warm tier: `attend` hands the backend the layer's INT8 warm pages (`PagedKVCache.layer_warm`) only
 when some block table of the call has a warm entry (checked once per group and forward), so calls
 without warm blocks take the backends' plain path. With `CacheConfig.sparse_top_k` set, decode rows
@@ -103,6 +107,10 @@ class ForwardContext:
         n_decode = t - self.decode_start
         if len(self.prefills) == 1 and n_decode == 0 and not capture:
             p = self.prefills[0]
+            if p.q_offset == 0:
+                fresh = self.backend.prefill_fresh(q, k, v, scale=scale, window=window, softcap=softcap)
+                if fresh is not None:
+                    return fresh
             return self.backend.prefill(
                 q, k_cache, v_cache, p.block_tables[gi], q_offset=p.q_offset, kv_len=p.q_offset + p.length,
                 scale=scale, window=window, softcap=softcap, warm=self._prefill_warm(0, gi, warm),
@@ -112,6 +120,12 @@ class ForwardContext:
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if capture else None
         for i, p in enumerate(self.prefills):
+            rows = slice(p.start, p.start + p.length)
+            if p.q_offset == 0 and not capture:
+                fresh = self.backend.prefill_fresh(q[rows], k[rows], v[rows], scale=scale, window=window, softcap=softcap)
+                if fresh is not None:
+                    out[rows] = fresh
+                    continue
             r = self.backend.prefill(
                 q[p.start : p.start + p.length], k_cache, v_cache, p.block_tables[gi], q_offset=p.q_offset,
                 kv_len=p.q_offset + p.length, scale=scale, window=window, softcap=softcap, return_lse=capture,

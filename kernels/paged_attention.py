@@ -208,7 +208,7 @@ def _decode_split_kernel(
     stride_lb, stride_lh,
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_INT8: tl.constexpr,
-    SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
+    SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr, INT8_BRANCHES: tl.constexpr,
 ):
     seq = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -249,15 +249,26 @@ def _decode_split_kernel(
             n_warm = tl.sum(warm.to(tl.int32), axis=0)
             widx = tl.where(warm, -entry - 2, 0)
             s = tl.zeros([GROUP_PAD, BLOCK_N], tl.float32)
-            if n_hot > 0:
+            if not INT8_BRANCHES:
+                # both kinds loaded under their masks, no branch: the loop can be software-pipelined
+                # (masked-off lanes move no bytes); the tuner picks this or the branches per shape
                 k = tl.load(K + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
                             mask=hot[:, None] & dim_ok[None, :], other=0.0)
-                s += tl.dot(q, tl.trans(k.to(q.dtype)))
-            if n_warm > 0:
                 ks = tl.load(KS + widx * stride_sb + kvh, mask=warm, other=0.0)
                 kq = tl.load(KQ + widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :],
                              mask=warm[:, None] & dim_ok[None, :], other=0)
+                s += tl.dot(q, tl.trans(k.to(q.dtype)))
                 s += tl.dot(q, tl.trans(kq.to(q.dtype))) * ks[None, :]
+            else:
+                if n_hot > 0:
+                    k = tl.load(K + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
+                                mask=hot[:, None] & dim_ok[None, :], other=0.0)
+                    s += tl.dot(q, tl.trans(k.to(q.dtype)))
+                if n_warm > 0:
+                    ks = tl.load(KS + widx * stride_sb + kvh, mask=warm, other=0.0)
+                    kq = tl.load(KQ + widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh
+                                 + dims[None, :], mask=warm[:, None] & dim_ok[None, :], other=0)
+                    s += tl.dot(q, tl.trans(kq.to(q.dtype))) * ks[None, :]
             s = _log2_scores(s, scale, SOFTCAP, HAS_SOFTCAP)
             valid = hot | warm
         else:
@@ -272,7 +283,15 @@ def _decode_split_kernel(
         p = tl.exp2(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None]
-        if HAS_INT8:
+        if HAS_INT8 and not INT8_BRANCHES:
+            v = tl.load(V + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
+                        mask=hot[:, None] & dim_ok[None, :], other=0.0)
+            vs = tl.load(VS + widx * stride_sb + kvh, mask=warm, other=0.0)
+            vq = tl.load(VQ + widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :],
+                         mask=warm[:, None] & dim_ok[None, :], other=0)
+            acc += tl.dot(p.to(q.dtype), v.to(q.dtype))
+            acc += tl.dot((p * vs[None, :]).to(q.dtype), vq.to(q.dtype))
+        elif HAS_INT8:
             if n_hot > 0:
                 v = tl.load(V + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
                             mask=hot[:, None] & dim_ok[None, :], other=0.0)
@@ -319,6 +338,55 @@ def _decode_merge_kernel(
     tl.store(LSE + seq * tl.num_programs(1) + head, m_safe + tl.log(tl.where(total > 0, total, 1.0)))
 
 
+# Decode launch shapes chosen by measurement, per call shape: key -> (num_splits, block_n, INT8 with
+# per-tile branches or branch-free). A key is
+# (batch, heads, kv_heads, head_dim, dtype, INT8 pages?, window?, context blocks rounded up to a
+# power of two). Filled on the first call of a shape that is not being captured into a CUDA graph
+# (the graph runner's warm-up run comes first, so graphs replay the tuned shape).
+DECODE_TUNED: dict[tuple, tuple[int, int, bool]] = {}
+DECODE_TUNING = os.environ.get("LONGDOC_DECODE_TUNING", "1") != "0"
+
+
+def _default_splits(b: int, kvh: int, n_blocks: int, device: torch.device) -> int:
+    """~2 programs per SM across the batch, each split >= 8 blocks."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 8
+    return max(1, min(triton.cdiv(2 * sms, max(b * kvh, 1)), triton.cdiv(n_blocks, 8), 64))
+
+
+def _tune_decode(launch, key: tuple, base_splits: int, n_blocks: int, d: int, has_int8: bool, device) -> tuple:
+    """Time a few (num_splits, block_n, INT8 branches) candidates with CUDA events (median of 5
+    after a warm-up) and keep the fastest for `key`. All candidates compute the same function."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    others = {max(1, min(x, triton.cdiv(n_blocks, 4), 4 * sms))
+              for x in (base_splits // 2, 2 * base_splits, 4 * base_splits, 8 * base_splits)}
+    splits = [base_splits] + sorted(others - {base_splits})
+    tiles = [64] if has_int8 else ([64, 128] if d <= 128 else [32, 64])
+    variants = [True, False] if has_int8 else [True]
+    best, best_t = (base_splits, 64 if (d <= 128 or has_int8) else 32, True), float("inf")
+    for br in variants:
+        for bn in tiles:
+            for ns in splits:
+                try:
+                    launch(ns, bn, br)
+                    times = []
+                    for _ in range(5):
+                        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        e0.record()
+                        launch(ns, bn, br)
+                        e1.record()
+                        e1.synchronize()
+                        times.append(e0.elapsed_time(e1))
+                except Exception:  # a tile shape this Triton cannot compile for the layout: skip it
+                    continue
+                t = sorted(times)[len(times) // 2]
+                # the default comes first; another candidate must beat the best by 5%, so noise does
+                # not flip the choice (and with it the rounding) between processes
+                if t < 0.95 * best_t or best_t == float("inf"):
+                    best, best_t = (ns, bn, br), t
+    DECODE_TUNED[key] = best
+    return best
+
+
 def paged_decode(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -336,13 +404,16 @@ def paged_decode(
     num_splits: int | None = None,
     max_kv_len: int | None = None,
     block_n: int | None = None,
+    int8_branches: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One query per sequence: q [B, H, D]; block_tables [B, max_blocks] int (entries as in
     kernels/__init__.py); kv_lens [B] including the token being decoded. Returns out [B, H, D]
     (q's dtype) and lse [B, H] float32.
 
     `max_kv_len` (an upper bound of kv_lens, known to the caller) sizes the context splits
-    without a device-to-host read, which keeps the call capturable in a CUDA graph."""
+    without a device-to-host read, which keeps the call capturable in a CUDA graph. Unless
+    `num_splits` / `block_n` are given, they come from `DECODE_TUNED` (measured on the first
+    uncaptured call of the shape, see `_tune_decode`), else from the default heuristic."""
     b, h, d = q.shape
     bs = k_cache.shape[1]
     kvh = k_cache.shape[2]
@@ -353,19 +424,11 @@ def paged_decode(
         max_kv_len = int(kv_lens.max()) if b else 0
     span = min(max_kv_len, window) if window is not None else max_kv_len
     n_blocks = max(1, triton.cdiv(span, bs) + 1)
-    if num_splits is None:
-        # enough programs to fill the device: ~2 per SM across the batch, each split >= 8 blocks
-        # (measured on an H200: see BENCHMARKS.md)
-        sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 8
-        num_splits = max(1, min(triton.cdiv(2 * sms, max(b * kvh, 1)), triton.cdiv(n_blocks, 8), 64))
-    blocks_per_split = triton.cdiv(n_blocks, num_splits)
-    block_d = triton.next_power_of_2(d)
-    out_part = torch.empty((b, h, num_splits, d), dtype=torch.float32, device=q.device)
-    lse_part = torch.empty((b, h, num_splits), dtype=torch.float32, device=q.device)
     out = torch.empty_like(q)
     lse = torch.empty((b, h), dtype=torch.float32, device=q.device)
     if b == 0:
         return out, lse
+    block_d = triton.next_power_of_2(d)
     tables = block_tables.to(torch.int32).contiguous()
     lens = kv_lens.to(torch.int32).contiguous()
     kq = k_cache_int8 if has_int8 else k_cache
@@ -374,30 +437,47 @@ def paged_decode(
     vs = v_scale if has_int8 else lse
     interp = _interpreting()
     group_pad = max(triton.next_power_of_2(group), 16)  # tl.dot needs >= 16 rows
+    assert v_cache.stride() == k_cache.stride() and vq.stride() == kq.stride(), "K and V pools must share a layout"
+
+    def launch(ns: int, bn: int, branches: bool = True) -> None:
+        bps = triton.cdiv(n_blocks, ns)
+        out_part = torch.empty((b, h, ns, d), dtype=torch.float32, device=q.device)
+        lse_part = torch.empty((b, h, ns), dtype=torch.float32, device=q.device)
+        _decode_split_kernel[(b, kvh, ns)](
+            q, k_cache, v_cache, kq, vq, ks, vs, tables, lens, out_part, lse_part,
+            scale, window or 0, max_blocks, bps,
+            q.stride(0), q.stride(1),
+            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            kq.stride(0), kq.stride(1), kq.stride(2),
+            ks.stride(0),
+            out_part.stride(0), out_part.stride(1), out_part.stride(2),
+            lse_part.stride(0), lse_part.stride(1),
+            GROUP=group, GROUP_PAD=group_pad, BS=bs, D=d, BLOCK_D=block_d, BLOCK_N=bn,
+            HAS_WINDOW=window is not None, HAS_INT8=has_int8,
+            SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None,
+            UPCAST=interp or q.dtype == torch.float32, INT8_BRANCHES=branches,
+            num_warps=4, num_stages=3 if not interp else 1,
+        )
+        _decode_merge_kernel[(b, h)](
+            out_part, lse_part, out, lse, ns,
+            out_part.stride(0), out_part.stride(1), out_part.stride(2), lse_part.stride(0), lse_part.stride(1),
+            out.stride(0), out.stride(1),
+            D=d, BLOCK_D=block_d, BLOCK_S=max(triton.next_power_of_2(ns), 2),
+        )
+
     # BLOCK_N 32 with INT8 pages fails to compile in Triton 3.6 (an MMA layout assertion, H200,
     # 2026-12-02): INT8 calls use 64 whatever the head_dim
-    block_n = block_n or (16 if interp else (64 if d <= 128 or has_int8 else 32))
-    assert v_cache.stride() == k_cache.stride() and vq.stride() == kq.stride(), "K and V pools must share a layout"
-    _decode_split_kernel[(b, kvh, num_splits)](
-        q, k_cache, v_cache, kq, vq, ks, vs, tables, lens, out_part, lse_part,
-        scale, window or 0, max_blocks, blocks_per_split,
-        q.stride(0), q.stride(1),
-        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        kq.stride(0), kq.stride(1), kq.stride(2),
-        ks.stride(0),
-        out_part.stride(0), out_part.stride(1), out_part.stride(2),
-        lse_part.stride(0), lse_part.stride(1),
-        GROUP=group, GROUP_PAD=group_pad, BS=bs, D=d, BLOCK_D=block_d, BLOCK_N=block_n,
-        HAS_WINDOW=window is not None, HAS_INT8=has_int8,
-        SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None,
-        UPCAST=interp or q.dtype == torch.float32,
-        num_warps=4, num_stages=3 if not interp else 1,
-    )
-    _decode_merge_kernel[(b, h)](
-        out_part, lse_part, out, lse, num_splits,
-        out_part.stride(0), out_part.stride(1), out_part.stride(2), lse_part.stride(0), lse_part.stride(1),
-        out.stride(0), out.stride(1),
-        D=d, BLOCK_D=block_d, BLOCK_S=max(triton.next_power_of_2(num_splits), 2),
-    )
+    default_bn = 16 if interp else (64 if d <= 128 or has_int8 else 32)
+    branches = True if int8_branches is None else int8_branches
+    if num_splits is None and block_n is None and int8_branches is None and q.is_cuda and not interp and DECODE_TUNING:
+        key = (b, h, kvh, d, q.dtype, has_int8, window is not None, triton.next_power_of_2(n_blocks))
+        tuned = DECODE_TUNED.get(key)
+        if tuned is None and not torch.cuda.is_current_stream_capturing():
+            tuned = _tune_decode(launch, key, _default_splits(b, kvh, n_blocks, q.device), n_blocks, d, has_int8,
+                                 q.device)
+        if tuned is not None:
+            num_splits, block_n, branches = tuned
+    if num_splits is None:
+        num_splits = _default_splits(b, kvh, n_blocks, q.device)
+    launch(num_splits, block_n or default_bn, branches)
     return out, lse
-

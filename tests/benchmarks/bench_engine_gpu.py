@@ -12,11 +12,12 @@ memory, so weights are counted once in either peak):
 
 Measured per model:
 - prefill: time to first token of one prompt (prefill + first sample; a fresh random prompt per
-  repetition, so no prefix cache helps), engine vs transformers `generate(max_new_tokens=1)`;
+  repetition, so no prefix cache helps; the engine prefills it in one chunk, as transformers does),
+  engine vs transformers `generate(max_new_tokens=1)`;
   MFU = (2 * matmul params * T + attention FLOPs of the visible pairs) / time / measured bf16 matmul rate.
 - decode: time per step at a given batch and context. Engine, two ways: "e2e" = `LLM.stream`
-  (scheduler, graphs, GPU sampling; timed from when every sequence has its first token to the last
-  token, divided by the steps in between), and "step" = the decode step alone on a cache filled with
+  (scheduler, graphs, GPU sampling; the median interval between tokens once every sequence has its
+  first one; the mean, which includes the graph capture of a new context bucket, is kept too), and "step" = the decode step alone on a cache filled with
   random K/V to the context (runner forward + logits + batched sampling; used where prefilling the
   context for real would cost most of the device time). Transformers: `generate` with a streamer
   that timestamps every step (median interval), after a warm-up at the same batch size.
@@ -213,7 +214,7 @@ def kv_budget(cfg, ctx: int, seqs: int, chunk: int) -> int:
 
 
 def engine_prefill(eng, cfg, dev, t: int, reps: int, gen) -> dict:
-    chunk = min(t, 32768)
+    chunk = t  # one chunk, as transformers does: its attention then runs through the fused SDPA path
     peak_reset()
     llm = engine_llm(eng, cfg, dev, t + 64, 1, chunk, budget=kv_budget(cfg, t, 1, chunk))
     p = SamplingParams(max_tokens=1, ignore_eos=True)
@@ -230,32 +231,39 @@ def engine_prefill(eng, cfg, dev, t: int, reps: int, gen) -> dict:
 
 
 def engine_decode_e2e(eng, cfg, dev, ctx: int, batch: int, steps: int, gen) -> dict:
-    """Real generation through LLM.stream: prefill every prompt, then `steps` decode steps."""
-    chunk = min(ctx, 32768)
+    """Real generation through LLM.stream: prefill every prompt, then `steps` decode steps.
+    step_ms is the median interval between the tokens of the sequence admitted last, after its first
+    token (as for transformers; every other sequence is still decoding then); mean_step_ms also counts the one-time CUDA-graph capture of the
+    step's (batch, context) bucket, which happens inside the timed span on a new context length.
+    Chunk: the whole prompt at batch 1, else ~32K tokens of prefill per step (the sliding-window
+    pools are sized for window + chunk per sequence, so the chunk sets their memory)."""
+    chunk = min(ctx, 32768) if batch == 1 else min(ctx, max(2048, 32768 // batch))
+    extra = 0 if batch == 1 else 4 * batch
     peak_reset()
-    llm = engine_llm(eng, cfg, dev, ctx + steps + 64, batch, chunk, budget=kv_budget(cfg, ctx + steps, batch, chunk))
+    llm = engine_llm(eng, cfg, dev, ctx + steps + extra + 64, batch, chunk,
+                     budget=kv_budget(cfg, ctx + steps + extra, batch, chunk))
     warm = SamplingParams(max_tokens=4, ignore_eos=True)
     llm.generate([rand_prompt(cfg.vocab_size, min(256, ctx), gen) for _ in range(batch)], warm)
     prompts = [rand_prompt(cfg.vocab_size, ctx, gen) for _ in range(batch)]
-    params = SamplingParams(max_tokens=steps + 1, ignore_eos=True)
+    # prompts are admitted over several steps: the extra tokens keep the early sequences decoding
+    # while the last one takes its `steps` timed steps, so every timed step decodes the full batch
+    params = SamplingParams(max_tokens=steps + 1 + extra, ignore_eos=True)
     t0 = now()
     first: dict[int, float] = {}
-    counts = [0] * batch
-    t_all = None
-    after = [0] * batch
+    stamps: dict[int, list[float]] = {}
     for d in llm.stream(prompts, params):
         t = time.perf_counter()
-        counts[d.index] += len(d.token_ids)
         first.setdefault(d.index, t)
-        if t_all is not None:
-            after[d.index] += len(d.token_ids)
-        elif len(first) == batch:
-            t_all = t
-    t_end = time.perf_counter()
-    n_steps = max(after)
+        stamps.setdefault(d.index, []).append(t)
+    last = max(first, key=first.get)  # the sequence admitted last
+    st = stamps[last][: steps + 1]
+    gaps = [b - a for a, b in zip(st, st[1:], strict=False)]
+    t_all, t_end, n_steps = st[0], st[-1], len(gaps)
     graphs = getattr(llm.runner, "graphs", None)
     out = {
-        "step_ms": (t_end - t_all) / n_steps * 1e3 if n_steps else float("nan"),
+        "step_ms": statistics.median(gaps) * 1e3 if gaps else float("nan"),
+        "mean_step_ms": (t_end - t_all) / n_steps * 1e3 if n_steps else float("nan"),
+        "chunk": chunk,
         "steps_timed": n_steps,
         "ttft_first_s": min(first.values()) - t0,
         "ttft_last_s": max(first.values()) - t0,

@@ -6,21 +6,21 @@ set -u
 OUT=${OUT:-/tmp/h200}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-STAGES=${1:-tests,kernels,gemma,llama8b}
+STAGES=${1:-tests,llama8b,gemma,kernels}
 { nvidia-smi --query-gpu=name,memory.total,clocks.sm,power.limit --format=csv; date -u; \
   python3 -c 'import torch, triton, transformers; print(torch.__version__, triton.__version__, transformers.__version__)'; } 2>&1 | tee "$OUT/env.txt"
 if [[ $STAGES == *tests* ]]; then
-  timeout 120 python3 -m pytest tests/kernels -m gpu -q -x -s -p no:cacheprovider 2>&1 | tee "$OUT/tests.txt" | tail -25
+  timeout 150 python3 -m pytest tests/kernels tests/engine -m gpu -q -s -p no:cacheprovider 2>&1 | tee "$OUT/tests.txt" | tail -25
+fi
+if [[ $STAGES == *llama8b* ]]; then
+  timeout 200 python3 tests/benchmarks/bench_engine_gpu.py --models llama8b --out "$OUT/llama8b" 2>&1 | tee "$OUT/llama8b.txt" | tail -30
+fi
+if [[ $STAGES == *gemma* ]]; then
+  timeout 200 python3 tests/benchmarks/bench_engine_gpu.py --models gemma --hf-static --out "$OUT/gemma" 2>&1 | tee "$OUT/gemma.txt" | tail -30
 fi
 if [[ $STAGES == *kernels* ]]; then
-  timeout 150 python3 tests/benchmarks/bench_kernels.py --out "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt" | tail -22
+  timeout 120 python3 tests/benchmarks/bench_kernels.py --out "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt" | tail -22
 fi
 if [[ $STAGES == *profile* ]]; then
   timeout 80 python3 tests/benchmarks/profile_engine_gpu.py 2>&1 | tee "$OUT/profile.txt" | grep "==\|graph replays" 
-fi
-if [[ $STAGES == *gemma* ]]; then
-  timeout 170 python3 tests/benchmarks/bench_engine_gpu.py --models gemma --out "$OUT/gemma" 2>&1 | tee "$OUT/gemma.txt" | tail -30
-fi
-if [[ $STAGES == *llama8b* ]]; then
-  timeout 250 python3 tests/benchmarks/bench_engine_gpu.py --models llama8b --out "$OUT/llama8b" 2>&1 | tee "$OUT/llama8b.txt" | tail -30
 fi

@@ -68,10 +68,13 @@ def test_decode_ragged_batch(int8, h, kvh, d):
         tables = torch.where((tables >= 0) & (torch.arange(tables.shape[1], device=DEV) % 3 != 0), -tables - 2, tables)
         kw = dict(k_cache_int8=kq, v_cache_int8=vq, k_scale=ks, v_scale=vs)
     q = torch.randn(4, h, d, generator=gen, device=DEV).to(torch.bfloat16)
-    out, lse = paged_decode(q, k, v, tables, lens, scale=d**-0.5, **kw)
     r_out, r_lse = ref.paged_decode(q.float(), rk, rv, tables, lens, scale=d**-0.5, **kw)
-    assert rel(out, r_out) < 1e-2
-    assert float((lse - r_lse).abs().max()) < 2e-2
+    # the tuned launch (no split/tile given), and with INT8 pages both kernel variants explicitly
+    variants = [{}] + ([dict(int8_branches=True), dict(int8_branches=False)] if int8 else [])
+    for extra in variants:
+        out, lse = paged_decode(q, k, v, tables, lens, scale=d**-0.5, **kw, **extra)
+        assert rel(out, r_out) < 1e-2, extra
+        assert float((lse - r_lse).abs().max()) < 2e-2, extra
 
 
 def test_int8_needle_at_128k():

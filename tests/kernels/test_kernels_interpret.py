@@ -110,10 +110,12 @@ def test_decode_matches_reference(window, int8, splits):
                     tables[b, j] = -e - 2
     q = torch.randn(4, h, d, generator=gen)
     kw = dict(scale=0.125, window=window, k_cache_int8=kq, v_cache_int8=vq, k_scale=ks, v_scale=vs)
-    out, lse = paged_decode(q, k_cache, v_cache, tables, lens, num_splits=splits, **kw)
     r_out, r_lse = ref.paged_decode(q, k_cache, v_cache, tables, lens, **kw)
-    torch.testing.assert_close(out, r_out, atol=ATOL, rtol=0)
-    torch.testing.assert_close(lse, r_lse, atol=ATOL, rtol=0)
+    # INT8 pages: both kernel variants (per-tile branches, and branch-free masked loads)
+    for branches in ((True, False) if int8 else (True,)):
+        out, lse = paged_decode(q, k_cache, v_cache, tables, lens, num_splits=splits, int8_branches=branches, **kw)
+        torch.testing.assert_close(out, r_out, atol=ATOL, rtol=0)
+        torch.testing.assert_close(lse, r_lse, atol=ATOL, rtol=0)
 
 
 def test_int8_roundtrip_within_bound():
