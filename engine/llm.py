@@ -24,6 +24,7 @@ from engine.context import Capture
 from engine.doc_cache import DocumentCache
 from engine.errors import CacheFullError, ContextLengthError, EngineError
 from engine.kv_cache import CacheConfig, PagedKVCache
+from engine.metrics import EngineCounters
 from engine.prefix_cache import PrefixCache
 from engine.prefix_hash import model_fingerprint, weights_digest
 from engine.runner import ModelRunner
@@ -161,6 +162,8 @@ class LLM:
         )
         self.runner.on_computed = self.prefix.register
         self.sched_counters = SchedulerCounters()
+        self.fallbacks = 0  # requests served through a fallback strategy (generate_long)
+        self._occupancy = [0, 0]  # [tokens stored, slots allocated] of finished requests' tables
         self.doc_cache = DocumentCache(self)  # document reuse at any position (engine/doc_cache.py)
         self._doc_store = None  # its own host store when no cold tier is configured (doc_tier)
 
@@ -316,6 +319,7 @@ class LLM:
                             self._copy_state(s, c)
                         yield StreamDelta(index[c.seq_id], delta, [tok], s.finished, s.finish_reason)
                     if s.finished:
+                        self._record_occupancy(s)
                         sched.finish(s)
         finally:
             sched.abort_all()
@@ -506,7 +510,48 @@ class LLM:
         and a `FallbackReport`. See engine/fallback.py."""
         from engine.fallback import run_with_fallback
 
-        return run_with_fallback(self, request, fallback, params)
+        out, report = run_with_fallback(self, request, fallback, params)
+        self.fallbacks += int(bool(getattr(report, "fallback_triggered", False)))
+        return out, report
+
+    # ------------------------------------------------------------------ observability
+    def _record_occupancy(self, s: Sequence) -> None:
+        """Add a finishing request's KV slots (hot and warm blocks its tables hold) and the tokens
+        they store to the fragmentation count."""
+        bs = self.kv.block_size
+        for table in s.tables:
+            for b, e in enumerate(table):
+                if e != -1:
+                    self._occupancy[1] += bs
+                    self._occupancy[0] += max(0, min(bs, s.num_cached - b * bs))
+
+    def counters(self) -> EngineCounters:
+        """Engine-wide counters (engine.metrics.EngineCounters): blocks in use per tier now (hot and
+        warm summed over cache groups; host and disk as block-equivalents: stored bytes over the
+        full-precision bytes of one block of every layer), prefix lookups and hits in blocks (device
+        and cold tier), swaps, preemptions, fallbacks, and the fragmentation of finished requests'
+        KV slots."""
+        c = EngineCounters()
+        tiers = self.kv.blocks_per_tier()
+        c.set_blocks("hot", sum(tiers["hot_used"]))
+        c.set_blocks("warm", sum(tiers["warm_used"]))
+        cold = self.prefix.cold
+        if cold is not None:
+            g = self.kv.groups[0]
+            block_all_layers = 2 * self.kv.block_size * g.k.shape[3] * g.k.shape[4] * g.k.element_size() * self.config.num_layers
+            st = cold.stats()
+            for tier in ("host", "disk"):
+                if st.get(tier):
+                    c.set_blocks(tier, int(st[tier]["bytes"]) // block_all_layers)
+        ps = self.prefix.stats
+        bs = self.kv.block_size
+        c.record_prefix_lookup(ps.query_tokens // bs, min(ps.query_tokens // bs, (ps.hit_tokens + ps.cold_hit_tokens) // bs))
+        sc = self.sched_counters
+        c.swaps_out, c.swaps_in = sc.preempted_swap, sc.swapped_in
+        c.preemptions = sc.preempted_swap + sc.preempted_recompute
+        c.fallbacks = self.fallbacks
+        c.set_occupancy(*self._occupancy)
+        return c
 
     # ------------------------------------------------------------------ document reuse at any position
     def doc_tier(self):

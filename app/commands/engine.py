@@ -73,3 +73,41 @@ def register(app: typer.Typer) -> None:
                 "load_seconds": round(load_s, 3),
                 "generate_seconds": round(gen_s, 3),
             }, ensure_ascii=False))
+
+    @app.command()
+    def bench(
+        prompt_length: int = typer.Option(1024, "--prompt-length", "-p", help="Tokens per prompt (random ids)."),
+        max_new_tokens: int = typer.Option(32, "--max-new-tokens", "-n", help="Tokens generated per request."),
+        batch: int = typer.Option(1, "--batch", "-b", help="Requests sent at once."),
+        repeat: int = typer.Option(2, "--repeat", help="Rounds over the same prompts (later rounds hit the prefix cache)."),
+        memory_profile: bool = typer.Option(False, "--memory-profile", help="Weights, KV pool, KV bytes per token, peaks."),
+        output_format: str = typer.Option("text", "--output-format", help="text or json."),
+        device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: cuda if available)."),
+        dtype: str | None = typer.Option(None, "--dtype", help="float32, bfloat16 or float16."),
+        model: Path | None = typer.Option(None, "--model", help="GGUF file or HF folder (default: Gemma 3 270M)."),
+        chunk: int = typer.Option(1024, "--chunk", help="Prefill chunk (tokens)."),
+        warm_budget: int = typer.Option(0, "--warm-budget", help="Bytes of INT8 warm pages (0: no warm tier)."),
+        hot_window: int = typer.Option(1024, "--hot-window", help="Most recent tokens kept at full precision."),
+        seed: int = typer.Option(0, "--seed"),
+    ) -> None:
+        """Measure the engine on a synthetic load: TTFT, inter-token latency, tokens/s, counters, memory."""
+        from engine import LLM, CacheConfig, EngineError
+        from engine.bench import format_text, run_bench
+
+        if output_format not in ("text", "json"):
+            typer.echo("longdoc: --output-format must be text or json", err=True)
+            raise typer.Exit(2)
+        if prompt_length < 1 or max_new_tokens < 1 or batch < 1 or repeat < 1:
+            typer.echo("longdoc: --prompt-length, --max-new-tokens, --batch and --repeat must be >= 1", err=True)
+            raise typer.Exit(2)
+        try:
+            cache = CacheConfig(max_num_seqs=batch, max_prefill_chunk=chunk, warm_budget=warm_budget or None,
+                                hot_window=hot_window)
+            llm = LLM(model=model, device=device, dtype=dtype, cache=cache)
+            llm._check_len(prompt_length + max_new_tokens)
+            res = run_bench(llm, prompt_length, max_new_tokens, batch=batch, repeat=repeat, seed=seed,
+                            memory_profile=memory_profile)
+        except (EngineError, ValueError) as exc:
+            typer.echo(f"longdoc: {exc}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(json.dumps(res, indent=2) if output_format == "json" else format_text(res))

@@ -14,11 +14,11 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the JSON export instead of the tree."),
     ) -> None:
         """Build the claim tree of one patent, with validation findings."""
-        from pipelines.patents.pipeline import PatentsPipeline, render_tree
         from rich.console import Console
 
         from app.export import to_json
         from pipelines.documents import IngestError, load_document
+        from pipelines.patents.pipeline import PatentsPipeline, render_tree
 
         try:
             doc = load_document(file)

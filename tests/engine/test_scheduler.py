@@ -115,6 +115,13 @@ def test_memory_pressure_queues_preempts_and_completes(folders, mode):
     preempted = c.preempted_swap if mode == "swap" else c.preempted_recompute
     assert preempted > 0
     assert all(g.allocator.num_free == g.num_blocks for g in llm.kv.groups)
+    # the engine-wide counters read the same events
+    ec = llm.counters()
+    assert ec.preemptions == c.preempted_swap + c.preempted_recompute > 0
+    assert ec.swaps_out == c.preempted_swap and ec.swaps_in == c.swapped_in
+    assert (ec.swaps_out > 0) == (mode == "swap")
+    assert ec.blocks["hot"] == 0  # every request finished: nothing held
+    assert 0.0 <= ec.fragmentation < 0.2 and ec.slots_allocated > 0
 
 
 def test_admission_queues_under_watermark(folders):

@@ -1,0 +1,153 @@
+"""`longdoc bench`: one reproducible load on the engine, with latency, counters and memory.
+
+A run sends `batch` requests of `prompt_length` tokens at once (random token ids from a seeded
+generator, so no tokenizer effects and no accidental prefix sharing between them), each generating
+`max_new_tokens` greedy tokens, and repeats that `repeat` times with the same prompts: the second
+and later rounds show the prefix cache (their prompts are already cached). Reported:
+
+- per round: `engine.metrics.summarize` over its requests (TTFT mean/p50/p99, inter-token latency
+  mean/p50/p99, output tokens/s) and the prompt tokens served from a cache;
+- the engine's counters after the run (`LLM.counters()`: blocks per tier, prefix hit rate, swaps,
+  preemptions, fallbacks, fragmentation) and the scheduler's;
+- with `memory_profile`: weight bytes, KV pool bytes (hot and warm), KV bytes per token of a
+  request (by tier, and the same blocks counted at bf16 for comparison), peak device memory on
+  CUDA (torch.cuda.max_memory_allocated) and the process's peak RSS.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from typing import Any
+
+import torch
+
+from engine.metrics import RequestMetrics, summarize
+from engine.sampling import SamplingParams
+
+
+def _prompts(vocab: int, n: int, batch: int, seed: int) -> list[list[int]]:
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randint(3, vocab, (n,), generator=gen).tolist() for _ in range(batch)]
+
+
+def _peak_rss_bytes() -> int:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss if sys.platform == "darwin" else rss * 1024  # Linux reports KiB
+
+
+def run_bench(llm, prompt_length: int, max_new_tokens: int, batch: int = 1, repeat: int = 2, seed: int = 0,
+              memory_profile: bool = False) -> dict[str, Any]:
+    cuda = llm.device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    prompts = _prompts(llm.config.vocab_size, prompt_length, batch, seed)
+    params = SamplingParams(max_tokens=max_new_tokens, ignore_eos=True)
+    rounds = []
+    for r in range(repeat):
+        reqs: dict[int, RequestMetrics] = {}
+        t0 = time.perf_counter()
+        for i in range(batch):
+            reqs[i] = RequestMetrics.start(prompt_length, now=t0)
+        hits0 = llm.prefix.stats.hit_tokens + llm.prefix.stats.cold_hit_tokens
+        for d in llm.stream(prompts, params):
+            t = time.perf_counter()
+            for _ in d.token_ids:
+                reqs[d.index].record_token(t)
+        summary = summarize(list(reqs.values()))
+        summary["round"] = r + 1
+        summary["wall_s"] = time.perf_counter() - t0
+        summary["cached_prompt_tokens"] = llm.prefix.stats.hit_tokens + llm.prefix.stats.cold_hit_tokens - hits0
+        rounds.append(summary)
+    result: dict[str, Any] = {
+        "model": str(llm.model_path),
+        "device": str(llm.device),
+        "dtype": str(llm.dtype).removeprefix("torch."),
+        "backend": llm.backend.name,
+        "prompt_length": prompt_length,
+        "max_new_tokens": max_new_tokens,
+        "batch": batch,
+        "rounds": rounds,
+        "counters": llm.counters().to_dict(),
+        "scheduler": llm.sched_counters.to_dict(),
+        "prefix_cache": llm.prefix.stats.to_dict(),
+    }
+    if memory_profile:
+        result["memory"] = memory_profile_of(llm, prompts[0])
+        result["memory"]["peak_rss_bytes"] = _peak_rss_bytes()
+        if cuda:
+            result["memory"]["peak_device_bytes"] = torch.cuda.max_memory_allocated()
+    return result
+
+
+def memory_profile_of(llm, prompt: list[int]) -> dict[str, Any]:
+    """Weights and KV pool bytes, and KV bytes per token of `prompt` held after its prefill (the
+    sequence's blocks by tier, demoted as the warm tier's policy says)."""
+    from engine.sequence import Sequence
+
+    weights = sum(p.numel() * p.element_size() for p in llm.model.parameters())
+    kv = llm.kv
+    pool_hot = sum(g.k.numel() * g.k.element_size() * 2 for g in kv.groups)
+    pool_warm = sum(
+        (g.warm.kq.numel() * g.warm.kq.element_size() * 2 + g.warm.ks.numel() * g.warm.ks.element_size() * 2)
+        for g in kv.groups if g.warm is not None
+    ) if kv.has_warm() else 0
+    seq = Sequence(next(llm._ids), list(prompt), SamplingParams(max_tokens=1))
+    seq.tables = kv.new_tables()
+    seq.register_limit = 0  # a measurement: never indexed by the prefix cache
+    chunk = llm.cache_config.max_prefill_chunk
+    try:
+        with torch.inference_mode():
+            while seq.prefilling:
+                n = min((seq.num_cached // chunk + 1) * chunk, seq.prefill_len) - seq.num_cached
+                llm.runner.forward([(seq, n)], [])
+                kv.demote(seq.tables, seq.num_cached)
+        held = kv.kv_bytes(seq.tables)
+        as_bf16 = kv.kv_bytes(seq.tables, hot_elem_size=2)
+        all_hot_bf16 = sum(
+            2 * kv.block_size * g.k.shape[3] * g.k.shape[4] * 2 * len(g.layers) * sum(1 for e in t if e != -1)
+            for g, t in zip(kv.groups, seq.tables, strict=True)
+        )
+    finally:
+        llm._free_seq(seq)
+    n = max(1, len(prompt))
+    return {
+        "weights_bytes": weights,
+        "kv_pool_hot_bytes": pool_hot,
+        "kv_pool_warm_bytes": pool_warm,
+        "kv_bytes_per_token": held["total"] / n,
+        "kv_bytes_per_token_hot": held["hot"] / n,
+        "kv_bytes_per_token_warm": held["warm"] / n,
+        "kv_bytes_per_token_if_hot_were_bf16": as_bf16["total"] / n,
+        "kv_bytes_per_token_all_bf16": all_hot_bf16 / n,
+        "kv_ratio_vs_all_bf16": held["total"] / all_hot_bf16 if all_hot_bf16 else None,
+        # the same blocks with the hot ones at bf16: what a bf16 deployment holds against all-bf16
+        "kv_ratio_vs_all_bf16_with_bf16_hot": as_bf16["total"] / all_hot_bf16 if all_hot_bf16 else None,
+    }
+
+
+def format_text(res: dict[str, Any]) -> str:
+    lines = [f"{res['model']} on {res['device']} ({res['dtype']}, {res['backend']} backend): "
+             f"{res['batch']} x {res['prompt_length']}-token prompts, {res['max_new_tokens']} new tokens"]
+
+    def ms(x: float | None) -> str:
+        return "-" if x is None else f"{x * 1e3:.1f} ms"
+
+    for r in res["rounds"]:
+        tps = "-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:.1f}"
+        lines.append(f"round {r['round']}: TTFT mean {ms(r['ttft_mean_s'])} p50 {ms(r['ttft_p50_s'])} "
+                     f"p99 {ms(r['ttft_p99_s'])}; ITL mean {ms(r['itl_mean_s'])} p50 {ms(r['itl_p50_s'])} "
+                     f"p99 {ms(r['itl_p99_s'])}; {tps} tokens/s; cached prompt tokens {r['cached_prompt_tokens']}")
+    c = res["counters"]
+    hr = "-" if c["prefix_hit_rate"] is None else f"{c['prefix_hit_rate']:.0%}"
+    lines.append(f"blocks: hot {c['blocks']['hot']}, warm {c['blocks']['warm']}, host {c['blocks']['host']}, "
+                 f"disk {c['blocks']['disk']}; prefix hit rate {hr}; swaps out/in {c['swaps_out']}/{c['swaps_in']}; "
+                 f"preemptions {c['preemptions']}; fallbacks {c['fallbacks']}; fragmentation {c['fragmentation']:.1%}")
+    m = res.get("memory")
+    if m:
+        lines.append(f"memory: weights {m['weights_bytes'] / 2**20:.0f} MiB, KV pool {m['kv_pool_hot_bytes'] / 2**20:.0f} MiB "
+                     f"hot + {m['kv_pool_warm_bytes'] / 2**20:.0f} MiB warm; KV per token {m['kv_bytes_per_token']:.0f} B "
+                     f"({m['kv_ratio_vs_all_bf16']:.2f}x all-bf16; {m['kv_ratio_vs_all_bf16_with_bf16_hot']:.2f}x with bf16 hot pages); peak RSS {m['peak_rss_bytes'] / 2**30:.2f} GiB"
+                     + (f", peak device {m['peak_device_bytes'] / 2**30:.2f} GiB" if "peak_device_bytes" in m else ""))
+    return "\n".join(lines)
