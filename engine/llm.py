@@ -276,7 +276,8 @@ class LLM:
             s.arrival = now
             if self._finish_if_done(s):
                 continue
-            key = (tuple(s.prompt_ids), repr(s.params)) if (s.params.greedy or s.params.seed is not None) else None
+            deterministic = s.params.greedy or s.params.seed is not None
+            key = (tuple(s.prompt_ids), repr(s.params)) if deterministic and s.doc is None else None  # placed docs approximate
             if key is not None and key in unique:
                 copies.setdefault(unique[key].seq_id, []).append(s)
                 continue
