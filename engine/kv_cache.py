@@ -49,7 +49,9 @@ class CacheConfig:
     warm_budget: int | None = None  # bytes of INT8 warm pages over all groups; None or 0: no warm tier
     hot_window: int = 1024  # most recent tokens kept at full precision
     sink_tokens: int = 16  # first tokens kept at full precision (attention sinks), rounded up to blocks
-    sparse_top_k: int | None = None  # Quest-style sparse decode: warm blocks kept per query; None: dense
+    # Quest-style sparse decode: warm blocks kept per query; None: dense. Measured on Gemma 3 270M it
+    # loses most needle retrievals (BENCHMARKS.md, "KV cache quality"): an experiment, not a default.
+    sparse_top_k: int | None = None
     # Cold tier (engine.block_store, used by engine.prefix_cache): prefixes at chunk boundaries.
     host_cache_bytes: int = 0  # host memory for cold blocks (pinned on CUDA); 0: none
     disk_cache_dir: str | None = None  # on-disk block store (survives restarts); None: none
