@@ -5,7 +5,7 @@ real Gemma 3 270M (engine.fallback).
         [--strategies error truncate:head truncate:tail truncate:middle retrieval map_reduce]
         [--dtype float32] [--max-tokens 16] [--json out.json]
 
-The document: the English public texts of the shared corpus (/work/shared/corpus: Common Paper and
+The document: the English public texts of the shared corpus (../shared/corpus beside the checkout, or $LONGDOC_CORPUS: Common Paper and
 GitHub agreements, US patent claims, Synthea and curated clinical notes; provenance in its
 README) and of the repo's data/samples, joined in a fixed order with a heading per file, repeated
 if they are too short, cut to `--doc-tokens` (default 2 x context) at a paragraph start. One
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -40,7 +41,7 @@ STRATEGIES = ["error", "truncate:head", "truncate:tail", "truncate:middle", "ret
 
 def source_files() -> list[Path]:
     """English plain-text sources in a fixed order (shared corpus first, then the repo's samples)."""
-    corpus = Path("/work/shared/corpus")
+    corpus = Path(os.environ.get("LONGDOC_CORPUS", ROOT.parent / "shared" / "corpus"))
     files: list[Path] = []
     if corpus.is_dir():
         for name in ("en-commonpaper-csa-1.0-to-1.1", "en-commonpaper-dpa-1.0-to-1.1", "en-github-tos-2017-10-to-2018-05"):
@@ -59,7 +60,7 @@ def build_document(llm, n_tokens: int, depth: float) -> tuple[str, int]:
     parts, total, rounds = [], 0, 0
     files = source_files()
     if not files:
-        raise SystemExit("no source texts found (/work/shared/corpus or data/samples)")
+        raise SystemExit("no source texts found (../shared/corpus, $LONGDOC_CORPUS or data/samples)")
     while total < n_tokens * 1.05:
         rounds += 1
         for f in files:
