@@ -23,8 +23,8 @@ cut — the instructions and the question always reach the model whole:
   embedder reads only ~256 word pieces) when installed and the text is not mostly CJK, else BM25 over
   words and CJK character bigrams, or a caller's `embedder` — and the best chunks are kept, in
   document order, until the budget is full.
-- "map_reduce": the document is split into the largest chunks one call can hold (or
-  `map_chunk_tokens`); one batched `llm.generate` answers the request over every chunk (the request's
+- "map_reduce": the document is split into as few chunks as one call's room allows, of about equal
+  length (or into chunks of `map_chunk_tokens`); one batched `llm.generate` answers the request over every chunk (the request's
   own template, the chunk as its document), then a reduce prompt (`reduce_template`) over the partial
   answers gives the final answer; that prompt is itself fitted by truncation if it is too long.
 
@@ -357,7 +357,10 @@ def fit(
         if room <= 0:
             raise EngineError(f"instructions and question alone are {fixed} tokens; no room for a chunk")
         size = min(room, policy.map_chunk_tokens or room)
-        chunks = p.doc.chunks(0, n, size, min(policy.chunk_overlap, size - 1))
+        overlap = min(policy.chunk_overlap, size - 1)
+        chunks = p.doc.chunks(0, n, size, overlap)
+        if policy.map_chunk_tokens is None and len(chunks) > 1:
+            chunks = _balanced_chunks(p.doc, n, size, overlap, len(chunks)) or chunks
         prompts = [p.pre + p.doc.ids[a:b] + p.post for a, b in chunks]
         report.chunks = [_chunk_info(p.doc, i, a, b, used=True) for i, (a, b) in enumerate(chunks)]
         report.chunks_total = report.chunks_used = len(chunks)
@@ -396,6 +399,24 @@ def fit(
     _finish(report, p, pieces, t0)
     report.prompt_tokens_sent = [len(ids)]
     return FallbackPlan([ids], "single", params), report
+
+
+def _balanced_chunks(doc: TokenText, n: int, size: int, overlap: int, k: int) -> list[tuple[int, int]] | None:
+    """At most `k` chunks of at most `size` tokens covering [0, n), as equal in length as the
+    snapping to paragraph and sentence starts allows: the chunk size is searched from the even share
+    up to `size` (17 sizes), keeping the split whose longest and shortest chunks differ least."""
+    base = -(-(n + (k - 1) * overlap) // k)
+    step = max(1, (size - base) // 16)
+    best, best_spread = None, None
+    for even in range(min(base, size), size + 1, step):
+        cand = doc.chunks(0, n, even, min(overlap, even - 1))
+        if len(cand) > k:
+            continue
+        lens = [b - a for a, b in cand]
+        spread = max(lens) - min(lens)
+        if best_spread is None or spread < best_spread:
+            best, best_spread = cand, spread
+    return best
 
 
 def _chunk_info(doc: TokenText, i: int, a: int, b: int, used: bool, score: float | None = None) -> ChunkInfo:

@@ -224,6 +224,9 @@ def test_map_reduce_one_batched_map_call(llm, monkeypatch):
     assert len(rep.prompt_tokens_sent) == rep.chunks_total + 1
     reduce_seen = words_in(llm, out.prompt_token_ids)
     assert reduce_seen.rstrip().endswith(QUESTION.strip()) and len(out.token_ids) == 3
+    # as few chunks as the room allows, of about equal length (no sliver at the end)
+    sizes = [b - a for a, b in covered]
+    assert max(sizes) <= 1.6 * min(sizes), sizes
 
 
 def test_fit_plan_for_map_reduce(llm):
