@@ -27,7 +27,7 @@ class TritonAttentionBackend(AttentionBackend):
     """`sdpa_prefill`: causal chunks with nothing cached before them (a prompt's first chunk, or a
     whole prompt prefilled in one chunk) run through torch's fused SDPA (cuDNN or flash) over the
     chunk's own K/V instead of the paged Triton kernel: on an H200 those reach ~570 TFLOP/s on
-    causal attention where our kernel reaches ~370-390 (BENCHMARKS.md, "Kernels"). Sliding-window
+    causal attention where our paged kernel reaches ~420-450 (BENCHMARKS.md, "Kernels (H200)"). Sliding-window
     layers, soft-capping, chunks after a cached prefix and attribution keep the Triton kernels
     (which skip what a window cannot see and return the log-sum-exp)."""
 

@@ -127,13 +127,13 @@ class ForwardContext:
                     out[rows] = fresh
                     continue
             r = self.backend.prefill(
-                q[p.start : p.start + p.length], k_cache, v_cache, p.block_tables[gi], q_offset=p.q_offset,
+                q[rows], k_cache, v_cache, p.block_tables[gi], q_offset=p.q_offset,
                 kv_len=p.q_offset + p.length, scale=scale, window=window, softcap=softcap, return_lse=capture,
                 warm=self._prefill_warm(i, gi, warm),
             )
-            out[p.start : p.start + p.length] = r.out
+            out[rows] = r.out
             if capture:
-                lse[p.start : p.start + p.length] = r.lse
+                lse[rows] = r.lse
         if n_decode:
             r = self._decode(gi, q[self.decode_start :], k_cache, v_cache, warm, scale, window, softcap, capture)
             out[self.decode_start :] = r.out
