@@ -316,10 +316,7 @@ class Scheduler:
             hot = [(j, b) for j, b in enumerate(t) if b >= 0]
             if hot:
                 idx = torch.tensor([b for _, b in hot], dtype=torch.long, device=g.k.device)
-                k = g.k.index_select(1, idx).to("cpu")
-                v = g.v.index_select(1, idx).to("cpu")
-                if pin:
-                    k, v = k.pin_memory(), v.pin_memory()
+                k, v = (_to_host(x.index_select(1, idx), pin) for x in (g.k, g.v))
                 saved["hot"].append((gi, [j for j, _ in hot], k, v))
             warm = [(j, b) for j, b in enumerate(t) if b <= -2]
             if warm:
@@ -357,3 +354,13 @@ class Scheduler:
         if seq.swapped is not None:
             self.swap_bytes -= seq.swapped.get("bytes", 0)
             seq.swapped = None
+
+
+def _to_host(t: torch.Tensor, pin: bool) -> torch.Tensor:
+    """`t` copied to host memory once: into a pinned buffer on CUDA (so swapping back in can copy
+    asynchronously), a plain copy otherwise."""
+    if not pin:
+        return t.to("cpu")
+    out = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    out.copy_(t)
+    return out
