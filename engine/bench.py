@@ -84,25 +84,10 @@ def run_bench(llm, prompt_length: int, max_new_tokens: int, batch: int = 1, repe
 def memory_profile_of(llm, prompt: list[int]) -> dict[str, Any]:
     """Weights and KV pool bytes, and KV bytes per token of `prompt` held after its prefill (the
     sequence's blocks by tier, demoted as the warm tier's policy says)."""
-    from engine.sequence import Sequence
-
     weights = sum(p.numel() * p.element_size() for p in llm.model.parameters())
     kv = llm.kv
-    pool_hot = sum(g.k.numel() * g.k.element_size() * 2 for g in kv.groups)
-    pool_warm = sum(
-        (g.warm.kq.numel() * g.warm.kq.element_size() * 2 + g.warm.ks.numel() * g.warm.ks.element_size() * 2)
-        for g in kv.groups if g.warm is not None
-    ) if kv.has_warm() else 0
-    seq = Sequence(next(llm._ids), list(prompt), SamplingParams(max_tokens=1))
-    seq.tables = kv.new_tables()
-    seq.register_limit = 0  # a measurement: never indexed by the prefix cache
-    chunk = llm.cache_config.max_prefill_chunk
+    seq, _, _ = llm._prefill_collect(list(prompt), rows_from=len(prompt))  # demotes between chunks
     try:
-        with torch.inference_mode():
-            while seq.prefilling:
-                n = min((seq.num_cached // chunk + 1) * chunk, seq.prefill_len) - seq.num_cached
-                llm.runner.forward([(seq, n)], [])
-                kv.demote(seq.tables, seq.num_cached)
         held = kv.kv_bytes(seq.tables)
         as_bf16 = kv.kv_bytes(seq.tables, hot_elem_size=2)
         all_hot_bf16 = sum(
@@ -114,8 +99,8 @@ def memory_profile_of(llm, prompt: list[int]) -> dict[str, Any]:
     n = max(1, len(prompt))
     return {
         "weights_bytes": weights,
-        "kv_pool_hot_bytes": pool_hot,
-        "kv_pool_warm_bytes": pool_warm,
+        "kv_pool_hot_bytes": kv.bytes,
+        "kv_pool_warm_bytes": kv.warm_bytes,
         "kv_bytes_per_token": held["total"] / n,
         "kv_bytes_per_token_hot": held["hot"] / n,
         "kv_bytes_per_token_warm": held["warm"] / n,

@@ -43,6 +43,7 @@ import torch
 
 from engine.errors import CacheFullError, EngineError
 from engine.prefix_hash import encode_tokens
+from engine.rope import apply_rope
 from engine.sampling import SamplingParams
 from engine.sequence import Sequence
 
@@ -230,7 +231,7 @@ class DocumentCache:
         g = self.llm.kv.groups[gi]
         bs = self.llm.kv.block_size
         pos = torch.arange(lo, hi)
-        blocks = torch.tensor([table[p // bs] for p in range(lo, hi)], dtype=torch.long)
+        blocks = torch.tensor(table, dtype=torch.long)[pos // bs]
         assert bool((blocks >= 0).all()), "document KV read from a released or warm block"
         slots = (blocks * bs + pos % bs).to(g.k.device)
         k = g.k.flatten(1, 2).index_select(1, slots).to("cpu")
@@ -282,8 +283,7 @@ class DocumentCache:
         for b in fresh:
             table[b] = g.allocator.allocate()
         pos = torch.arange(pos_lo, pos_hi)
-        blocks = torch.tensor([table[p // bs] for p in range(pos_lo, pos_hi)], dtype=torch.long)
-        slots = (blocks * bs + pos % bs).to(g.k.device)
+        slots = (torch.tensor(table, dtype=torch.long)[pos // bs] * bs + pos % bs).to(g.k.device)
         for j, layer in enumerate(g.layers):
             kr = self._rerotate(layer, k[j].to(g.k.device), delta)
             g.k[j].flatten(0, 1).index_copy_(0, slots, kr.to(g.k.dtype))
@@ -302,7 +302,4 @@ def rerotate_keys(rope, k: torch.Tensor, delta: int) -> torch.Tensor:
     ang = float(delta) * rope.inv_freq.double()
     cos = torch.cat([ang.cos(), ang.cos()]).float().to(k.device)
     sin = torch.cat([ang.sin(), ang.sin()]).float().to(k.device)
-    kf = k.float()
-    half = kf.shape[-1] // 2
-    rot = torch.cat((-kf[..., half:], kf[..., :half]), dim=-1)
-    return kf * cos + rot * sin
+    return apply_rope(k.float(), cos[None], sin[None])

@@ -29,7 +29,7 @@ from engine.prefix_cache import PrefixCache
 from engine.prefix_hash import model_fingerprint, weights_digest
 from engine.runner import ModelRunner
 from engine.sampling import SamplingParams, sample_batch
-from engine.scheduler import Scheduler, SchedulerConfig, SchedulerCounters
+from engine.scheduler import Scheduler, SchedulerConfig, SchedulerCounters, next_prefill_end
 from engine.sequence import Sequence
 
 log = logging.getLogger(__name__)
@@ -250,13 +250,17 @@ class LLM:
             if not ids:
                 raise EngineError("empty prompt")
             self._check_len(len(ids))
-            gen = None
-            if not params.greedy:
-                gen = torch.Generator().manual_seed(
-                    params.seed if params.seed is not None else int(torch.randint(0, 2**62, (1,)))
-                )
-            seqs.append(Sequence(next(self._ids), ids, params, p if isinstance(p, str) else None, generator=gen))
+            seqs.append(self._new_seq(ids, params, p if isinstance(p, str) else None))
         return seqs
+
+    def _new_seq(self, ids: list[int], params: SamplingParams, text: str | None) -> Sequence:
+        """A request's sequence, with its own seeded generator when it samples."""
+        gen = None
+        if not params.greedy:
+            gen = torch.Generator().manual_seed(
+                params.seed if params.seed is not None else int(torch.randint(0, 2**62, (1,)))
+            )
+        return Sequence(next(self._ids), ids, params, text, generator=gen)
 
     def _run(self, seqs: list[Sequence]) -> Iterator[StreamDelta]:
         """Drive the scheduler until every sequence has finished; yield a delta per new token.
@@ -588,14 +592,9 @@ class LLM:
         self._check_len(len(ids))
         t0 = time.perf_counter()
         doc = self.doc_cache.get(doc_ids)
-        gen = None
-        if not params.greedy:
-            gen = torch.Generator().manual_seed(
-                params.seed if params.seed is not None else int(torch.randint(0, 2**62, (1,)))
-            )
         text = instructions + document + question if all(
             isinstance(x, str) for x in (instructions, document, question)) else None
-        seq = Sequence(next(self._ids), ids, params, text, generator=gen)
+        seq = self._new_seq(ids, params, text)
         seq.doc = (len(instr), doc)
         seq.register_limit = len(instr)  # blocks holding the placed (approximate) document are never indexed
         return seq, t0
@@ -638,14 +637,11 @@ class LLM:
         chunk = self.cache_config.max_prefill_chunk
         hiddens = []
         try:
-            while seq.prefilling:  # the scheduler's cuts (Scheduler._chunk_len)
+            while seq.prefilling:  # the scheduler's cuts
                 if seq.doc is not None and seq.num_cached == offset:
                     self._place_document(seq)
                     continue
-                end = min((seq.num_cached // chunk + 1) * chunk, seq.prefill_len)
-                if seq.doc is not None:
-                    end = min(end, offset)
-                h = self.runner.forward([(seq, end - seq.num_cached)], [])
+                h = self.runner.forward([(seq, next_prefill_end(seq, chunk) - seq.num_cached)], [])
                 self.kv.demote(seq.tables, seq.num_cached)
                 if seq.doc is None:
                     hiddens.append(h)

@@ -161,10 +161,7 @@ class Scheduler:
         where a stored document is to be placed (which happens first, see `on_place`)."""
         if s.doc is not None and s.num_cached == s.doc[0]:
             self.on_place(s)
-        end = min((s.num_cached // self.chunk + 1) * self.chunk, s.prefill_len)
-        if s.doc is not None:
-            end = min(end, s.doc[0])
-        return end - s.num_cached
+        return next_prefill_end(s, self.chunk) - s.num_cached
 
     # ------------------------------------------------------------------ one step
     def schedule(self) -> Batch:
@@ -281,10 +278,10 @@ class Scheduler:
     def _preempt(self, seq: Sequence) -> None:
         self.running.remove(seq)
         seq.preemptions += 1
-        if self.cfg.preemption == "swap" or seq.register_limit < seq.num_tokens:
-            # a sequence holding a placed document cannot be recomputed the normal way: always swap
+        # a sequence holding a placed document cannot be recomputed the normal way: always swapped
+        if self.cfg.preemption == "swap" or seq.holds_placed_document:
             nbytes = self._swap_bytes(seq)
-            if self.swap_bytes + nbytes <= self.cfg.swap_budget or seq.register_limit < seq.num_tokens:
+            if self.swap_bytes + nbytes <= self.cfg.swap_budget or seq.holds_placed_document:
                 self._swap_out(seq, nbytes)
                 self.swapped.appendleft(seq)
                 self.counters.preempted_swap += 1
@@ -354,6 +351,14 @@ class Scheduler:
         if seq.swapped is not None:
             self.swap_bytes -= seq.swapped.get("bytes", 0)
             seq.swapped = None
+
+
+def next_prefill_end(s: Sequence, chunk: int) -> int:
+    """Where a sequence's next prefill chunk ends: the next multiple of `chunk` (the grid that makes
+    cached and computed prefixes identical), the prompt's end, or the offset where a stored
+    document is still to be placed, whichever comes first."""
+    end = min((s.num_cached // chunk + 1) * chunk, s.prefill_len)
+    return min(end, s.doc[0]) if s.doc is not None else end
 
 
 def _to_host(t: torch.Tensor, pin: bool) -> torch.Tensor:

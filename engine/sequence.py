@@ -37,6 +37,12 @@ class Sequence:
     doc: tuple | None = None  # (offset, engine.doc_cache.DocumentKV) still to be placed
 
     @property
+    def holds_placed_document(self) -> bool:
+        """KV after `register_limit` came from a placed document (engine/doc_cache.py): it can be
+        swapped out and back, never recomputed by a plain prefill."""
+        return self.register_limit < self.num_tokens
+
+    @property
     def all_ids(self) -> list[int]:
         return self.prompt_ids + self.output_ids
 
