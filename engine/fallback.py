@@ -25,8 +25,9 @@ cut — the instructions and the question always reach the model whole:
   document order, until the budget is full.
 - "map_reduce": the document is split into as few chunks as one call's room allows, of about equal
   length (or into chunks of `map_chunk_tokens`); one batched `llm.generate` answers the request over
-  every chunk (the request's own template, the chunk as its document), then a reduce prompt (`reduce_template`) over the partial
-  answers gives the final answer; that prompt is itself fitted by truncation if it is too long.
+  every chunk (the request's own template, the chunk as its document), then a reduce prompt
+  (`reduce_template`) over the partial answers gives the final answer; that prompt is itself fitted
+  by truncation if it is too long.
 
 Wherever document text was removed, `gap_marker` (default "\\n[...]\\n", counted in the budget) is
 put in its place. Key-entity retention is the share of the document's distinct named entities and
