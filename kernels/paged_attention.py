@@ -197,6 +197,131 @@ def paged_prefill(
 
 
 @triton.jit
+def _i8_to_f16(x):
+    """int8 -> float16, exactly, without the conversion unit: the bits 0x6400 | (x + 128) are the
+    float16 1024 + (x + 128) (one binade, ulp 1), from which 1152 is subtracted. A few integer ops
+    and one packed half subtract per pair, against the quarter-rate I2F of a plain cast."""
+    u = x.to(tl.uint8, bitcast=True) ^ tl.full(x.shape, 128, tl.uint8)
+    h = (u.to(tl.uint16) | tl.full(x.shape, 0x6400, tl.uint16)).to(tl.float16, bitcast=True)
+    return h - tl.full(x.shape, 1152.0, tl.float16)
+
+
+@triton.jit
+def _i8_to_f16_probe(X, Y, N: tl.constexpr):
+    """_i8_to_f16 over N values (for its test)."""
+    offs = tl.arange(0, N)
+    tl.store(Y + offs, _i8_to_f16(tl.load(X + offs)))
+
+
+@triton.jit
+def _decode_tiles(
+    q, m_i, l_i, acc, K, V, KQ, VQ, KS, VS, TABLES, seq, kvh, lo, hi, kv_len, lo_pos,
+    scale, max_blocks, stride_kb, stride_ks, stride_kh, stride_qkb, stride_qks, stride_qkh, stride_sb,
+    dims, dim_ok, BS: tl.constexpr, BLOCK_N: tl.constexpr, MODE: tl.constexpr,
+    SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, CONV: tl.constexpr = 0,
+):
+    """Online softmax over the key positions [lo, hi) of one sequence and KV head. MODE 0: hot
+    (full-precision) blocks only; 1: INT8 warm blocks only; 2: either, loaded under a uniform
+    branch per tile; 3: either, both loaded under masks with no branch.
+
+    INT8 pages: the scale is per (block, head), i.e. per key, so it factors out of both dots:
+    s = (q . kq) * ks and p @ (vq * vs) = (p * vs) @ vq. The int8 values go to the dot as they
+    are (exact in bf16/fp16); no per-element dequantisation.
+
+    CONV (MODE 1 only) picks how the int8 values reach the tensor cores: 0 a cast to q's dtype;
+    1 float16 through _i8_to_f16 (q pre-scaled by `scale` and taken to float16, p * vs in
+    float16); 2 keys as int8 into an int8 x int8 -> int32 dot with q quantised per row to int8
+    (values as CONV 1)."""
+    sc = scale
+    if MODE == 1 and CONV == 1:
+        q = (q.to(tl.float32) * scale).to(tl.float16)
+        sc = 1.0
+    if MODE == 1 and CONV == 2:
+        qf = q.to(tl.float32) * scale
+        q_amax = tl.max(tl.abs(qf), axis=1)
+        q_scale = tl.where(q_amax > 0, q_amax / 127.0, 1.0)
+        q = tl.floor(qf / q_scale[:, None] + 0.5).to(tl.int8)
+        sc = 1.0
+    for start in range(lo, hi, BLOCK_N):
+        kpos = start + tl.arange(0, BLOCK_N)
+        in_range = (kpos < hi) & (kpos < kv_len) & (kpos >= lo_pos)
+        entry = tl.load(TABLES + seq * max_blocks + kpos // BS, mask=kpos < hi, other=-1)
+        slot = kpos % BS
+        hot = in_range & (entry >= 0)
+        warm = in_range & (entry <= -2)
+        widx = tl.where(warm, -entry - 2, 0)
+        k_off = entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :]
+        q_off = widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :]
+        s = tl.zeros([q.shape[0], BLOCK_N], tl.float32)
+        if MODE == 0:
+            k = tl.load(K + k_off, mask=hot[:, None] & dim_ok[None, :], other=0.0)
+            s += tl.dot(q, tl.trans(k.to(q.dtype)))  # fp32 accumulation
+            valid = hot
+        elif MODE == 1:
+            ks = tl.load(KS + widx * stride_sb + kvh, mask=warm, other=0.0)
+            kq = tl.load(KQ + q_off, mask=warm[:, None] & dim_ok[None, :], other=0)
+            if CONV == 0:
+                s += tl.dot(q, tl.trans(kq.to(q.dtype))) * ks[None, :]
+            elif CONV == 1:
+                s += tl.dot(q, tl.trans(_i8_to_f16(kq))) * ks[None, :]
+            else:
+                s += tl.dot(q, tl.trans(kq), out_dtype=tl.int32).to(tl.float32) * q_scale[:, None] * ks[None, :]
+            valid = warm
+        elif MODE == 2:
+            n_hot = tl.sum(hot.to(tl.int32), axis=0)
+            n_warm = tl.sum(warm.to(tl.int32), axis=0)
+            if n_hot > 0:
+                k = tl.load(K + k_off, mask=hot[:, None] & dim_ok[None, :], other=0.0)
+                s += tl.dot(q, tl.trans(k.to(q.dtype)))
+            if n_warm > 0:
+                ks = tl.load(KS + widx * stride_sb + kvh, mask=warm, other=0.0)
+                kq = tl.load(KQ + q_off, mask=warm[:, None] & dim_ok[None, :], other=0)
+                s += tl.dot(q, tl.trans(kq.to(q.dtype))) * ks[None, :]
+            valid = hot | warm
+        else:
+            k = tl.load(K + k_off, mask=hot[:, None] & dim_ok[None, :], other=0.0)
+            ks = tl.load(KS + widx * stride_sb + kvh, mask=warm, other=0.0)
+            kq = tl.load(KQ + q_off, mask=warm[:, None] & dim_ok[None, :], other=0)
+            s += tl.dot(q, tl.trans(k.to(q.dtype)))
+            s += tl.dot(q, tl.trans(kq.to(q.dtype))) * ks[None, :]
+            valid = hot | warm
+        s = _log2_scores(s, sc, SOFTCAP, HAS_SOFTCAP)
+        s = tl.where(valid[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None]
+        if MODE == 0:
+            v = tl.load(V + k_off, mask=hot[:, None] & dim_ok[None, :], other=0.0)
+            acc += tl.dot(p.to(q.dtype), v.to(q.dtype))
+        elif MODE == 1:
+            vs = tl.load(VS + widx * stride_sb + kvh, mask=warm, other=0.0)
+            vq = tl.load(VQ + q_off, mask=warm[:, None] & dim_ok[None, :], other=0)
+            if CONV == 0:
+                acc += tl.dot((p * vs[None, :]).to(q.dtype), vq.to(q.dtype))
+            else:
+                acc += tl.dot((p * vs[None, :]).to(tl.float16), _i8_to_f16(vq))
+        elif MODE == 2:
+            if n_hot > 0:
+                v = tl.load(V + k_off, mask=hot[:, None] & dim_ok[None, :], other=0.0)
+                acc += tl.dot(p.to(q.dtype), v.to(q.dtype))  # non-hot rows of v load as 0
+            if n_warm > 0:
+                vs = tl.load(VS + widx * stride_sb + kvh, mask=warm, other=0.0)
+                vq = tl.load(VQ + q_off, mask=warm[:, None] & dim_ok[None, :], other=0)
+                acc += tl.dot((p * vs[None, :]).to(q.dtype), vq.to(q.dtype))
+        else:
+            v = tl.load(V + k_off, mask=hot[:, None] & dim_ok[None, :], other=0.0)
+            vs = tl.load(VS + widx * stride_sb + kvh, mask=warm, other=0.0)
+            vq = tl.load(VQ + q_off, mask=warm[:, None] & dim_ok[None, :], other=0)
+            acc += tl.dot(p.to(q.dtype), v.to(q.dtype))
+            acc += tl.dot((p * vs[None, :]).to(q.dtype), vq.to(q.dtype))
+        m_i = m_new
+    return m_i, l_i, acc
+
+
+@triton.jit
 def _decode_split_kernel(
     Q, K, V, KQ, VQ, KS, VS, TABLES, LENS, OUT_PART, LSE_PART,
     scale, window, max_blocks, blocks_per_split,
@@ -208,8 +333,14 @@ def _decode_split_kernel(
     stride_lb, stride_lh,
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_INT8: tl.constexpr,
-    SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr, INT8_BRANCHES: tl.constexpr,
+    SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr, INT8_MODE: tl.constexpr,
+    INT8_CONV: tl.constexpr,
 ):
+    """INT8_MODE (with INT8 pages): 2 / 3 run every tile as _decode_tiles' MODE 2 / 3; 4 first
+    counts the kinds of block in this program's range (a read of its block-table entries) and runs
+    the range through the hot-only or warm-only loop when it holds one kind, MODE 2 otherwise: a
+    loop with one kind of load can be software-pipelined, and most ranges hold one kind (the hot
+    tier is the sinks and the recent window)."""
     seq = tl.program_id(0)
     kvh = tl.program_id(1)
     split = tl.program_id(2)
@@ -233,79 +364,40 @@ def _decode_split_kernel(
     m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
     l_i = tl.zeros([GROUP_PAD], tl.float32)
     acc = tl.zeros([GROUP_PAD, BLOCK_D], tl.float32)
-    for start in range(b_start * BS, b_end * BS, BLOCK_N):
-        kpos = start + tl.arange(0, BLOCK_N)
-        in_range = (kpos < b_end * BS) & (kpos < kv_len) & (kpos >= lo_pos)
-        entry = tl.load(TABLES + seq * max_blocks + kpos // BS, mask=kpos < b_end * BS, other=-1)
-        slot = kpos % BS
-        hot = in_range & (entry >= 0)
-        if HAS_INT8:
-            # INT8 pages: the scale is per (block, head), i.e. per key, so it factors out of both
-            # dots: s = (q . kq) * ks and p @ (vq * vs) = (p * vs) @ vq. The int8 values go to the
-            # dot as they are (exact in bf16/fp16), no per-element dequantisation; each kind of
-            # page is loaded only when the tile holds one (a uniform branch per tile).
-            warm = in_range & (entry <= -2)
-            n_hot = tl.sum(hot.to(tl.int32), axis=0)
-            n_warm = tl.sum(warm.to(tl.int32), axis=0)
-            widx = tl.where(warm, -entry - 2, 0)
-            s = tl.zeros([GROUP_PAD, BLOCK_N], tl.float32)
-            if not INT8_BRANCHES:
-                # both kinds loaded under their masks, no branch: the loop can be software-pipelined
-                # (masked-off lanes move no bytes); the tuner picks this or the branches per shape
-                k = tl.load(K + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
-                            mask=hot[:, None] & dim_ok[None, :], other=0.0)
-                ks = tl.load(KS + widx * stride_sb + kvh, mask=warm, other=0.0)
-                kq = tl.load(KQ + widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :],
-                             mask=warm[:, None] & dim_ok[None, :], other=0)
-                s += tl.dot(q, tl.trans(k.to(q.dtype)))
-                s += tl.dot(q, tl.trans(kq.to(q.dtype))) * ks[None, :]
-            else:
-                if n_hot > 0:
-                    k = tl.load(K + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
-                                mask=hot[:, None] & dim_ok[None, :], other=0.0)
-                    s += tl.dot(q, tl.trans(k.to(q.dtype)))
-                if n_warm > 0:
-                    ks = tl.load(KS + widx * stride_sb + kvh, mask=warm, other=0.0)
-                    kq = tl.load(KQ + widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh
-                                 + dims[None, :], mask=warm[:, None] & dim_ok[None, :], other=0)
-                    s += tl.dot(q, tl.trans(kq.to(q.dtype))) * ks[None, :]
-            s = _log2_scores(s, scale, SOFTCAP, HAS_SOFTCAP)
-            valid = hot | warm
+    lo, hi = b_start * BS, b_end * BS
+    if not HAS_INT8:
+        m_i, l_i, acc = _decode_tiles(
+            q, m_i, l_i, acc, K, V, KQ, VQ, KS, VS, TABLES, seq, kvh, lo, hi, kv_len, lo_pos, scale, max_blocks,
+            stride_kb, stride_ks, stride_kh, stride_qkb, stride_qks, stride_qkh, stride_sb, dims, dim_ok,
+            BS, BLOCK_N, 0, SOFTCAP, HAS_SOFTCAP)
+    elif INT8_MODE == 4:
+        n_hot = 0
+        n_warm = 0
+        for b0 in range(b_start, b_end, 128):
+            bi = b0 + tl.arange(0, 128)
+            e = tl.load(TABLES + seq * max_blocks + bi, mask=bi < b_end, other=-1)
+            n_hot += tl.sum((e >= 0).to(tl.int32), axis=0)
+            n_warm += tl.sum((e <= -2).to(tl.int32), axis=0)
+        if n_warm == 0:
+            m_i, l_i, acc = _decode_tiles(
+                q, m_i, l_i, acc, K, V, KQ, VQ, KS, VS, TABLES, seq, kvh, lo, hi, kv_len, lo_pos, scale, max_blocks,
+                stride_kb, stride_ks, stride_kh, stride_qkb, stride_qks, stride_qkh, stride_sb, dims, dim_ok,
+                BS, BLOCK_N, 0, SOFTCAP, HAS_SOFTCAP)
+        elif n_hot == 0:
+            m_i, l_i, acc = _decode_tiles(
+                q, m_i, l_i, acc, K, V, KQ, VQ, KS, VS, TABLES, seq, kvh, lo, hi, kv_len, lo_pos, scale, max_blocks,
+                stride_kb, stride_ks, stride_kh, stride_qkb, stride_qks, stride_qkh, stride_sb, dims, dim_ok,
+                BS, BLOCK_N, 1, SOFTCAP, HAS_SOFTCAP, INT8_CONV)
         else:
-            k = tl.load(K + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
-                        mask=hot[:, None] & dim_ok[None, :], other=0.0)
-            s = _log2_scores(tl.dot(q, tl.trans(k.to(q.dtype))), scale, SOFTCAP, HAS_SOFTCAP)  # fp32 accumulation
-            valid = hot
-        s = tl.where(valid[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m_i - m_safe)
-        p = tl.exp2(s - m_safe[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None]
-        if HAS_INT8 and not INT8_BRANCHES:
-            v = tl.load(V + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
-                        mask=hot[:, None] & dim_ok[None, :], other=0.0)
-            vs = tl.load(VS + widx * stride_sb + kvh, mask=warm, other=0.0)
-            vq = tl.load(VQ + widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :],
-                         mask=warm[:, None] & dim_ok[None, :], other=0)
-            acc += tl.dot(p.to(q.dtype), v.to(q.dtype))
-            acc += tl.dot((p * vs[None, :]).to(q.dtype), vq.to(q.dtype))
-        elif HAS_INT8:
-            if n_hot > 0:
-                v = tl.load(V + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
-                            mask=hot[:, None] & dim_ok[None, :], other=0.0)
-                acc += tl.dot(p.to(q.dtype), v.to(q.dtype))  # non-hot rows of v load as 0
-            if n_warm > 0:
-                vs = tl.load(VS + widx * stride_sb + kvh, mask=warm, other=0.0)
-                vq = tl.load(VQ + widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :],
-                             mask=warm[:, None] & dim_ok[None, :], other=0)
-                acc += tl.dot((p * vs[None, :]).to(q.dtype), vq.to(q.dtype))
-        else:
-            v = tl.load(V + entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
-                        mask=hot[:, None] & dim_ok[None, :], other=0.0)
-            acc += tl.dot(p.to(q.dtype), v.to(q.dtype))
-        m_i = m_new
+            m_i, l_i, acc = _decode_tiles(
+                q, m_i, l_i, acc, K, V, KQ, VQ, KS, VS, TABLES, seq, kvh, lo, hi, kv_len, lo_pos, scale, max_blocks,
+                stride_kb, stride_ks, stride_kh, stride_qkb, stride_qks, stride_qkh, stride_sb, dims, dim_ok,
+                BS, BLOCK_N, 2, SOFTCAP, HAS_SOFTCAP)
+    else:
+        m_i, l_i, acc = _decode_tiles(
+            q, m_i, l_i, acc, K, V, KQ, VQ, KS, VS, TABLES, seq, kvh, lo, hi, kv_len, lo_pos, scale, max_blocks,
+            stride_kb, stride_ks, stride_kh, stride_qkb, stride_qks, stride_qkh, stride_sb, dims, dim_ok,
+            BS, BLOCK_N, INT8_MODE, SOFTCAP, HAS_SOFTCAP)
     l_safe = tl.where(l_i > 0, l_i, 1.0)
     out = acc / l_safe[:, None]
     lse = tl.where(l_i > 0, (m_i + tl.log2(l_safe)) / 1.4426950408889634, float("-inf"))
@@ -338,12 +430,12 @@ def _decode_merge_kernel(
     tl.store(LSE + seq * tl.num_programs(1) + head, m_safe + tl.log(tl.where(total > 0, total, 1.0)))
 
 
-# Decode launch shapes chosen by measurement, per call shape: key -> (num_splits, block_n, INT8 with
-# per-tile branches or branch-free). A key is
+# Decode launch shapes chosen by measurement, per call shape: key -> (num_splits, block_n, INT8 loop
+# mode: 4 tiered, 3 branch-free; see _decode_split_kernel). A key is
 # (batch, heads, kv_heads, head_dim, dtype, INT8 pages?, window?, context blocks rounded up to a
 # power of two). Filled on the first call of a shape that is not being captured into a CUDA graph
 # (the graph runner's warm-up run comes first, so graphs replay the tuned shape).
-DECODE_TUNED: dict[tuple, tuple[int, int, bool]] = {}
+DECODE_TUNED: dict[tuple, tuple[int, int, int]] = {}
 DECODE_TUNING = os.environ.get("LONGDOC_DECODE_TUNING", "1") != "0"
 
 
@@ -354,35 +446,29 @@ def _default_splits(b: int, kvh: int, n_blocks: int, device: torch.device) -> in
 
 
 def _tune_decode(launch, key: tuple, base_splits: int, n_blocks: int, d: int, has_int8: bool, device) -> tuple:
-    """Time a few (num_splits, block_n, INT8 branches) candidates with CUDA events (median of 5
-    after a warm-up) and keep the fastest for `key`. All candidates compute the same function."""
+    """Time a few (num_splits, block_n, INT8 mode) candidates as a CUDA graph replays them
+    (kernels/timing.py: a single launch between events would time the host) and keep the fastest
+    for `key`. All candidates compute the same function."""
+    from kernels.timing import graph_time
+
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     others = {max(1, min(x, triton.cdiv(n_blocks, 4), 4 * sms))
               for x in (base_splits // 2, 2 * base_splits, 4 * base_splits, 8 * base_splits)}
     splits = [base_splits] + sorted(others - {base_splits})
     tiles = [64] if has_int8 else ([64, 128] if d <= 128 else [32, 64])
-    variants = [True, False] if has_int8 else [True]
-    best, best_t = (base_splits, 64 if (d <= 128 or has_int8) else 32, True), float("inf")
-    for br in variants:
+    variants = [4, 3] if has_int8 else [4]
+    best, best_t = (base_splits, 64 if (d <= 128 or has_int8) else 32, 4), float("inf")
+    for mode in variants:
         for bn in tiles:
             for ns in splits:
                 try:
-                    launch(ns, bn, br)
-                    times = []
-                    for _ in range(5):
-                        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        e0.record()
-                        launch(ns, bn, br)
-                        e1.record()
-                        e1.synchronize()
-                        times.append(e0.elapsed_time(e1))
+                    t = graph_time(lambda ns=ns, bn=bn, mode=mode: launch(ns, bn, mode), reps=10, replays=3)
                 except Exception:  # a tile shape this Triton cannot compile for the layout: skip it
                     continue
-                t = sorted(times)[len(times) // 2]
                 # the default comes first; another candidate must beat the best by 5%, so noise does
                 # not flip the choice (and with it the rounding) between processes
                 if t < 0.95 * best_t or best_t == float("inf"):
-                    best, best_t = (ns, bn, br), t
+                    best, best_t = (ns, bn, mode), t
     DECODE_TUNED[key] = best
     return best
 
@@ -404,7 +490,10 @@ def paged_decode(
     num_splits: int | None = None,
     max_kv_len: int | None = None,
     block_n: int | None = None,
-    int8_branches: bool | None = None,
+    int8_mode: int | None = None,
+    int8_conv: int = 0,
+    num_warps: int = 4,
+    num_stages: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One query per sequence: q [B, H, D]; block_tables [B, max_blocks] int (entries as in
     kernels/__init__.py); kv_lens [B] including the token being decoded. Returns out [B, H, D]
@@ -439,7 +528,7 @@ def paged_decode(
     group_pad = max(triton.next_power_of_2(group), 16)  # tl.dot needs >= 16 rows
     assert v_cache.stride() == k_cache.stride() and vq.stride() == kq.stride(), "K and V pools must share a layout"
 
-    def launch(ns: int, bn: int, branches: bool = True) -> None:
+    def launch(ns: int, bn: int, mode: int = 4) -> None:
         bps = triton.cdiv(n_blocks, ns)
         out_part = torch.empty((b, h, ns, d), dtype=torch.float32, device=q.device)
         lse_part = torch.empty((b, h, ns), dtype=torch.float32, device=q.device)
@@ -455,8 +544,8 @@ def paged_decode(
             GROUP=group, GROUP_PAD=group_pad, BS=bs, D=d, BLOCK_D=block_d, BLOCK_N=bn,
             HAS_WINDOW=window is not None, HAS_INT8=has_int8,
             SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None,
-            UPCAST=interp or q.dtype == torch.float32, INT8_BRANCHES=branches,
-            num_warps=4, num_stages=3 if not interp else 1,
+            UPCAST=interp or q.dtype == torch.float32, INT8_MODE=mode, INT8_CONV=int8_conv,
+            num_warps=num_warps, num_stages=1 if interp else (num_stages or 3),
         )
         _decode_merge_kernel[(b, h)](
             out_part, lse_part, out, lse, ns,
@@ -468,16 +557,16 @@ def paged_decode(
     # BLOCK_N 32 with INT8 pages fails to compile in Triton 3.6 (an MMA layout assertion, H200,
     # 2026-12-02): INT8 calls use 64 whatever the head_dim
     default_bn = 16 if interp else (64 if d <= 128 or has_int8 else 32)
-    branches = True if int8_branches is None else int8_branches
-    if num_splits is None and block_n is None and int8_branches is None and q.is_cuda and not interp and DECODE_TUNING:
+    mode = 4 if int8_mode is None else int8_mode
+    if num_splits is None and block_n is None and int8_mode is None and q.is_cuda and not interp and DECODE_TUNING:
         key = (b, h, kvh, d, q.dtype, has_int8, window is not None, triton.next_power_of_2(n_blocks))
         tuned = DECODE_TUNED.get(key)
         if tuned is None and not torch.cuda.is_current_stream_capturing():
             tuned = _tune_decode(launch, key, _default_splits(b, kvh, n_blocks, q.device), n_blocks, d, has_int8,
                                  q.device)
         if tuned is not None:
-            num_splits, block_n, branches = tuned
+            num_splits, block_n, mode = tuned
     if num_splits is None:
         num_splits = _default_splits(b, kvh, n_blocks, q.device)
-    launch(num_splits, block_n or default_bn, branches)
+    launch(num_splits, block_n or default_bn, mode)
     return out, lse

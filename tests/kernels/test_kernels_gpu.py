@@ -69,8 +69,9 @@ def test_decode_ragged_batch(int8, h, kvh, d):
         kw = dict(k_cache_int8=kq, v_cache_int8=vq, k_scale=ks, v_scale=vs)
     q = torch.randn(4, h, d, generator=gen, device=DEV).to(torch.bfloat16)
     r_out, r_lse = ref.paged_decode(q.float(), rk, rv, tables, lens, scale=d**-0.5, **kw)
-    # the tuned launch (no split/tile given), and with INT8 pages both kernel variants explicitly
-    variants = [{}] + ([dict(int8_branches=True), dict(int8_branches=False)] if int8 else [])
+    # the tuned launch (no split/tile given), and with INT8 pages every loop mode explicitly
+    variants = [{}] + ([dict(int8_mode=m) for m in (2, 3, 4)] + [dict(int8_mode=4, int8_conv=c) for c in (1, 2)]
+                       if int8 else [])
     for extra in variants:
         out, lse = paged_decode(q, k, v, tables, lens, scale=d**-0.5, **kw, **extra)
         assert rel(out, r_out) < 1e-2, extra
@@ -99,11 +100,13 @@ def test_int8_needle_at_128k():
     kq, ks = quantize_blocks(k)
     vq, vs = quantize_blocks(v)
     warm = -table - 2
-    out_int8, _ = paged_decode(q.to(torch.bfloat16), k, v, warm, lens, scale=d**-0.5, k_cache_int8=kq, v_cache_int8=vq, k_scale=ks, v_scale=vs)
     w_bf16 = out_bf16.float().mean(-1)  # attention weight on the needle (v is one-hot there)
-    w_int8 = out_int8.float().mean(-1)
     assert float(w_bf16.min()) > 0.01  # the needle is really attended to
-    assert float(((w_int8 - w_bf16).abs() / w_bf16).max()) < 0.05
+    for conv in (0, 1, 2):  # every way the warm-only loop feeds int8 to the tensor cores
+        out_int8, _ = paged_decode(q.to(torch.bfloat16), k, v, warm, lens, scale=d**-0.5, k_cache_int8=kq,
+                                   v_cache_int8=vq, k_scale=ks, v_scale=vs, int8_mode=4, int8_conv=conv)
+        w_int8 = out_int8.float().mean(-1)
+        assert float(((w_int8 - w_bf16).abs() / w_bf16).max()) < 0.05, conv
 
 
 def test_attention_mass_at_128k():
@@ -136,3 +139,19 @@ def test_rms_norm_real_shapes(gemma, shape):
     got, want = rms_norm(x, weight, 1e-6, gemma), ref.rms_norm(x, weight, 1e-6, gemma)
     torch.testing.assert_close(got.float(), want.float(), atol=1e-2, rtol=1e-2)
     assert float((got != want).float().mean()) < 0.01
+
+
+@pytest.mark.parametrize("n, k", [(6144, 4096), (4096, 14336), (128256, 4096)])
+def test_gemv_real_shapes(n, k):
+    """Skinny matmul at Llama-3-8B decode shapes against F.linear (bf16, float32 accumulation in
+    both): within 2 bf16 ulps of the output scale; batch-invariant."""
+    import torch.nn.functional as F
+
+    from kernels.gemv import gemv
+
+    gen = torch.Generator(device=DEV).manual_seed(3)
+    w = (torch.randn(n, k, generator=gen, device=DEV) * 0.02).to(torch.bfloat16)
+    x = torch.randn(16, k, generator=gen, device=DEV).to(torch.bfloat16)
+    y, r = gemv(x, w).float(), F.linear(x, w).float()
+    assert float((y - r).abs().max()) <= 2 * 2**-7 * float(r.abs().max())
+    assert torch.equal(gemv(x[5:6], w), gemv(x, w)[5:6])

@@ -1,0 +1,121 @@
+"""Probe: where a Llama-3-8B-shaped decode step at batch 1 and 32K spends its time, and whether a
+Triton skinny matmul (kernels/gemv.py) streams the step's weight matrices faster than F.linear.
+A planning diagnostic for issue 4's decode MBU bar (numbers reach BENCHMARKS.md only as
+explanations).
+
+    python3 tests/benchmarks/probe_decode_8b.py [--ctx 32768] [--skip-profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from kernels import gemv as gv  # noqa: E402
+
+SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336),
+          "lm_head": (128256, 4096)}
+
+
+def gemv_sweep() -> None:
+    """Per shape: F.linear against the best Triton launch (coarse sweep of tiles and splits, then
+    warps and stages around the best), both timed as CUDA-graph replays over rotating weight
+    copies (weights stream from HBM, no launch overhead: what a captured decode step sees)."""
+    for name, (n, k) in SHAPES.items():
+        gb = n * k * 2 / 1e9
+        splits = (1, 2, 4, 8) if n <= 8192 else (1, 2)
+        coarse = gv.tune_gemv(n, k, m=1, split_options=splits, warp_options=(4,), stage_options=(4,))
+        b = min(coarse, key=coarse.get)
+        fine = gv.tune_gemv(n, k, m=1, tiles=((b[0], b[1]),), split_options=(b[2],), warp_options=(4, 8),
+                            stage_options=(2, 3, 4, 5))
+        times = {**coarse, **fine}
+        best = min(times, key=times.get)
+        gv.GEMV_CONFIGS[(n, k)] = best
+        ws = gv.rotating(n, k)
+        for m in (1, 16):
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            t_lin = gv.time_rotating(F.linear, ws, x)
+            t_tr = gv.time_rotating(gv.gemv, ws, x)
+            err = float((gv.gemv(x, ws[0]).float() - F.linear(x, ws[0]).float()).abs().max())
+            print(f"{name:8s} [{n}x{k}] M={m:2d}: F.linear {t_lin * 1e6:7.1f} us {gb / t_lin / 1e3:5.2f} TB/s | "
+                  f"triton {best} {t_tr * 1e6:7.1f} us {gb / t_tr / 1e3:5.2f} TB/s | max diff {err:.3g}")
+        top = sorted(times.items(), key=lambda kv: kv[1])[:4]
+        print("   top:", ", ".join(f"{c} {t * 1e6:.1f}us" for c, t in top))
+        del ws
+    print("GEMV_CONFIGS =", gv.GEMV_CONFIGS)
+
+
+def profile_step(ctx: int, tiny: bool = False) -> None:
+    from bench_engine_gpu import engine_llm, hf_configs, kv_budget, rand_prompt
+    from torch.profiler import ProfilerActivity, profile
+
+    from engine.loader.random_weights import hf_to_engine_config, random_model
+    from engine.sampling import SamplingParams, sample_batch
+    from engine.sequence import Sequence
+
+    dev = "cpu" if tiny else "cuda"
+    cfg = hf_to_engine_config(hf_configs(tiny)["llama8b"])
+    eng = random_model(cfg, dev, torch.bfloat16, seed=0)
+    gen = torch.Generator().manual_seed(0)
+    for graphs in (False, True):
+        llm = engine_llm(eng, cfg, dev, ctx + 64, 1, 4096, budget=kv_budget(cfg, ctx + 32, 1, 4096), graphs=graphs)
+        for g in llm.kv.groups:
+            for t in (g.k, g.v):
+                t.normal_()
+        llm.runner.on_computed = None
+        s = Sequence(1, rand_prompt(cfg.vocab_size, ctx, gen), SamplingParams(max_tokens=40, ignore_eos=True))
+        s.tables = llm.kv.new_tables()
+        llm.kv.allocate_slots(s.tables, 0, ctx)
+        s.num_cached = ctx
+        s.output_ids.append(5)
+
+        def step(llm=llm, s=s) -> None:
+            hidden = llm.runner.forward([], [s])
+            logits = llm.model.logits(hidden)
+            s.output_ids.append(sample_batch(logits, [s.params], [[]], [None])[0])
+
+        for _ in range(4):
+            step()
+        if tiny:  # a CPU smoke test of the setup
+            print("tiny step ok", s.output_ids[-3:])
+            continue
+        torch.cuda.synchronize()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(10):
+            step()
+        e1.record()
+        e1.synchronize()
+        print(f"== step graphs={graphs}: {e0.elapsed_time(e1) / 10:.3f} ms")
+        if not graphs:
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(3):
+                    step()
+                torch.cuda.synchronize()
+            print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=16, max_name_column_width=60))
+        llm.kv.free(s.tables)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ctx", type=int, default=32768)
+    ap.add_argument("--skip-profile", action="store_true")
+    ap.add_argument("--tiny", action="store_true", help="CPU smoke test of the profile setup only")
+    args = ap.parse_args()
+    if args.tiny:
+        profile_step(256, tiny=True)
+        return
+    gemv_sweep()
+    if not args.skip_profile:
+        profile_step(args.ctx)
+
+
+if __name__ == "__main__":
+    main()
