@@ -86,6 +86,25 @@ class ForwardContext:
             warm=warm,
         )
 
+    def rope_write(
+        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+    ) -> torch.Tensor | None:
+        """For a batch of decode tokens only, on the Triton path: rotate q and k and write k and v
+        into this layer's cache slots in one launch (kernels/rope_kv.py, float32 rotation), and
+        return the rotated q; the caller then calls `attend(..., k=None, v=None)`. None where the
+        unfused path must run (prefill chunks, whose fresh rotated k the fused SDPA path reads;
+        attribution capture; the CPU)."""
+        if self.prefills or (self.capture is not None and layer in self.capture.layers):
+            return None
+        from kernels import dispatch
+
+        if not dispatch.fused_path(q):
+            return None
+        gi, k_cache, v_cache = self.cache.layer_cache(layer)
+        half = q.shape[-1] // 2
+        return dispatch.rope_and_cache_write(q, k, v, cos[:, :half], sin[:, :half], k_cache, v_cache,
+                                             self.slot_mappings[gi])
+
     def attend(
         self,
         layer: int,
@@ -93,15 +112,17 @@ class ForwardContext:
         scale: float,
         softcap: float | None,
         q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
+        k: torch.Tensor | None,
+        v: torch.Tensor | None,
     ) -> torch.Tensor:
-        """Write this layer's new K/V into the cache and return attention output [T, heads, head_dim]."""
+        """Write this layer's new K/V into the cache (unless `rope_write` did: k and v None) and
+        return attention output [T, heads, head_dim]."""
         gi, k_cache, v_cache = self.cache.layer_cache(layer)
         warm = self.cache.layer_warm(layer)
-        slots = self.slot_mappings[gi]
-        k_cache.view(-1, *k.shape[1:]).index_copy_(0, slots, k)
-        v_cache.view(-1, *v.shape[1:]).index_copy_(0, slots, v)
+        if k is not None:
+            slots = self.slot_mappings[gi]
+            k_cache.view(-1, *k.shape[1:]).index_copy_(0, slots, k)
+            v_cache.view(-1, *v.shape[1:]).index_copy_(0, slots, v)
         capture = self.capture is not None and layer in self.capture.layers
         t = q.shape[0]
         n_decode = t - self.decode_start

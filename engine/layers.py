@@ -20,6 +20,15 @@ if TYPE_CHECKING:
     from engine.context import ForwardContext
 
 
+def _fused_path(x: torch.Tensor) -> bool:
+    """Whether the fused Triton kernels (kernels/fused.py, rope_kv.py) run for activations
+    x [T, hidden] (kernels.dispatch.fused_path). Elsewhere the torch code below runs: the
+    reference that the fused kernels round like."""
+    from kernels import dispatch
+
+    return dispatch.fused_path(x)
+
+
 class RMSNorm(nn.Module):
     """RMSNorm over the last dimension. Llama: w * x_norm.to(dtype); Gemma: (x_norm * (1 + w)).to(dtype)."""
 
@@ -34,16 +43,18 @@ class RMSNorm(nn.Module):
         if self.gemma:
             self.multiplier = 1.0 + self.weight.float()
 
+    def kernel_weight(self) -> torch.Tensor:
+        """The weight as the Triton kernels take it: Gemma's float32 multiplier 1 + w, or w."""
+        if self.gemma:
+            return self.multiplier if self.multiplier is not None else 1.0 + self.weight.float()
+        return self.weight
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.is_cuda and x.dim() in (2, 3) and x.shape[-1] <= 16384:  # one fused kernel (kernels/rmsnorm.py)
             from kernels import dispatch
 
             if dispatch.use_triton(x.device):
-                if self.gemma:
-                    w = self.multiplier if self.multiplier is not None else 1.0 + self.weight.float()
-                else:
-                    w = self.weight
-                return dispatch.rms_norm(x, w, self.eps, self.gemma)
+                return dispatch.rms_norm(x, self.kernel_weight(), self.eps, self.gemma)
         xf = x.float()
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         if self.gemma:
@@ -75,6 +86,10 @@ class MLP(nn.Module):
         self.gate_up = fused
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gate_up is not None and _fused_path(x):  # act(gate) * up in one launch, same roundings
+            from kernels import dispatch
+
+            return self.down_proj(dispatch.act_mul(F.linear(x, self.gate_up), self.gelu))
         if self.gate_up is not None:
             g, u = F.linear(x, self.gate_up).chunk(2, dim=-1)
         else:
@@ -130,8 +145,12 @@ class Attention(nn.Module):
         v = v.reshape(t, self.num_kv_heads, self.head_dim)
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        out = ctx.attend(self.layer, self.window, self.scale, self.softcap, q, k, v)
+        rotated = ctx.rope_write(self.layer, q, k, v, cos, sin)  # decode on the GPU: one fused launch
+        if rotated is not None:
+            out = ctx.attend(self.layer, self.window, self.scale, self.softcap, rotated, None, None)
+        else:
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            out = ctx.attend(self.layer, self.window, self.scale, self.softcap, q, k, v)
         return self.o_proj(out.reshape(t, self.num_heads * self.head_dim))
 
 
@@ -151,6 +170,20 @@ class DecoderLayer(nn.Module):
             self.post_feedforward_layernorm = RMSNorm(config.hidden_size, eps, gemma)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
+        if _fused_path(x):
+            # the same arithmetic with the residual adds fused into the norms around them
+            # (kernels/fused.py): 2-3 launches fewer per layer in the launch-bound decode step
+            from kernels import dispatch
+
+            eps, gemma = self.input_layernorm.eps, self.input_layernorm.gemma
+            a = self.self_attn(self.input_layernorm(x), cos, sin, ctx)
+            if self.sandwich:
+                x, h = dispatch.add_rms_norm(x, a, self.post_attention_layernorm.kernel_weight(),
+                                             self.pre_feedforward_layernorm.kernel_weight(), eps, gemma)
+                return dispatch.add_rms_norm(x, self.mlp(h), self.post_feedforward_layernorm.kernel_weight(), None,
+                                             eps, gemma)[0]
+            x, h = dispatch.add_rms_norm(x, a, None, self.post_attention_layernorm.kernel_weight(), eps, gemma)
+            return x + self.mlp(h)
         if self.sandwich:
             h = self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), cos, sin, ctx))
             x = x + h

@@ -31,6 +31,13 @@ def use_triton(device: torch.device) -> bool:
     return device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
 
 
+def fused_path(x: torch.Tensor) -> bool:
+    """Whether the engine's layers take the fused kernels (residual + norm, act * up, RoPE + KV
+    write) for activations x: on CUDA with Triton. A function of its own so that a CPU test can
+    switch it on under the interpreter."""
+    return x.is_cuda and x.shape[-1] <= 16384 and use_triton(x.device)
+
+
 def paged_prefill(q, k_cache, v_cache, block_table, **kw):
     if use_triton(q.device):
         from kernels.paged_attention import paged_prefill as fn
@@ -90,6 +97,22 @@ def rms_norm(x, weight, eps, gemma):
     else:
         fn = reference.rms_norm
     return fn(x, weight, eps, gemma)
+
+
+def add_rms_norm(x, h, w_post, w_next, eps, gemma):
+    if use_triton(x.device):
+        from kernels.fused import add_rms_norm as fn
+    else:
+        fn = reference.add_rms_norm
+    return fn(x, h, w_post, w_next, eps, gemma)
+
+
+def act_mul(gu, gelu):
+    if use_triton(gu.device):
+        from kernels.fused import act_mul as fn
+    else:
+        fn = reference.act_mul
+    return fn(gu, gelu)
 
 
 def rope_and_cache_write(q, k, v, cos, sin, k_cache, v_cache, slots):

@@ -142,3 +142,19 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, gemma: bool) -> 
     if gemma:
         return (xf * weight.float()).type_as(x)
     return weight * xf.to(x.dtype)
+
+
+def add_rms_norm(x, h, w_post, w_next, eps: float, gemma: bool):
+    """engine.layers.DecoderLayer's residual step: x + norm(h, w_post) (or x + h), then the next
+    norm of the sum (None without w_next)."""
+    if w_post is not None:
+        h = rms_norm(h, w_post, eps, gemma)
+    xs = x + h
+    return xs, (rms_norm(xs, w_next, eps, gemma) if w_next is not None else None)
+
+
+def act_mul(gu, gelu: bool):
+    """engine.layers.MLP's act(gate) * up from the fused [gate | up] projection output."""
+    g, u = gu.chunk(2, dim=-1)
+    g = torch.nn.functional.gelu(g, approximate="tanh") if gelu else torch.nn.functional.silu(g)
+    return g * u

@@ -4,6 +4,7 @@ eager on the CPU, and the random-weight model helper behind the GPU benchmark.""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from engine.sampling import SamplingParams, sample_batch, sample_rows, sample_token
@@ -99,3 +100,66 @@ def test_random_llm_on_cpu_runs_eagerly():
     assert [o.token_ids for o in outs] == [o.token_ids for o in again]
     assert all(len(o.token_ids) == 6 for o in outs)
     assert len({t for o in outs for t in o.token_ids}) > 1  # random weights, not a constant output
+
+
+def _tiny(gemma: bool):
+    from engine.config import ModelConfig
+    from engine.rope import RopeConfig
+
+    n = 3
+    return ModelConfig(
+        architecture="gemma3" if gemma else "llama", vocab_size=64, hidden_size=32, intermediate_size=48,
+        num_layers=n, num_heads=4, num_kv_heads=2, head_dim=8, rms_norm_eps=1e-6, max_position_embeddings=256,
+        layer_windows=[None, 8, None], layer_ropes=[RopeConfig()] * n, attn_scale=8**-0.5,
+        tie_word_embeddings=gemma, qk_norm=gemma, sandwich_norms=gemma, gemma_norm=gemma,
+        embed_scale=32**0.5 if gemma else None, hidden_act="gelu_tanh" if gemma else "silu",
+    )
+
+
+
+@pytest.mark.parametrize("gemma", [False, True])
+def test_fused_layer_path_matches_unfused(gemma, monkeypatch):
+    """The decoder layers' fused path (residual + norms, act * up, RoPE + KV write in decode),
+    which runs on CUDA, switched on here under the Triton interpreter: the same greedy tokens as
+    the torch path (float32; the two differ by rounding noise only), for Llama's pre-norm and
+    Gemma's sandwich norms."""
+    import os
+
+    from kernels import dispatch
+
+    if os.environ.get("TRITON_INTERPRET") != "1" or not dispatch.triton_installed():
+        pytest.skip("needs Triton's interpreter (the CPU test setup)")
+    from engine.kv_cache import CacheConfig
+    from engine.loader.random_weights import llm_from_model, random_model
+
+    cfg = _tiny(gemma)
+    model = random_model(cfg, "cpu", torch.float32, seed=4, std=0.2)
+
+    def run():
+        """Logits of a prefill, then of 4 greedy decode steps driven through the runner."""
+        llm = llm_from_model(model, cfg, device="cpu", dtype="float32",
+                             cache=CacheConfig(block_size=4, memory_budget=2**20, max_num_seqs=2))
+        ids = [1, 2, 3, 4, 5, 6, 7, 9, 11, 3, 5]
+        seq, hidden, _ = llm._prefill_collect(ids, len(ids) - 1)
+        logits = [llm.model.logits(hidden)[-1]]
+        for _ in range(4):
+            seq.output_ids.append(int(logits[-1].argmax()))
+            logits.append(llm.model.logits(llm.runner.forward([], [seq]))[-1])
+            seq.num_cached = seq.num_tokens
+        llm._free_seq(seq)
+        return torch.stack(logits), llm.prompt_logits(ids)
+
+    calls = {"n": 0}
+    real = dispatch.fused_path
+
+    def forced(x):
+        calls["n"] += 1
+        return True
+
+    want_dec, want_pre = run()
+    assert real(torch.zeros(2, 32)) is False  # CPU tensors take the torch path by default
+    monkeypatch.setattr(dispatch, "fused_path", forced)
+    got_dec, got_pre = run()
+    assert calls["n"] > 0
+    torch.testing.assert_close(got_pre, want_pre, atol=1e-4, rtol=0)
+    torch.testing.assert_close(got_dec, want_dec, atol=1e-4, rtol=0)

@@ -264,3 +264,49 @@ def test_gemv_is_batch_invariant_and_deterministic():
     assert torch.equal(gemv(x, w, cfg)[3:4], alone)
     assert torch.equal(gemv(x[:7], w, cfg)[3:4], alone)
     assert torch.equal(gemv(x, w, cfg), gemv(x, w, cfg))
+
+
+@pytest.mark.parametrize("post, nxt, gemma", [(False, True, False), (True, True, True), (True, False, True)])
+def test_add_rms_norm_matches_reference(post, nxt, gemma):
+    """Residual add with the norm of the branch (Gemma's post-norm) and of the sum, one launch."""
+    from kernels.fused import add_rms_norm
+
+    gen = torch.Generator().manual_seed(7)
+    x, h = torch.randn(5, 80, generator=gen), torch.randn(5, 80, generator=gen) * 3
+    wp = torch.rand(80, generator=gen) + 0.5 if post else None
+    wn = torch.rand(80, generator=gen) + 0.5 if nxt else None
+    xs, y = add_rms_norm(x, h, wp, wn, 1e-6, gemma)
+    rxs, ry = ref.add_rms_norm(x, h, wp, wn, 1e-6, gemma)
+    torch.testing.assert_close(xs, rxs, atol=1e-5, rtol=1e-5)
+    if nxt:
+        torch.testing.assert_close(y, ry, atol=1e-5, rtol=1e-5)
+    else:
+        assert y is None
+
+
+@pytest.mark.parametrize("gelu", [False, True])
+def test_act_mul_matches_reference(gelu):
+    from kernels.fused import act_mul
+
+    gen = torch.Generator().manual_seed(8)
+    gu = torch.randn(3, 2 * 1500, generator=gen) * 3  # F = 1500: two column tiles, a ragged one
+    torch.testing.assert_close(act_mul(gu, gelu), ref.act_mul(gu, gelu), atol=1e-5, rtol=1e-5)
+
+
+def test_rope_and_cache_write_full_width_cos():
+    """The engine's cos/sin are [T, D] with equal halves; the kernel reads the first half (a view)."""
+    from kernels.rope_kv import rope_and_cache_write
+
+    gen = torch.Generator().manual_seed(6)
+    t, h, kvh, d, bs = 3, 4, 1, 32, 4
+    q, k, v = torch.randn(t, h, d, generator=gen), torch.randn(t, kvh, d, generator=gen), torch.randn(t, kvh, d, generator=gen)
+    ang = torch.rand(t, d // 2, generator=gen) * 6
+    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+    slots = torch.tensor([5, 6, 1], dtype=torch.int32)
+    kc1, vc1 = torch.zeros(3, bs, kvh, d), torch.zeros(3, bs, kvh, d)
+    kc2, vc2 = kc1.clone(), vc1.clone()
+    qo = rope_and_cache_write(q, k, v, cos[:, : d // 2], sin[:, : d // 2], kc1, vc1, slots)
+    rq = ref.rope_and_cache_write(q, k, v, ang.cos(), ang.sin(), kc2, vc2, slots.long())
+    torch.testing.assert_close(qo, rq, atol=1e-5, rtol=0)
+    torch.testing.assert_close(kc1, kc2, atol=1e-5, rtol=0)
+    torch.testing.assert_close(vc1, vc2)
