@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 import torch
 from engine_tiny import VOCAB
-from warm_util import fill, layer_kv, make_cache, model_config
+from warm_util import fill, layer_kv, make_cache, model_config, warm_budget_for
 
 from engine import LLM, CacheConfig
 from engine.attention import TorchAttentionBackend
+from engine.kv_cache import PagedKVCache
 from engine.sampling import SamplingParams
 from engine.sequence import Sequence
 from kernels import dispatch, reference
@@ -334,3 +335,59 @@ def test_generate_and_prompt_logits_use_the_warm_tier(tiny_folders):
     assert sum(moved) > 0, "prompt_logits (prefill in chunks) should demote between chunks"
     b = tiny_llm(folder).prompt_logits(ids, chunk=8)
     assert 0 < (a - b).abs().max() < TINY_BOUND["gemma3"]  # measured 0.0078
+
+
+def test_warm_sliding_demotes_in_window_blocks_and_releases_them():
+    """With `warm_sliding` the sliding group gets its own warm pool, sized for its window: blocks
+    still in the window but older than the hot window go INT8, and leaving the window frees them."""
+    kv = make_cache(sink_tokens=4, hot_window=4, warm_sliding=True)  # window 8 = 2 blocks
+    assert kv.groups[1].warm is not None
+    assert kv.groups[1].warm.num_blocks == CacheConfig().max_num_seqs * (8 // 4 + 1)
+    tables = seq_tables(kv, 37)  # sliding group: blocks 7, 8, 9 in its window
+    glob, slide = tables
+    assert slide[:7] == [-1] * 7 and all(e >= 0 for e in slide[7:])
+    hot_before = slide[9]
+    kv.demote(tables, 37)  # 37 - 4 = 33 -> blocks before 8 are older than the hot window
+    assert slide[7] <= -2 and slide[8] >= 0 and slide[9] == hot_before
+    assert kv.blocks_per_tier()["warm_used"][1] == 1
+    fill(kv, tables, 37, 8, torch.Generator().manual_seed(1))
+    kv.release_out_of_window(tables, 45)  # blocks before (45 - 8 + 1) // 4 = 9 leave the window
+    assert slide[7] == -1 and kv.blocks_per_tier()["warm_used"][1] == 0
+    kv.free(tables)
+    assert kv.blocks_per_tier()["warm_used"] == [0, 0] and kv.blocks_per_tier()["hot_used"] == [0, 0]
+
+
+def test_warm_sliding_takes_at_most_half_the_budget():
+    cfg = model_config()
+    small = warm_budget_for(cfg, 4)  # 4 blocks for the 2 global layers = 8 block-layers in all
+    kv = PagedKVCache(cfg, CacheConfig(block_size=4, memory_budget=2**22, max_model_len=256, warm_budget=small,
+                                       warm_sliding=True), torch.device("cpu"), torch.float32)
+    per = kv.warm_block_layer_bytes
+    sliding = kv.groups[1].warm.num_blocks * len(kv.groups[1].layers) * per
+    assert 0 < sliding <= small // 2
+    assert kv.warm_bytes <= small and kv.groups[0].warm.num_blocks >= 1
+
+
+def test_tiny_gemma_warm_sliding_logits_close_to_all_hot(tiny_folders):
+    folder, _ = tiny_folders["gemma3"]
+    ids = torch.randint(0, VOCAB, (120,), generator=torch.Generator().manual_seed(1)).tolist()
+    hot, _ = run_steps(tiny_llm(folder), ids, 100)
+    base, _ = run_steps(tiny_llm(folder, warm_budget=2**20, sink_tokens=4, hot_window=4), ids, 100)
+    llm = tiny_llm(folder, warm_budget=2**20, sink_tokens=4, hot_window=4, warm_sliding=True)
+    seen = []
+    demote = llm.kv.demote
+
+    def spy(tables, n):
+        out = demote(tables, n)
+        seen.append(llm.kv.blocks_per_tier()["warm_used"][1:])
+        return out
+
+    llm.kv.demote = spy
+    warm, _ = run_steps(llm, ids, 100)
+    assert any(sum(s) > 0 for s in seen), "the sliding groups should have held warm blocks"
+    diff_base = (base - hot).abs().max().item()
+    diff = (warm - hot).abs().max().item()
+    assert diff > 0 and not torch.equal(warm, base)  # the sliding layers really read INT8
+    assert diff < 4 * TINY_BOUND["gemma3"], (diff, diff_base)
+    assert (warm.argmax(-1) == hot.argmax(-1)).float().mean() > 0.9
+    assert llm.kv.blocks_per_tier()["warm_used"] == [0] * len(llm.kv.groups)
