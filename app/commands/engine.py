@@ -88,6 +88,9 @@ def register(app: typer.Typer) -> None:
         chunk: int = typer.Option(1024, "--chunk", help="Prefill chunk (tokens)."),
         warm_budget: int = typer.Option(0, "--warm-budget", help="Bytes of INT8 warm pages (0: no warm tier)."),
         hot_window: int = typer.Option(1024, "--hot-window", help="Most recent tokens kept at full precision."),
+        sink_tokens: int = typer.Option(16, "--sink-tokens", help="First tokens kept at full precision."),
+        warm_sliding: bool = typer.Option(False, "--warm-sliding",
+                                          help="Sliding-window layers' older in-window blocks go INT8 too."),
         seed: int = typer.Option(0, "--seed"),
     ) -> None:
         """Measure the engine on a synthetic load: TTFT, inter-token latency, tokens/s, counters, memory."""
@@ -102,7 +105,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         try:
             cache = CacheConfig(max_num_seqs=batch, max_prefill_chunk=chunk, warm_budget=warm_budget or None,
-                                hot_window=hot_window)
+                                hot_window=hot_window, sink_tokens=sink_tokens, warm_sliding=warm_sliding)
             llm = LLM(model=model, device=device, dtype=dtype, cache=cache)
             llm._check_len(prompt_length + max_new_tokens)
             res = run_bench(llm, prompt_length, max_new_tokens, batch=batch, repeat=repeat, seed=seed,
