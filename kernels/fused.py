@@ -29,7 +29,7 @@ def _norm_row(x, w, ok, n_cols, eps, GEMMA: tl.constexpr, OUT_DTYPE: tl.constexp
 @triton.jit
 def _add_norm_kernel(X, H, WP, WN, XO, Y, n_cols, eps, stride_x, stride_h,
                      HAS_POST: tl.constexpr, HAS_NEXT: tl.constexpr, GEMMA: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)  # row * stride passes 2**31 in a long prefill
     cols = tl.arange(0, BLOCK)
     ok = cols < n_cols
     dt = XO.dtype.element_ty
@@ -70,7 +70,7 @@ def add_rms_norm(x: torch.Tensor, h: torch.Tensor, w_post: torch.Tensor | None, 
 
 @triton.jit
 def _act_mul_kernel(GU, Y, f, stride_g, GELU: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)  # 128K rows x 2 x 14336 (8B gate/up) passes 2**31
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = cols < f
     dt = Y.dtype.element_ty

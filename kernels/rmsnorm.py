@@ -24,7 +24,7 @@ def _rms_norm_kernel(
     X, W, Y, n_cols, n_inner, stride_outer, stride_inner, eps,
     GEMMA: tl.constexpr, BLOCK: tl.constexpr,
 ):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     ok = cols < n_cols
     base = (row // n_inner) * stride_outer + (row % n_inner) * stride_inner

@@ -21,7 +21,7 @@ def _rope_kv_kernel(Q, K, V, COS, SIN, KC, VC, SLOTS, QO,
                     H: tl.constexpr, KVH: tl.constexpr, HALF: tl.constexpr, BLOCK_H: tl.constexpr, BS: tl.constexpr):
     """Program (t, j): j < H rotates query head j of token t; j >= H rotates key head j - H and
     writes it and the value head into the token's cache slot."""
-    t = tl.program_id(0)
+    t = tl.program_id(0).to(tl.int64)
     j = tl.program_id(1)
     dims = tl.arange(0, BLOCK_H)
     d_ok = dims < HALF

@@ -155,3 +155,24 @@ def test_gemv_real_shapes(n, k):
     y, r = gemv(x, w).float(), F.linear(x, w).float()
     assert float((y - r).abs().max()) <= 2 * 2**-7 * float(r.abs().max())
     assert torch.equal(gemv(x[5:6], w), gemv(x, w)[5:6])
+
+
+def test_fused_kernels_past_int32_offsets():
+    """A 128K-token prefill of the 8B shape gives act_mul a [131072, 2 x 14336] input whose element
+    offsets pass 2**31 (an illegal address before the row index was widened). Rows past the limit
+    are checked against the reference; the residual-add-norm kernel too."""
+    from kernels.fused import act_mul, add_rms_norm
+
+    rows, f = 75_000, 14_336  # 75000 x 28672 elements > 2**31
+    gen = torch.Generator(device=DEV).manual_seed(3)
+    gu = torch.randn(rows, 2 * f, generator=gen, device=DEV, dtype=torch.bfloat16)
+    y = act_mul(gu, gelu=False)
+    tail = slice(rows - 64, rows)
+    torch.testing.assert_close(y[tail], ref.act_mul(gu[tail], False), atol=2e-2, rtol=2e-2)
+    del gu, y
+    x = torch.randn(rows, 4096, generator=gen, device=DEV, dtype=torch.bfloat16)
+    h = torch.randn_like(x)
+    w = torch.rand(4096, generator=gen, device=DEV) + 0.5
+    xo, yn = add_rms_norm(x, h, None, w, 1e-5, gemma=False)
+    torch.testing.assert_close(xo[tail], x[tail] + h[tail], atol=0, rtol=0)
+    assert torch.isfinite(yn[tail]).all()
