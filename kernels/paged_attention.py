@@ -334,13 +334,16 @@ def _decode_split_kernel(
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_INT8: tl.constexpr,
     SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr, INT8_MODE: tl.constexpr,
-    INT8_CONV: tl.constexpr,
+    INT8_CONV: tl.constexpr, BLOCK_NW: tl.constexpr,
 ):
-    """INT8_MODE (with INT8 pages): 2 / 3 run every tile as _decode_tiles' MODE 2 / 3; 4 first
-    counts the kinds of block in this program's range (a read of its block-table entries) and runs
-    the range through the hot-only or warm-only loop when it holds one kind, MODE 2 otherwise: a
-    loop with one kind of load can be software-pipelined, and most ranges hold one kind (the hot
-    tier is the sinks and the recent window)."""
+    """INT8_MODE (with INT8 pages): 2 / 3 run every tile as _decode_tiles' MODE 2 / 3; 4 (the
+    default) first finds the span of each kind of block in this program's range (a read of its
+    block-table entries), then runs the warm-only loop over the warm span, in tiles of BLOCK_NW
+    keys, and the hot-only loop over the hot span (BLOCK_N keys), each masking the other kind: a
+    loop with one kind of load is software-pipelined, a range usually holds one kind (the hot tier
+    is the sinks and the recent window), and where it holds both the spans barely overlap. An INT8
+    tile carries half a bf16 tile's bytes, so the warm loop wants the larger tile to keep as many
+    bytes in flight (measured on the H200: BENCHMARKS.md)."""
     seq = tl.program_id(0)
     kvh = tl.program_id(1)
     split = tl.program_id(2)
@@ -371,28 +374,27 @@ def _decode_split_kernel(
             stride_kb, stride_ks, stride_kh, stride_qkb, stride_qks, stride_qkh, stride_sb, dims, dim_ok,
             BS, BLOCK_N, 0, SOFTCAP, HAS_SOFTCAP)
     elif INT8_MODE == 4:
-        n_hot = 0
-        n_warm = 0
+        # bounds of each kind of block in this program's range (a read of its block-table entries)
+        hot_lo, hot_hi, warm_lo, warm_hi = b_end, b_start, b_end, b_start
         for b0 in range(b_start, b_end, 128):
             bi = b0 + tl.arange(0, 128)
             e = tl.load(TABLES + seq * max_blocks + bi, mask=bi < b_end, other=-1)
-            n_hot += tl.sum((e >= 0).to(tl.int32), axis=0)
-            n_warm += tl.sum((e <= -2).to(tl.int32), axis=0)
-        if n_warm == 0:
+            is_hot = e >= 0
+            is_warm = e <= -2
+            hot_lo = tl.minimum(hot_lo, tl.min(tl.where(is_hot, bi, b_end), axis=0))
+            hot_hi = tl.maximum(hot_hi, tl.max(tl.where(is_hot, bi + 1, b_start), axis=0))
+            warm_lo = tl.minimum(warm_lo, tl.min(tl.where(is_warm, bi, b_end), axis=0))
+            warm_hi = tl.maximum(warm_hi, tl.max(tl.where(is_warm, bi + 1, b_start), axis=0))
+        if warm_hi > warm_lo:  # warm-only loop over the warm blocks' span (hot ones in it masked)
             m_i, l_i, acc = _decode_tiles(
-                q, m_i, l_i, acc, K, V, KQ, VQ, KS, VS, TABLES, seq, kvh, lo, hi, kv_len, lo_pos, scale, max_blocks,
-                stride_kb, stride_ks, stride_kh, stride_qkb, stride_qks, stride_qkh, stride_sb, dims, dim_ok,
-                BS, BLOCK_N, 0, SOFTCAP, HAS_SOFTCAP)
-        elif n_hot == 0:
+                q, m_i, l_i, acc, K, V, KQ, VQ, KS, VS, TABLES, seq, kvh, warm_lo * BS, warm_hi * BS, kv_len, lo_pos,
+                scale, max_blocks, stride_kb, stride_ks, stride_kh, stride_qkb, stride_qks, stride_qkh, stride_sb,
+                dims, dim_ok, BS, BLOCK_NW, 1, SOFTCAP, HAS_SOFTCAP, INT8_CONV)
+        if hot_hi > hot_lo:  # hot-only loop over the hot blocks' span (warm ones in it masked)
             m_i, l_i, acc = _decode_tiles(
-                q, m_i, l_i, acc, K, V, KQ, VQ, KS, VS, TABLES, seq, kvh, lo, hi, kv_len, lo_pos, scale, max_blocks,
-                stride_kb, stride_ks, stride_kh, stride_qkb, stride_qks, stride_qkh, stride_sb, dims, dim_ok,
-                BS, BLOCK_N, 1, SOFTCAP, HAS_SOFTCAP, INT8_CONV)
-        else:
-            m_i, l_i, acc = _decode_tiles(
-                q, m_i, l_i, acc, K, V, KQ, VQ, KS, VS, TABLES, seq, kvh, lo, hi, kv_len, lo_pos, scale, max_blocks,
-                stride_kb, stride_ks, stride_kh, stride_qkb, stride_qks, stride_qkh, stride_sb, dims, dim_ok,
-                BS, BLOCK_N, 2, SOFTCAP, HAS_SOFTCAP)
+                q, m_i, l_i, acc, K, V, KQ, VQ, KS, VS, TABLES, seq, kvh, hot_lo * BS, hot_hi * BS, kv_len, lo_pos,
+                scale, max_blocks, stride_kb, stride_ks, stride_kh, stride_qkb, stride_qks, stride_qkh, stride_sb,
+                dims, dim_ok, BS, BLOCK_N, 0, SOFTCAP, HAS_SOFTCAP)
     else:
         m_i, l_i, acc = _decode_tiles(
             q, m_i, l_i, acc, K, V, KQ, VQ, KS, VS, TABLES, seq, kvh, lo, hi, kv_len, lo_pos, scale, max_blocks,
@@ -431,11 +433,11 @@ def _decode_merge_kernel(
 
 
 # Decode launch shapes chosen by measurement, per call shape: key -> (num_splits, block_n, INT8 loop
-# mode: 4 tiered, 3 branch-free; see _decode_split_kernel). A key is
+# mode: 4 tiered, 3 branch-free, see _decode_split_kernel; the warm loop's block_n). A key is
 # (batch, heads, kv_heads, head_dim, dtype, INT8 pages?, window?, context blocks rounded up to a
 # power of two). Filled on the first call of a shape that is not being captured into a CUDA graph
 # (the graph runner's warm-up run comes first, so graphs replay the tuned shape).
-DECODE_TUNED: dict[tuple, tuple[int, int, int]] = {}
+DECODE_TUNED: dict[tuple, tuple[int, int, int, int]] = {}
 DECODE_TUNING = os.environ.get("LONGDOC_DECODE_TUNING", "1") != "0"
 
 
@@ -446,29 +448,30 @@ def _default_splits(b: int, kvh: int, n_blocks: int, device: torch.device) -> in
 
 
 def _tune_decode(launch, key: tuple, base_splits: int, n_blocks: int, d: int, has_int8: bool, device) -> tuple:
-    """Time a few (num_splits, block_n, INT8 mode) candidates as a CUDA graph replays them
-    (kernels/timing.py: a single launch between events would time the host) and keep the fastest
-    for `key`. All candidates compute the same function."""
+    """Time a few (num_splits, block_n, INT8 mode, warm block_n) candidates as a CUDA graph
+    replays them (kernels/timing.py: a single launch between events would time the host) and keep
+    the fastest for `key`. All candidates compute the same function."""
     from kernels.timing import graph_time
 
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     others = {max(1, min(x, triton.cdiv(n_blocks, 4), 4 * sms))
               for x in (base_splits // 2, 2 * base_splits, 4 * base_splits, 8 * base_splits)}
     splits = [base_splits] + sorted(others - {base_splits})
-    tiles = [64] if has_int8 else ([64, 128] if d <= 128 else [32, 64])
-    variants = [4, 3] if has_int8 else [4]
-    best, best_t = (base_splits, 64 if (d <= 128 or has_int8) else 32, 4), float("inf")
-    for mode in variants:
-        for bn in tiles:
-            for ns in splits:
-                try:
-                    t = graph_time(lambda ns=ns, bn=bn, mode=mode: launch(ns, bn, mode), reps=10, replays=3)
-                except Exception:  # a tile shape this Triton cannot compile for the layout: skip it
-                    continue
-                # the default comes first; another candidate must beat the best by 5%, so noise does
-                # not flip the choice (and with it the rounding) between processes
-                if t < 0.95 * best_t or best_t == float("inf"):
-                    best, best_t = (ns, bn, mode), t
+    if has_int8:  # (block_n, mode, warm block_n); the first is the expected best
+        shapes = [(64, 4, 128), (64, 4, 64), (64, 3, 64)]
+    else:
+        shapes = [(bn, 4, bn) for bn in ([64, 128] if d <= 128 else [32, 64])]
+    best, best_t = (base_splits, *shapes[0]), float("inf")
+    for bn, mode, bnw in shapes:
+        for ns in splits:
+            try:
+                t = graph_time(lambda ns=ns, bn=bn, mode=mode, bnw=bnw: launch(ns, bn, mode, bnw), reps=10, replays=3)
+            except Exception:  # a tile shape this Triton cannot compile for the layout: skip it
+                continue
+            # the default comes first; another candidate must beat the best by 5%, so noise does
+            # not flip the choice (and with it the rounding) between processes
+            if t < 0.95 * best_t or best_t == float("inf"):
+                best, best_t = (ns, bn, mode, bnw), t
     DECODE_TUNED[key] = best
     return best
 
@@ -492,8 +495,10 @@ def paged_decode(
     block_n: int | None = None,
     int8_mode: int | None = None,
     int8_conv: int = 0,
+    block_n_warm: int | None = None,
     num_warps: int = 4,
     num_stages: int | None = None,
+    maxnreg: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One query per sequence: q [B, H, D]; block_tables [B, max_blocks] int (entries as in
     kernels/__init__.py); kv_lens [B] including the token being decoded. Returns out [B, H, D]
@@ -502,7 +507,10 @@ def paged_decode(
     `max_kv_len` (an upper bound of kv_lens, known to the caller) sizes the context splits
     without a device-to-host read, which keeps the call capturable in a CUDA graph. Unless
     `num_splits` / `block_n` are given, they come from `DECODE_TUNED` (measured on the first
-    uncaptured call of the shape, see `_tune_decode`), else from the default heuristic."""
+    uncaptured call of the shape, see `_tune_decode`), else from the default heuristic.
+    `block_n_warm` is the warm loop's tile in INT8 mode 4 (default: block_n).
+    `maxnreg` caps the kernel's registers a thread (ptx .maxnreg: more programs an SM, at the
+    risk of spills)."""
     b, h, d = q.shape
     bs = k_cache.shape[1]
     kvh = k_cache.shape[2]
@@ -528,7 +536,7 @@ def paged_decode(
     group_pad = max(triton.next_power_of_2(group), 16)  # tl.dot needs >= 16 rows
     assert v_cache.stride() == k_cache.stride() and vq.stride() == kq.stride(), "K and V pools must share a layout"
 
-    def launch(ns: int, bn: int, mode: int = 4) -> None:
+    def launch(ns: int, bn: int, mode: int = 4, bnw: int | None = None) -> None:
         bps = triton.cdiv(n_blocks, ns)
         out_part = torch.empty((b, h, ns, d), dtype=torch.float32, device=q.device)
         lse_part = torch.empty((b, h, ns), dtype=torch.float32, device=q.device)
@@ -545,7 +553,8 @@ def paged_decode(
             HAS_WINDOW=window is not None, HAS_INT8=has_int8,
             SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None,
             UPCAST=interp or q.dtype == torch.float32, INT8_MODE=mode, INT8_CONV=int8_conv,
-            num_warps=num_warps, num_stages=1 if interp else (num_stages or 3),
+            BLOCK_NW=bnw or bn, num_warps=num_warps, num_stages=1 if interp else (num_stages or 3),
+            **({"maxnreg": maxnreg} if maxnreg and not interp else {}),
         )
         _decode_merge_kernel[(b, h)](
             out_part, lse_part, out, lse, ns,
@@ -565,8 +574,8 @@ def paged_decode(
             tuned = _tune_decode(launch, key, _default_splits(b, kvh, n_blocks, q.device), n_blocks, d, has_int8,
                                  q.device)
         if tuned is not None:
-            num_splits, block_n, mode = tuned
+            num_splits, block_n, mode, block_n_warm = tuned
     if num_splits is None:
         num_splits = _default_splits(b, kvh, n_blocks, q.device)
-    launch(num_splits, block_n or default_bn, mode)
+    launch(num_splits, block_n or default_bn, mode, block_n_warm)
     return out, lse

@@ -71,7 +71,7 @@ def test_decode_ragged_batch(int8, h, kvh, d):
     r_out, r_lse = ref.paged_decode(q.float(), rk, rv, tables, lens, scale=d**-0.5, **kw)
     # the tuned launch (no split/tile given), and with INT8 pages every loop mode explicitly
     variants = [{}] + ([dict(int8_mode=m) for m in (2, 3, 4)] + [dict(int8_mode=4, int8_conv=c) for c in (1, 2)]
-                       if int8 else [])
+                       + [dict(int8_mode=4, block_n=64, block_n_warm=128)] if int8 else [])
     for extra in variants:
         out, lse = paged_decode(q, k, v, tables, lens, scale=d**-0.5, **kw, **extra)
         assert rel(out, r_out) < 1e-2, extra

@@ -116,14 +116,17 @@ def test_decode_matches_reference(window, int8, splits):
     q = torch.randn(4, h, d, generator=gen)
     kw = dict(scale=0.125, window=window, k_cache_int8=kq, v_cache_int8=vq, k_scale=ks, v_scale=vs)
     r_out, r_lse = ref.paged_decode(q, k_cache, v_cache, tables, lens, **kw)
-    # INT8 pages: every loop mode (2 per-tile branches, 3 branch-free masked loads, 4 tiered)
-    # and for mode 4's warm-only loop each way of feeding int8 to the dots (0 cast; 1 the float16
-    # bit trick, exact, but q and p round to float16 (~5e-4 relative) where the interpreter's other
-    # paths stay float32; 2 int8 dot with q quantised to int8: looser still)
-    variants = [(2, 0), (3, 0), (4, 0), (4, 1), (4, 2)] if int8 else [(4, 0)]
-    for mode, conv in variants:
+    # INT8 pages: every loop mode (2 per-tile branches, 3 branch-free masked loads, 4 the warm
+    # span's loop then the hot span's; with the alternating layout both spans cover the range),
+    # mode 4 with a warm tile larger than the hot one, and for mode 4's warm loop each way of
+    # feeding int8 to the dots (0 cast; 1 the float16 bit trick, exact, but q and p round to
+    # float16 (~5e-4 relative) where the interpreter's other paths stay float32; 2 int8 dot with q
+    # quantised to int8: looser still)
+    variants = [(2, 0, None), (3, 0, None), (4, 0, None), (4, 0, 32), (4, 1, None), (4, 2, None)] if int8 else [
+        (4, 0, None)]
+    for mode, conv, bnw in variants:
         out, lse = paged_decode(q, k_cache, v_cache, tables, lens, num_splits=splits, int8_mode=mode, int8_conv=conv,
-                                **kw)
+                                block_n_warm=bnw, **kw)
         tol = (ATOL, 2e-3, 3e-2)[conv]
         torch.testing.assert_close(out, r_out, atol=tol, rtol=0)
         torch.testing.assert_close(lse, r_lse, atol=tol, rtol=0)
