@@ -23,6 +23,7 @@ in float32.
 
 from __future__ import annotations
 
+import logging
 import os
 
 import torch
@@ -438,6 +439,7 @@ def _decode_merge_kernel(
 # power of two). Filled on the first call of a shape that is not being captured into a CUDA graph
 # (the graph runner's warm-up run comes first, so graphs replay the tuned shape).
 DECODE_TUNED: dict[tuple, tuple[int, int, int, int]] = {}
+log = logging.getLogger(__name__)
 DECODE_TUNING = os.environ.get("LONGDOC_DECODE_TUNING", "1") != "0"
 
 
@@ -462,16 +464,21 @@ def _tune_decode(launch, key: tuple, base_splits: int, n_blocks: int, d: int, ha
     else:
         shapes = [(bn, 4, bn) for bn in ([64, 128] if d <= 128 else [32, 64])]
     best, best_t = (base_splits, *shapes[0]), float("inf")
+    failures = []
     for bn, mode, bnw in shapes:
         for ns in splits:
             try:
                 t = graph_time(lambda ns=ns, bn=bn, mode=mode, bnw=bnw: launch(ns, bn, mode, bnw), reps=10, replays=3)
-            except Exception:  # a tile shape this Triton cannot compile for the layout: skip it
+            except Exception as e:  # a tile shape this Triton cannot compile for the layout: skip it
+                failures.append(f"{(ns, bn, mode, bnw)}: {type(e).__name__}: {str(e)[:160]}")
                 continue
             # the default comes first; another candidate must beat the best by 5%, so noise does
             # not flip the choice (and with it the rounding) between processes
             if t < 0.95 * best_t or best_t == float("inf"):
                 best, best_t = (ns, bn, mode, bnw), t
+    if failures:
+        log.warning("decode tuner %s: %d of %d candidates failed (first: %s); chose %s", key, len(failures),
+                    len(shapes) * len(splits), failures[0], best)
     DECODE_TUNED[key] = best
     return best
 
