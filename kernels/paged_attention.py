@@ -449,10 +449,27 @@ def _default_splits(b: int, kvh: int, n_blocks: int, device: torch.device) -> in
     return max(1, min(triton.cdiv(2 * sms, max(b * kvh, 1)), triton.cdiv(n_blocks, 8), 64))
 
 
+def _tuning_tables(b: int, max_kv_len: int, bs: int, n_hot: int, n_warm: int | None, device) -> tuple:
+    """Block tables and lengths the tuner times on, in place of the caller's: every sequence at
+    `max_kv_len` (the bound the launch is sized for) over blocks spread through the pools, with
+    INT8 pages laid out as the cache lays them (the first block and the last 32 hot, the rest
+    warm). The caller's own tables may describe anything (the CUDA-graph warm-up decodes one
+    token of scratch per row), and a shape is tuned once for every later call; only reads happen,
+    so any block id within the pools serves."""
+    width = max(1, triton.cdiv(max_kv_len, bs))
+    gen = torch.Generator(device=device).manual_seed(0)
+    tables = torch.randint(0, n_hot, (b, width), generator=gen, device=device, dtype=torch.int32)
+    if n_warm:
+        j = torch.arange(width, device=device)
+        warm = torch.randint(0, n_warm, (b, width), generator=gen, device=device, dtype=torch.int32)
+        tables = torch.where(((j > 0) & (j < width - 32))[None, :], -warm - 2, tables)
+    return tables, torch.full((b,), max_kv_len, dtype=torch.int32, device=device)
+
+
 def _tune_decode(launch, key: tuple, base_splits: int, n_blocks: int, d: int, has_int8: bool, device) -> tuple:
     """Time a few (num_splits, block_n, INT8 mode, warm block_n) candidates as a CUDA graph
-    replays them (kernels/timing.py: a single launch between events would time the host) and keep
-    the fastest for `key`. All candidates compute the same function."""
+    replays them (kernels/timing.py: a single launch between events would time the host) over
+    `_tuning_tables`, and keep the fastest for `key`. All candidates compute the same function."""
     from kernels.timing import graph_time
 
     sms = torch.cuda.get_device_properties(device).multi_processor_count
@@ -522,7 +539,6 @@ def paged_decode(
     bs = k_cache.shape[1]
     kvh = k_cache.shape[2]
     group = h // kvh
-    max_blocks = block_tables.shape[1]
     has_int8 = k_cache_int8 is not None
     if max_kv_len is None:
         max_kv_len = int(kv_lens.max()) if b else 0
@@ -543,13 +559,14 @@ def paged_decode(
     group_pad = max(triton.next_power_of_2(group), 16)  # tl.dot needs >= 16 rows
     assert v_cache.stride() == k_cache.stride() and vq.stride() == kq.stride(), "K and V pools must share a layout"
 
-    def launch(ns: int, bn: int, mode: int = 4, bnw: int | None = None) -> None:
+    def launch(ns: int, bn: int, mode: int = 4, bnw: int | None = None, tabs=None, kvl=None) -> None:
         bps = triton.cdiv(n_blocks, ns)
+        tabs = tables if tabs is None else tabs
         out_part = torch.empty((b, h, ns, d), dtype=torch.float32, device=q.device)
         lse_part = torch.empty((b, h, ns), dtype=torch.float32, device=q.device)
         _decode_split_kernel[(b, kvh, ns)](
-            q, k_cache, v_cache, kq, vq, ks, vs, tables, lens, out_part, lse_part,
-            scale, window or 0, max_blocks, bps,
+            q, k_cache, v_cache, kq, vq, ks, vs, tabs, lens if kvl is None else kvl, out_part, lse_part,
+            scale, window or 0, tabs.shape[1], bps,
             q.stride(0), q.stride(1),
             k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
             kq.stride(0), kq.stride(1), kq.stride(2),
@@ -578,8 +595,9 @@ def paged_decode(
         key = (b, h, kvh, d, q.dtype, has_int8, window is not None, triton.next_power_of_2(n_blocks))
         tuned = DECODE_TUNED.get(key)
         if tuned is None and not torch.cuda.is_current_stream_capturing():
-            tuned = _tune_decode(launch, key, _default_splits(b, kvh, n_blocks, q.device), n_blocks, d, has_int8,
-                                 q.device)
+            synth = _tuning_tables(b, max_kv_len, bs, k_cache.shape[0], kq.shape[0] if has_int8 else None, q.device)
+            tuned = _tune_decode(lambda *a: launch(*a, *synth), key, _default_splits(b, kvh, n_blocks, q.device),
+                                 n_blocks, d, has_int8, q.device)
         if tuned is not None:
             num_splits, block_n, mode, block_n_warm = tuned
     if num_splits is None:

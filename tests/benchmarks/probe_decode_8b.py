@@ -111,6 +111,8 @@ def profile_step(ctx: int, batch: int = 1, tiny: bool = False) -> None:
             print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=16, max_name_column_width=60))
         for s in seqs:
             llm.kv.free(s.tables)
+        del llm, step, seqs  # the next pass builds its own cache
+        torch.cuda.empty_cache()
 
 
 def main() -> None:

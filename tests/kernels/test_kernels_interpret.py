@@ -313,3 +313,18 @@ def test_rope_and_cache_write_full_width_cos():
     torch.testing.assert_close(qo, rq, atol=1e-5, rtol=0)
     torch.testing.assert_close(kc1, kc2, atol=1e-5, rtol=0)
     torch.testing.assert_close(vc1, vc2)
+
+
+def test_tuning_tables_cover_the_bound_in_the_pools():
+    """The decode tuner times on its own tables (the CUDA-graph warm-up's are one token of
+    scratch): every row at the launch's length bound, ids inside the pools, INT8 laid out as the
+    cache lays it (first block and last 32 hot)."""
+    from kernels.paged_attention import _tuning_tables
+
+    tables, lens = _tuning_tables(3, 1000, 16, n_hot=50, n_warm=20, device="cpu")
+    assert tables.shape == (3, 63) and lens.tolist() == [1000] * 3
+    hot = tables >= 0
+    assert hot[:, 0].all() and hot[:, -32:].all() and not hot[:, 1:-32].any()
+    assert int(tables[hot].max()) < 50 and int((-tables[~hot] - 2).max()) < 20 and int((-tables[~hot] - 2).min()) >= 0
+    only_hot, _ = _tuning_tables(2, 100, 16, n_hot=5, n_warm=None, device="cpu")
+    assert (only_hot >= 0).all() and int(only_hot.max()) < 5
