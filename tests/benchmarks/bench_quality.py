@@ -98,6 +98,7 @@ def make_llm(args, warm: bool):
         cfg.warm_budget = 128 * 2**20
         cfg.hot_window = args.hot_window
         cfg.sink_tokens = args.sink_tokens
+        cfg.warm_sliding = args.warm_sliding
     llm = LLM(device="cpu", dtype="float32", cache=cfg)
     if warm:
         g = llm.kv.groups[0]
@@ -246,6 +247,8 @@ def main() -> None:
     ap.add_argument("--sparse-top-k", type=int, nargs="*", default=[8, 16])
     ap.add_argument("--hot-window", type=int, default=256)
     ap.add_argument("--sink-tokens", type=int, default=16)
+    ap.add_argument("--warm-sliding", action="store_true",
+                    help="warm mode demotes the sliding-window layers' blocks too (CacheConfig.warm_sliding)")
     ap.add_argument("--chunk", type=int, default=512, help="prefill chunk (both modes)")
     ap.add_argument("--new-tokens", type=int, default=8)
     ap.add_argument("--ppl-docs", nargs="*", default=["patents", "tos"], choices=sorted(PPL_DOCS))
@@ -275,7 +278,7 @@ def main() -> None:
         f"windows {sorted({str(w) for w in full.config.layer_windows})}, global layers {full.config.global_layers}), "
         f"float32, CPU, backend {type(full.backend).__name__}")
     out(f"cache: block {BLOCK}, prefill chunk {args.chunk}; warm: hot_window {args.hot_window}, sink_tokens "
-        f"{args.sink_tokens} ({warm.kv.sink_blocks} block), warm pool {warm.kv.groups[0].warm.num_blocks} blocks "
+        f"{args.sink_tokens} ({warm.kv.sink_blocks} block), warm_sliding {args.warm_sliding}, warm pool {warm.kv.groups[0].warm.num_blocks} blocks "
         f"x {len(warm.kv.groups[0].layers)} global layers ({warm.kv.warm_bytes / 2**20:.1f} MiB); sparse top_k "
         f"{args.sparse_top_k} warm blocks per decode query")
     sparse_list: list[int | None] = [None, *args.sparse_top_k]
