@@ -29,6 +29,7 @@ import torch
 
 from engine.config import ModelConfig
 from engine.errors import CacheFullError
+from engine.tier_copy import TierCopier
 from kernels import dispatch
 
 
@@ -188,6 +189,7 @@ class PagedKVCache:
 
     def __init__(self, config: ModelConfig, cache: CacheConfig, device: torch.device, dtype: torch.dtype) -> None:
         self.block_size = cache.block_size
+        self.copier = TierCopier(device)  # device <-> host block copies (a side stream on CUDA)
         self.chunk = cache.max_prefill_chunk
         self.max_model_len = cache.max_model_len or config.max_position_embeddings
         windows = sorted({w for w in config.layer_windows}, key=lambda w: (w is not None, w or 0))
@@ -440,16 +442,13 @@ class PagedKVCache:
         """Host copies of warm blocks `warm_ids` of group gi (INT8 pages, scales, key summaries),
         which are then freed by the caller's `free`."""
         wp = self.groups[gi].warm
-        idx = torch.tensor(warm_ids, dtype=torch.long, device=wp.kq.device)
-        return {name: getattr(wp, name).index_select(1, idx).to("cpu")
-                for name in ("kq", "vq", "ks", "vs", "kmin", "kmax")}
+        names = ("kq", "vq", "ks", "vs", "kmin", "kmax")
+        return dict(zip(names, self.copier.gather([getattr(wp, n) for n in names], 1, warm_ids), strict=True))
 
     def load_warm(self, gi: int, saved: dict[str, torch.Tensor]) -> list[int]:
         """Copy saved warm blocks back into newly allocated warm blocks; return their ids."""
         wp = self.groups[gi].warm
         n = saved["kq"].shape[1]
         ids = [wp.allocator.allocate() for _ in range(n)]
-        idx = torch.tensor(ids, dtype=torch.long, device=wp.kq.device)
-        for name, t in saved.items():
-            getattr(wp, name).index_copy_(1, idx, t.to(wp.kq.device))
+        self.copier.scatter([getattr(wp, name) for name in saved], 1, ids, list(saved.values()))
         return ids

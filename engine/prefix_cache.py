@@ -285,12 +285,13 @@ class PrefixCache:
                     blk = self.maps[gi][seq.block_hashes[b]]
                     g.allocator.take(blk)
                     seq.tables[gi][b] = blk
+        pairs = []
         for gi, b, k, v in loads:
             g = self.kv.groups[gi]
             blk = g.allocator.allocate()
-            g.k[:, blk].copy_(k, non_blocking=True)
-            g.v[:, blk].copy_(v, non_blocking=True)
+            pairs += [(g.k[:, blk], k), (g.v[:, blk], v)]
             seq.tables[gi][b] = blk
+        self.kv.copier.write(pairs)  # host -> device on the copy stream (engine/tier_copy.py)
         seq.num_cached = q
         seq.cached_tokens = q
         self.registered[seq.seq_id] = p_dev // self.bs

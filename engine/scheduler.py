@@ -25,8 +25,6 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 
-import torch
-
 from engine.errors import CacheFullError
 from engine.kv_cache import PagedKVCache
 from engine.sequence import Sequence
@@ -308,12 +306,10 @@ class Scheduler:
     def _swap_out(self, seq: Sequence, nbytes: int) -> None:
         """Copy the sequence's device blocks to host memory and free them."""
         saved = {"tables": [list(t) for t in seq.tables], "hot": [], "warm": []}
-        pin = self.kv.groups[0].k.is_cuda
         for gi, (g, t) in enumerate(zip(self.kv.groups, seq.tables, strict=True)):
             hot = [(j, b) for j, b in enumerate(t) if b >= 0]
-            if hot:
-                idx = torch.tensor([b for _, b in hot], dtype=torch.long, device=g.k.device)
-                k, v = (_to_host(x.index_select(1, idx), pin) for x in (g.k, g.v))
+            if hot:  # to pinned host memory on the copy stream (engine/tier_copy.py)
+                k, v = self.kv.copier.gather([g.k, g.v], 1, [b for _, b in hot])
                 saved["hot"].append((gi, [j for j, _ in hot], k, v))
             warm = [(j, b) for j, b in enumerate(t) if b <= -2]
             if warm:
@@ -333,9 +329,7 @@ class Scheduler:
         for gi, cols, k, v in saved["hot"]:
             g = self.kv.groups[gi]
             blocks = [g.allocator.allocate() for _ in cols]
-            idx = torch.tensor(blocks, dtype=torch.long, device=g.k.device)
-            g.k.index_copy_(1, idx, k.to(g.k.device, non_blocking=True))
-            g.v.index_copy_(1, idx, v.to(g.v.device, non_blocking=True))
+            self.kv.copier.scatter([g.k, g.v], 1, blocks, [k, v])
             for j, b in zip(cols, blocks, strict=True):
                 tables[gi][j] = b
         for gi, cols, payload in saved["warm"]:
@@ -359,13 +353,3 @@ def next_prefill_end(s: Sequence, chunk: int) -> int:
     document is still to be placed, whichever comes first."""
     end = min((s.num_cached // chunk + 1) * chunk, s.prefill_len)
     return min(end, s.doc[0]) if s.doc is not None else end
-
-
-def _to_host(t: torch.Tensor, pin: bool) -> torch.Tensor:
-    """`t` copied to host memory once: into a pinned buffer on CUDA (so swapping back in can copy
-    asynchronously), a plain copy otherwise."""
-    if not pin:
-        return t.to("cpu")
-    out = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-    out.copy_(t)
-    return out

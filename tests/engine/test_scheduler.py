@@ -120,6 +120,9 @@ def test_memory_pressure_queues_preempts_and_completes(folders, mode):
     assert ec.preemptions == c.preempted_swap + c.preempted_recompute > 0
     assert ec.swaps_out == c.preempted_swap and ec.swaps_in == c.swapped_in
     assert (ec.swaps_out > 0) == (mode == "swap")
+    cs = llm.kv.copier.stats  # swaps go through the tier copier (a side stream on CUDA)
+    assert (cs.gathers >= ec.swaps_out) and (cs.writes >= ec.swaps_in)
+    assert (cs.bytes_to_host > 0) == (mode == "swap")
     assert ec.blocks["hot"] == 0  # every request finished: nothing held
     assert 0.0 <= ec.fragmentation < 0.2 and ec.slots_allocated > 0
 
