@@ -534,8 +534,8 @@ class LLM:
         """Engine-wide counters (engine.metrics.EngineCounters): blocks in use per tier now (hot and
         warm summed over cache groups; host and disk as block-equivalents: stored bytes over the
         full-precision bytes of one block of every layer), prefix lookups and hits in blocks (device
-        and cold tier), swaps, preemptions, fallbacks, and the fragmentation of finished requests'
-        KV slots."""
+        and cold tier), swaps, preemptions, fallbacks, the bytes the tier copier moved each way, and
+        the fragmentation of finished requests' KV slots."""
         c = EngineCounters()
         tiers = self.kv.blocks_per_tier()
         c.set_blocks("hot", sum(tiers["hot_used"]))
@@ -555,6 +555,8 @@ class LLM:
         c.swaps_out, c.swaps_in = sc.preempted_swap, sc.swapped_in
         c.preemptions = sc.preempted_swap + sc.preempted_recompute
         c.fallbacks = self.fallbacks
+        c.copy_bytes_to_host = self.kv.copier.stats.bytes_to_host
+        c.copy_bytes_to_device = self.kv.copier.stats.bytes_to_device
         c.set_occupancy(*self._occupancy)
         return c
 

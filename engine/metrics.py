@@ -124,6 +124,8 @@ class EngineCounters:
     fallbacks: int = 0  # requests served through a fallback strategy (truncate, retrieve, ...)
     tokens_stored: int = 0  # gauge: tokens whose KV the allocated slots hold
     slots_allocated: int = 0  # gauge: block_size * allocated blocks
+    copy_bytes_to_host: int = 0  # KV bytes the tier copier moved device -> host (swap out, warm saves)
+    copy_bytes_to_device: int = 0  # and host -> device (swap in, cold-tier prefix loads)
 
     def set_blocks(self, tier: str, count: int) -> None:
         if tier not in self.blocks:
@@ -166,6 +168,8 @@ class EngineCounters:
             "tokens_stored": self.tokens_stored,
             "slots_allocated": self.slots_allocated,
             "fragmentation": self.fragmentation,
+            "copy_bytes_to_host": self.copy_bytes_to_host,
+            "copy_bytes_to_device": self.copy_bytes_to_device,
         }
 
 

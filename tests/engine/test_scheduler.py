@@ -123,6 +123,7 @@ def test_memory_pressure_queues_preempts_and_completes(folders, mode):
     cs = llm.kv.copier.stats  # swaps go through the tier copier (a side stream on CUDA)
     assert (cs.gathers >= ec.swaps_out) and (cs.writes >= ec.swaps_in)
     assert (cs.bytes_to_host > 0) == (mode == "swap")
+    assert ec.copy_bytes_to_host == cs.bytes_to_host and ec.to_dict()["copy_bytes_to_device"] == cs.bytes_to_device
     assert ec.blocks["hot"] == 0  # every request finished: nothing held
     assert 0.0 <= ec.fragmentation < 0.2 and ec.slots_allocated > 0
 
