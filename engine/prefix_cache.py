@@ -111,9 +111,13 @@ class PrefixCache:
     # ------------------------------------------------------------------ lookup
     def match_and_attach(self, seq: Sequence) -> int:
         """Give `seq` the longest cached prefix (a multiple of the chunk, leaving at least one token
-        to compute unless the sequence only re-prefills after a preemption); returns its length."""
+        to compute unless the sequence only re-prefills after a preemption); returns its length.
+        A document request (engine/doc_cache.py) looks up its instructions only: the prefix stops
+        at the document's offset (its question is computed after the placed document)."""
         target = seq.prefill_len
         limit = target if seq.prefill_target >= 0 else target - 1
+        if seq.doc is not None:
+            target = limit = min(target, seq.doc[0])
         top = (max(limit, 0) // self.chunk) * self.chunk
         self.stats.queries += 1
         self.stats.query_tokens += target

@@ -240,8 +240,8 @@ class Scheduler:
             if not self._under_watermark(need) and self.running:
                 return
             s.tables = self.kv.new_tables()
-            if self.prefix is not None and self.cfg.prefix_caching and s.doc is None:
-                self.prefix.match_and_attach(s)
+            if self.prefix is not None and self.cfg.prefix_caching:
+                self.prefix.match_and_attach(s)  # a document request: its instructions only
             need = [max(0, n - sum(1 for b in t if b >= 0)) for n, t in zip(need, s.tables, strict=True)]
             if not self._fits_now(need) and self.running:
                 self._drop(s)

@@ -5,7 +5,8 @@ RoPE type linear in the position; dynamic NTK is refused); a document placed rig
 the logits and tokens of a normal prefill (the only case where the approximation is exact);
 computed or loaded (host memory, disk, a new process) a document gives the same tokens; a document
 is computed once for any number of instructions and questions; a corrupted stored entry is
-recomputed; the prefix cache never indexes the blocks of a placed document; a sequence holding one
+recomputed; the prefix cache never indexes the blocks of a placed document, and serves a document
+request's instructions (never past the document's offset); a sequence holding one
 is preempted by swap only; a warm tier and sliding windows work; too long is a ContextLengthError.
 """
 
@@ -296,3 +297,32 @@ def test_too_long_is_a_context_length_error(folders):
     with pytest.raises(EngineError, match="non-empty"):
         llm.generate_with_document(INSTR, DOC, [], GREEDY)
     assert llm.doc_cache.computed == 0
+
+
+@pytest.mark.parametrize("family", ["gemma3", "llama"])
+def test_long_instructions_come_from_the_prefix_cache(folders, family):
+    """Instructions longer than a prefill chunk are looked up in the prefix cache like any prompt
+    prefix (up to the document's offset, chunk-aligned) and registered after they are computed, so
+    a second document request behind the same instructions reuses them; the tokens equal those of
+    a fresh engine that computes everything."""
+    instr = [BOS] + toks(40, 40)  # 41 tokens: two whole chunks of 16 can be cached
+    docs = [toks(30, 41), toks(26, 42)]
+    llm = make(folders[family])
+    first = llm.generate_with_document(instr, docs[0], QUESTION, GREEDY)
+    assert first.cached_tokens == 0
+    second = llm.generate_with_document(instr, docs[1], QUESTION, GREEDY)
+    assert second.cached_tokens == 32  # chunk-aligned, never past the document's offset (41)
+    fresh = make(folders[family]).generate_with_document(instr, docs[1], QUESTION, GREEDY)
+    assert second.token_ids == fresh.token_ids
+    hashes = chain_block_hashes((instr + docs[1] + QUESTION)[:96], 4, llm.fingerprint)
+    indexed = {h for m in llm.prefix.maps for h in m}
+    assert not indexed & set(hashes[len(instr) // 4 + 1 :]), "a block holding a placed document was indexed"
+    # the same tokens prefilled as a plain prompt first index blocks past the offset: a document
+    # request still stops at its offset (and places its document there)
+    plain = make(folders[family])
+    plain.generate(instr + docs[1] + QUESTION, GREEDY)
+    again = plain.generate_with_document(instr, docs[1], QUESTION, GREEDY)
+    assert again.cached_tokens == 32 and again.token_ids == fresh.token_ids
+    short = make(folders[family])  # instructions shorter than a chunk: nothing to reuse
+    short.generate_with_document(INSTR, docs[0], QUESTION, GREEDY)
+    assert short.generate_with_document(INSTR, docs[1], QUESTION, GREEDY).cached_tokens == 0
