@@ -5,6 +5,8 @@ layout run as the warm-only loop alone (INT8_MODE 1; valid only because every bl
 the ceiling. Graph-timed over rotating copies (kernels/timing.py). Run 1 of this probe (before
 mode 4 took its present form) found the warm-only loop at block_n 128 as fast as bf16 pages at
 b1 x 128K, at 64 25% slower, and the old mode 4 kernel (hot / warm / mixed loops) 50% slower.
+(It replaces probe_int8_decode.py, in git history, which swept the loop modes 2 / 3 / old 4 and the
+int8 conversions: 0.77-1.30 TB/s of INT8 bytes at b1 x 128K, conversions within noise.)
 
     python3 tests/benchmarks/probe_int8_occupancy.py
 """
