@@ -56,6 +56,7 @@ class ForwardContext:
     decode_kv_lens: torch.Tensor | None = None  # [B]
     rope_seq_lens: torch.Tensor | None = None  # [T], dynamic NTK RoPE only
     capture: Capture | None = None
+    warm_always: bool = False  # decode: hand the backend the warm pages without looking at the tables
     _warm_prefill: dict[tuple[int, int], bool] = field(default_factory=dict, init=False, repr=False)
     _warm_decode: dict[int, bool] = field(default_factory=dict, init=False, repr=False)
 
@@ -73,7 +74,7 @@ class ForwardContext:
         scale: float, window: int | None, softcap: float | None, return_lse: bool,
     ) -> AttentionOutput:
         tables, lens = self.decode_block_tables[gi], self.decode_kv_lens
-        if warm is not None:
+        if warm is not None and not self.warm_always:  # (the check reads the tables back to the host)
             if gi not in self._warm_decode:
                 self._warm_decode[gi] = bool((tables <= -2).any())
             if not self._warm_decode[gi]:

@@ -13,8 +13,11 @@ the context doubles. Graphs share one memory pool and are captured lazily, on th
 needs them (a warm-up run on the padding rows, then the capture).
 
 Covered: decode-only steps on CUDA with the Triton backend, no attribution capture, no dynamic
-RoPE, no INT8 warm tier (its per-call choice of kernel path depends on the tables' contents), at
-most `BATCH_BUCKETS[-1]` sequences. Everything else (prefill, mixed steps, CPU, the torch
+RoPE, no sparse decode (its block selection is data-dependent), at most `BATCH_BUCKETS[-1]`
+sequences. With an INT8 warm tier the captured step always hands the decode kernel the warm pages
+(`ForwardContext.warm_always`: the eager path's check for warm entries reads the tables back to
+the host); the kernel reads whatever mix of hot and warm entries the tables hold at replay, and a
+table without warm entries costs it one scan of its entries. Everything else (prefill, mixed steps, CPU, the torch
 reference backend) runs eagerly exactly as before: `run` returns None and the runner goes on.
 """
 
@@ -98,9 +101,6 @@ class CudaGraphRunner:
             return f"batch of {len(decodes)} > {self.batch_buckets[-1]}"
         if self.runner.dynamic_rope:
             return "dynamic RoPE"
-        has_warm = getattr(self.cache, "has_warm", None)
-        if has_warm is not None and has_warm():
-            return "INT8 warm tier"
         if getattr(self.cache, "sparse_top_k", None) is not None:
             return "sparse decode"
         return None
@@ -205,6 +205,7 @@ class CudaGraphRunner:
             decode_start=0,
             decode_block_tables=g.tables,
             decode_kv_lens=g.lens,
+            warm_always=True,
         )
         model = self.runner.model
         if self.pool is None:

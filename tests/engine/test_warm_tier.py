@@ -391,3 +391,30 @@ def test_tiny_gemma_warm_sliding_logits_close_to_all_hot(tiny_folders):
     assert diff < 4 * TINY_BOUND["gemma3"], (diff, diff_base)
     assert (warm.argmax(-1) == hot.argmax(-1)).float().mean() > 0.9
     assert llm.kv.blocks_per_tier()["warm_used"] == [0] * len(llm.kv.groups)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_decode_with_warm_pages_always_passed_matches_the_checked_path(tiny_folders, family, monkeypatch):
+    """A captured CUDA-graph step hands the decode backend the warm pages whether or not the
+    tables hold a warm entry (`ForwardContext.warm_always`: the eager check reads the tables back
+    to the host, which a capture cannot). Decoding that way, here on the CPU through the torch
+    backend, gives the logits of the checked path: before the first demotion (no warm entry), and
+    after it."""
+    from engine.context import ForwardContext
+
+    folder, _ = tiny_folders[family]
+    ids = torch.randint(0, VOCAB, (80,), generator=torch.Generator().manual_seed(4)).tolist()
+    kw = dict(warm_budget=2**20, sink_tokens=4, hot_window=8)
+    checked, _ = run_steps(tiny_llm(folder, **kw), ids, 8)  # 8-token prompt: no warm entry at first
+    seen = []
+    original = ForwardContext._decode
+
+    def forced(self, gi, q, k_cache, v_cache, warm, *a, **k):
+        self.warm_always = True
+        seen.append((warm is not None, bool((self.decode_block_tables[gi] <= -2).any())))
+        return original(self, gi, q, k_cache, v_cache, warm, *a, **k)
+
+    monkeypatch.setattr(ForwardContext, "_decode", forced)
+    always, peak = run_steps(tiny_llm(folder, **kw), ids, 8)
+    assert peak > 0 and (True, False) in seen and (True, True) in seen
+    torch.testing.assert_close(always, checked, atol=1e-5, rtol=1e-5)
