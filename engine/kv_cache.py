@@ -4,8 +4,10 @@ reference counts, and separate block pools for layers with different attention s
 Two tiers live on the device. Hot: full-precision blocks, always the attention sinks (the first
 `sink_tokens`) and the recent `hot_window` tokens. Warm (with `CacheConfig.warm_budget`): older
 full blocks of the global-attention layers, INT8 with a float32 scale per (block, kv head) and
-per-block key min/max summaries for sparse decode; `demote` moves them, and attention reads them
-in place through the block table (entry <= -2 is warm block -entry - 2; see kernels/__init__.py).
+per-block key min/max summaries for sparse decode; `demote` moves them (after every forward, or
+with `CacheConfig.demote_watermark` only while the hot pool is fuller than the watermark, and under
+block pressure before the scheduler preempts), and attention reads them in place through the block
+table (entry <= -2 is warm block -entry - 2; see kernels/__init__.py).
 
 Layers are grouped by their sliding window (Gemma 3: one group of global layers, one of 512-token
 sliding layers). Each group has its own pool tensor [layers_in_group, num_blocks, block_size,
@@ -53,6 +55,11 @@ class CacheConfig:
     # Sliding-window groups get a warm pool too: their in-window blocks older than `hot_window` go
     # INT8 as well (only matters with hot_window < the window; Gemma 3: 15 of 18 layers, window 512).
     warm_sliding: bool = False
+    # Demotion policy: None demotes every block outside the sinks and the hot window after each
+    # forward; a share w (0 < w <= 1) demotes a group's oldest such blocks only while its hot pool
+    # is more than w full (full precision while memory lasts), and under block pressure the
+    # scheduler demotes before it preempts (`demote(..., force=True)`).
+    demote_watermark: float | None = None
     # Quest-style sparse decode: warm blocks kept per query; None: dense. Measured on Gemma 3 270M it
     # loses most needle retrievals (BENCHMARKS.md, "KV cache quality"): an experiment, not a default.
     sparse_top_k: int | None = None
@@ -257,6 +264,10 @@ class PagedKVCache:
         bs = self.block_size
         self.sink_blocks = -(-max(0, cache.sink_tokens) // bs)
         self.hot_window = max(0, cache.hot_window)
+        w = cache.demote_watermark
+        if w is not None and not 0 < w <= 1:
+            raise ValueError(f"demote_watermark must be in (0, 1] or None, not {w!r}")
+        self.demote_watermark = w
         self.sparse_top_k = cache.sparse_top_k
         self.warm_bytes = 0
         kvh, d = config.num_kv_heads, config.head_dim
@@ -313,19 +324,29 @@ class PagedKVCache:
         limit = min(len(table), max(0, num_tokens - self.hot_window) // self.block_size)
         return [b for b in range(self.sink_blocks, limit) if table[b] >= 0]
 
-    def demote(self, tables: list[list[int]], num_tokens: int) -> int:
+    def demote(self, tables: list[list[int]], num_tokens: int, force: bool = False) -> int:
         """Move a sequence's old blocks to the warm tier; return how many blocks moved.
 
         Every full block outside the sinks and the hot window is quantised into a newly allocated
         warm block (INT8, a scale per kv head, key min/max summaries), its table entry becomes
         -(w + 2) and its hot block is decref'd (never overwritten: it may be shared). When the warm
-        pool has no free block the rest stay hot (oldest blocks move first). No-op without a warm
-        pool."""
+        pool has no free block the rest stay hot (oldest blocks move first). With a
+        `demote_watermark` (and not `force`), only the oldest blocks whose release brings the
+        group's hot pool down to the watermark move. No-op without a warm pool."""
         moved = 0
         for g, table in zip(self.groups, tables, strict=True):
             if g.warm is None:
                 continue
             blocks = self.demotable(table, num_tokens)[: g.warm.allocator.num_free]
+            if self.demote_watermark is not None and not force:
+                excess = g.allocator.num_used - int(self.demote_watermark * g.num_blocks)
+                picked, freed = [], 0
+                for b in blocks:
+                    if freed >= excess:
+                        break
+                    picked.append(b)
+                    freed += g.allocator.ref_counts[table[b]] == 1  # a shared block stays in use
+                blocks = picked
             if not blocks:
                 continue
             wp = g.warm

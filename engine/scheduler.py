@@ -173,7 +173,7 @@ class Scheduler:
                 continue
             while True:
                 need = self._new_blocks(s, s.num_tokens)
-                if self._fits_now(need):
+                if self._fits_now(need) or (self._relieve() and self._fits_now(need)):
                     break
                 victim = self._pick_victim(exclude=s)
                 if victim is None:
@@ -194,7 +194,7 @@ class Scheduler:
             if n > budget and (batch.prefills or batch.decodes):
                 break
             need = self._new_blocks(s, s.num_cached + n)
-            if not self._fits_now(need):
+            if not self._fits_now(need) and not (self._relieve() and self._fits_now(need)):
                 if not batch.prefills and not batch.decodes and len(self.running) == 1:
                     raise CacheFullError(
                         f"KV cache too small to prefill {s.prefill_len} tokens; raise the cache memory budget"
@@ -265,6 +265,13 @@ class Scheduler:
                 batch.prefills.append((s, n))
                 self._reserve(need)
                 budget_left -= n
+
+    def _relieve(self) -> bool:
+        """Under block pressure with a demotion watermark: demote every running sequence's
+        demotable blocks (the watermark ignored) before anything is preempted; True if any moved."""
+        if self.kv.demote_watermark is None or not self.kv.has_warm():
+            return False
+        return sum(self.kv.demote(s.tables, s.num_cached, force=True) for s in self.running) > 0
 
     # ------------------------------------------------------------------ preemption
     def _pick_victim(self, exclude: Sequence) -> Sequence | None:

@@ -91,6 +91,9 @@ def register(app: typer.Typer) -> None:
         sink_tokens: int = typer.Option(16, "--sink-tokens", help="First tokens kept at full precision."),
         warm_sliding: bool = typer.Option(False, "--warm-sliding",
                                           help="Sliding-window layers' older in-window blocks go INT8 too."),
+        demote_watermark: float | None = typer.Option(
+            None, "--demote-watermark",
+            help="Demote to INT8 only while the hot pool is more than this share full (0-1]; default: always."),
         seed: int = typer.Option(0, "--seed"),
     ) -> None:
         """Measure the engine on a synthetic load: TTFT, inter-token latency, tokens/s, counters, memory."""
@@ -105,7 +108,8 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         try:
             cache = CacheConfig(max_num_seqs=batch, max_prefill_chunk=chunk, warm_budget=warm_budget or None,
-                                hot_window=hot_window, sink_tokens=sink_tokens, warm_sliding=warm_sliding)
+                                hot_window=hot_window, sink_tokens=sink_tokens, warm_sliding=warm_sliding,
+                                demote_watermark=demote_watermark)
             llm = LLM(model=model, device=device, dtype=dtype, cache=cache)
             llm._check_len(prompt_length + max_new_tokens)
             res = run_bench(llm, prompt_length, max_new_tokens, batch=batch, repeat=repeat, seed=seed,

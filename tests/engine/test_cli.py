@@ -59,3 +59,20 @@ def test_bench_json_reports_latency_counters_and_memory(tmp_path):
 def test_bench_bad_format_is_usage_error():
     res = CliRunner().invoke(_app(), ["bench", "--output-format", "xml"])
     assert res.exit_code == 2 and "--output-format" in res.output
+
+
+def test_bench_demote_watermark_option(tmp_path):
+    """--demote-watermark reaches the cache: with the hot pool nearly empty nothing is demoted;
+    out of range is a one-line error."""
+    from engine_tiny import tiny_hf_model
+
+    folder = tmp_path / "tiny"
+    tiny_hf_model("llama", seed=5).save_pretrained(folder)
+    args = ["bench", "--model", str(folder), "--device", "cpu", "--prompt-length", "40", "--max-new-tokens", "2",
+            "--chunk", "16", "--repeat", "1", "--memory-profile", "--output-format", "json",
+            "--warm-budget", str(2**20), "--hot-window", "8"]
+    res = CliRunner().invoke(_app(), [*args, "--demote-watermark", "0.9"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["memory"]["kv_bytes_per_token_warm"] == 0  # full precision: memory lasts
+    bad = CliRunner().invoke(_app(), [*args, "--demote-watermark", "1.5"])
+    assert bad.exit_code == 1 and "demote_watermark" in bad.output

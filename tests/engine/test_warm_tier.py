@@ -418,3 +418,70 @@ def test_decode_with_warm_pages_always_passed_matches_the_checked_path(tiny_fold
     always, peak = run_steps(tiny_llm(folder, **kw), ids, 8)
     assert peak > 0 and (True, False) in seen and (True, True) in seen
     torch.testing.assert_close(always, checked, atol=1e-5, rtol=1e-5)
+
+
+def watermark_cache(w):
+    from engine.kv_cache import CacheConfig, PagedKVCache
+
+    cfg = model_config()
+    c = CacheConfig(block_size=4, memory_budget=100000, max_model_len=256, max_prefill_chunk=16, max_num_seqs=2,
+                    warm_budget=warm_budget_for(cfg, 64), sink_tokens=4, hot_window=8, demote_watermark=w)
+    return PagedKVCache(cfg, c, torch.device("cpu"), torch.float32)
+
+
+def test_demote_watermark_keeps_full_precision_while_the_hot_pool_has_room():
+    kv = watermark_cache(0.5)
+    g = kv.groups[0]
+    assert g.num_blocks == 41  # watermark: 20 blocks
+    small = seq_tables(kv, 37, seed=1)  # 10 hot blocks, 6 of them demotable
+    assert kv.demote(small, 37) == 0 and g.allocator.num_used == 10  # under the watermark: all hot
+    big, gen = kv.new_tables(), torch.Generator().manual_seed(2)
+    for start in range(0, 100, 16):  # in chunks, as a prefill allocates (the sliding pool is small)
+        fill(kv, big, start, min(16, 100 - start), gen)
+        kv.release_out_of_window(big, min(start + 16, 100))
+    # 25 more: 35 in use, 15 over
+    before = list(big[0])
+    moved = kv.demote(big, 100)
+    assert moved == 15 and g.allocator.num_used == 20  # down to the watermark, no further
+    assert all(e <= -2 for e in big[0][1:16]) and big[0][16:] == before[16:]  # the oldest went first
+    assert big[0][0] == before[0]  # the sink stays hot
+    assert kv.demote(small, 37) == 0  # at the watermark: nothing more
+    assert kv.demote(small, 37, force=True) == 6  # pressure (the scheduler): every demotable block
+    kv.free(small)
+    kv.free(big)
+    assert kv.blocks_per_tier()["warm_used"] == [0, 0] and kv.blocks_per_tier()["hot_used"] == [0, 0]
+
+
+@pytest.mark.parametrize("w", [0.0, 1.5, -0.1])
+def test_demote_watermark_out_of_range_is_refused(w):
+    with pytest.raises(ValueError, match="demote_watermark"):
+        watermark_cache(w)
+
+
+def test_scheduler_demotes_before_it_preempts(tiny_folders):
+    """A hot pool too small for four 70-token sequences at full precision, a warm pool with room,
+    and demote_watermark 1.0 (no demotion while blocks last): the scheduler demotes old blocks
+    under pressure instead of preempting, and every request completes; without the warm tier
+    the same budget preempts."""
+    from engine.scheduler import SchedulerConfig
+
+    folder, _ = tiny_folders["llama"]
+    prompts = [torch.randint(0, VOCAB, (30,), generator=torch.Generator().manual_seed(20 + i)).tolist()
+               for i in range(4)]
+    params = SamplingParams(max_tokens=40, ignore_eos=True)
+
+    def run(**kw):
+        cache = CacheConfig(block_size=4, memory_budget=4 * 2 * 4 * 2 * 16 * 4 * 28, max_model_len=512,
+                            max_prefill_chunk=16, **kw)
+        llm = LLM(model=folder, device="cpu", dtype="float32", cache=cache,
+                  scheduler=SchedulerConfig(preemption="swap", watermark=0.95))
+        out = llm.generate(prompts, params)
+        assert [len(o.token_ids) for o in out] == [40] * 4
+        return llm
+
+    plain = run()
+    assert plain.sched_counters.preempted_swap > 0
+    relieved = run(warm_budget=2**20, sink_tokens=4, hot_window=8, demote_watermark=1.0)
+    assert relieved.kv.groups[0].num_blocks == plain.kv.groups[0].num_blocks
+    assert relieved.sched_counters.preempted_swap + relieved.sched_counters.preempted_recompute == 0
+    assert relieved.kv.blocks_per_tier()["warm_used"] == [0] * len(relieved.kv.groups)
