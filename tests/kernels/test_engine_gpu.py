@@ -70,6 +70,21 @@ class LogitRecorder:
         return out
 
 
+def generate_recorded(llm, model, prompts, max_tokens):
+    """Greedy generation recording every logits row; returns (token ids per prompt, rows, graph
+    replays)."""
+    from engine.sampling import SamplingParams
+
+    rec = LogitRecorder(model)
+    model.logits = rec
+    try:
+        outs = llm.generate(prompts, SamplingParams(max_tokens=max_tokens, ignore_eos=True))
+    finally:
+        del model.logits
+    replays = llm.runner.graphs.replays if getattr(llm.runner, "graphs", None) is not None else 0
+    return [o.token_ids for o in outs], rec.rows, replays
+
+
 def make_llm(model, config, backend, graphs, dtype, **cache_kw):
     from engine.attention import TorchAttentionBackend
     from engine.attention_triton import TritonAttentionBackend
@@ -85,7 +100,6 @@ def make_llm(model, config, backend, graphs, dtype, **cache_kw):
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_engine_logits_triton_vs_torch(name):
     from engine.loader.random_weights import random_model
-    from engine.sampling import SamplingParams
 
     config = CONFIGS[name]()
     gen = torch.Generator().manual_seed(0)
@@ -95,14 +109,7 @@ def test_engine_logits_triton_vs_torch(name):
     for tag, backend, graphs in (("triton+graphs", "triton", True), ("triton", "triton", False), ("torch", "torch", False)):
         llm = make_llm(model16, config, backend, graphs, torch.bfloat16)
         pl = llm.prompt_logits(prompts[0], last=64)
-        rec = LogitRecorder(model16)
-        model16.logits = rec
-        try:
-            outs = llm.generate(prompts, SamplingParams(max_tokens=12, ignore_eos=True))
-        finally:
-            del model16.logits
-        graphs_used = llm.runner.graphs.replays if getattr(llm.runner, "graphs", None) is not None else 0
-        results[tag] = (pl, [o.token_ids for o in outs], rec.rows, graphs_used)
+        results[tag] = (pl, *generate_recorded(llm, model16, prompts, 12))
         del llm
     assert results["triton+graphs"][3] > 0, "the decode steps did not replay CUDA graphs"
     assert results["triton"][3] == 0
@@ -160,7 +167,6 @@ def test_warm_tier_decode_replays_graphs_like_eager():
     the warm pages): greedy tokens equal the eager Triton path's with the same warm tier, logits
     close (same bound as graphs vs eager above), and graphs were replayed."""
     from engine.loader.random_weights import random_model
-    from engine.sampling import SamplingParams
 
     config = CONFIGS["gemma3-270m"]()
     gen = torch.Generator().manual_seed(2)
@@ -170,15 +176,8 @@ def test_warm_tier_decode_replays_graphs_like_eager():
     results = {}
     for graphs in (True, False):
         llm = make_llm(model16, config, "triton", graphs, torch.bfloat16, **warm)
-        rec = LogitRecorder(model16)
-        model16.logits = rec
-        try:
-            outs = llm.generate(prompts, SamplingParams(max_tokens=16, ignore_eos=True))
-        finally:
-            del model16.logits
-        replays = llm.runner.graphs.replays if getattr(llm.runner, "graphs", None) is not None else 0
+        results[graphs] = generate_recorded(llm, model16, prompts, 16)
         assert sum(llm.kv.blocks_per_tier()["warm_used"]) == 0  # freed at the end
-        results[graphs] = ([o.token_ids for o in outs], rec.rows, replays, llm.counters())
         del llm
     assert results[True][2] > 0, "the warm-tier decode steps did not replay CUDA graphs"
     assert results[True][0] == results[False][0]
