@@ -56,9 +56,10 @@ class CacheConfig:
     # INT8 as well (only matters with hot_window < the window; Gemma 3: 15 of 18 layers, window 512).
     warm_sliding: bool = False
     # Demotion policy: None demotes every block outside the sinks and the hot window after each
-    # forward; a share w (0 < w <= 1) demotes a group's oldest such blocks only while its hot pool
-    # is more than w full (full precision while memory lasts), and under block pressure the
-    # scheduler demotes before it preempts (`demote(..., force=True)`).
+    # forward; a share w (0 < w <= 1) demotes a sequence's oldest such blocks only while the
+    # group's hot pool is more than w full (full precision while memory lasts; sequences are
+    # demoted in the order the engine's loop visits them, not globally oldest first), and under
+    # block pressure the scheduler demotes before it preempts (`demote(..., force=True)`).
     demote_watermark: float | None = None
     # Quest-style sparse decode: warm blocks kept per query; None: dense. Measured on Gemma 3 270M it
     # loses most needle retrievals (BENCHMARKS.md, "KV cache quality"): an experiment, not a default.
