@@ -10,7 +10,9 @@ STAGES=${1:-tests,llama8b,gemma,kernels}
 { nvidia-smi --query-gpu=name,memory.total,clocks.sm,power.limit --format=csv; date -u; \
   python3 -c 'import torch, triton, transformers; print(torch.__version__, triton.__version__, transformers.__version__)'; } 2>&1 | tee "$OUT/env.txt"
 if [[ $STAGES == *tests* ]]; then
-  timeout 150 python3 -m pytest tests/kernels tests/engine -m gpu -q -s -p no:cacheprovider 2>&1 | tee "$OUT/tests.txt" | tail -25
+  # the engine-level GPU tests first (tier copies, graphs with the warm tier, engine logits), then the kernels'
+  timeout 300 python3 -m pytest tests/engine tests/kernels/test_engine_gpu.py tests/kernels/test_kernels_gpu.py -m gpu -q -s \
+    -p no:cacheprovider 2>&1 | tee "$OUT/tests.txt" | tail -25
 fi
 if [[ $STAGES == *llama8b* ]]; then
   timeout 200 python3 tests/benchmarks/bench_engine_gpu.py --models llama8b --out "$OUT/llama8b" 2>&1 | tee "$OUT/llama8b.txt" | tail -30
