@@ -17,8 +17,9 @@ RoPE, no sparse decode (its block selection is data-dependent), at most `BATCH_B
 sequences. With an INT8 warm tier the captured step always hands the decode kernel the warm pages
 (`ForwardContext.warm_always`: the eager path's check for warm entries reads the tables back to
 the host); the kernel reads whatever mix of hot and warm entries the tables hold at replay, and a
-table without warm entries costs it one scan of its entries. Everything else (prefill, mixed steps, CPU, the torch
-reference backend) runs eagerly exactly as before: `run` returns None and the runner goes on.
+table without warm entries costs it one scan of its entries. Everything else (prefill, mixed
+steps, CPU, the torch reference backend) runs eagerly exactly as before: `run` returns None and the
+runner goes on.
 """
 
 from __future__ import annotations
