@@ -192,13 +192,16 @@ def kv_bytes_per_step(eng, ctx: int, batch: int) -> int:
 
 
 # ------------------------------------------------------------------------------------ engine
-def engine_llm(eng, cfg, dev, max_len, seqs, chunk, budget=None, graphs=True):
+def engine_llm(eng, cfg, dev, max_len, seqs, chunk, budget=None, graphs=True, step_tokens=None):
+    """`step_tokens`: the scheduler's tokens per step (None: one prefill chunk + the decodes)."""
     from engine.attention_triton import default_backend
+    from engine.scheduler import SchedulerConfig
 
     cache = CacheConfig(block_size=16, max_num_seqs=max(seqs, 1), max_model_len=max_len, max_prefill_chunk=chunk,
                         memory_budget=budget)
     return llm_from_model(eng, cfg, device=dev, dtype=torch.bfloat16, cache=cache,
-                          backend=default_backend(torch.device(dev)), cuda_graphs=graphs if dev == "cuda" else False)
+                          backend=default_backend(torch.device(dev)), cuda_graphs=graphs if dev == "cuda" else False,
+                          scheduler=SchedulerConfig(max_num_batched_tokens=step_tokens))
 
 
 def rand_prompt(vocab: int, n: int, gen: torch.Generator) -> list[int]:
@@ -230,18 +233,21 @@ def engine_prefill(eng, cfg, dev, t: int, reps: int, gen) -> dict:
     return out
 
 
-def engine_decode_e2e(eng, cfg, dev, ctx: int, batch: int, steps: int, gen) -> dict:
+def engine_decode_e2e(eng, cfg, dev, ctx: int, batch: int, steps: int, gen, prefill_chunks: int = 1) -> dict:
     """Real generation through LLM.stream: prefill every prompt, then `steps` decode steps.
     step_ms is the median interval between the tokens of the sequence admitted last, after its first
     token (as for transformers; every other sequence is still decoding then); mean_step_ms also counts the one-time CUDA-graph capture of the
     step's (batch, context) bucket, which happens inside the timed span on a new context length.
     Chunk: the whole prompt at batch 1, else ~32K tokens of prefill per step (the sliding-window
-    pools are sized for window + chunk per sequence, so the chunk sets their memory)."""
+    pools are sized for window + chunk per sequence, so the chunk sets their memory).
+    `prefill_chunks` > 1 lets a step carry that many sequences' chunks (the scheduler's tokens per
+    step), so batch > 1 prefills in fewer, larger steps."""
     chunk = min(ctx, 32768) if batch == 1 else min(ctx, max(2048, 32768 // batch))
     extra = 0 if batch == 1 else 4 * batch
     peak_reset()
+    step_tokens = prefill_chunks * chunk + batch if prefill_chunks > 1 else None
     llm = engine_llm(eng, cfg, dev, ctx + steps + extra + 64, batch, chunk,
-                     budget=kv_budget(cfg, ctx + steps + extra, batch, chunk))
+                     budget=kv_budget(cfg, ctx + steps + extra, batch, chunk), step_tokens=step_tokens)
     warm = SamplingParams(max_tokens=4, ignore_eos=True)
     llm.generate([rand_prompt(cfg.vocab_size, min(256, ctx), gen) for _ in range(batch)], warm)
     prompts = [rand_prompt(cfg.vocab_size, ctx, gen) for _ in range(batch)]
@@ -264,6 +270,7 @@ def engine_decode_e2e(eng, cfg, dev, ctx: int, batch: int, steps: int, gen) -> d
         "step_ms": statistics.median(gaps) * 1e3 if gaps else float("nan"),
         "mean_step_ms": (t_end - t_all) / n_steps * 1e3 if n_steps else float("nan"),
         "chunk": chunk,
+        "step_tokens": step_tokens,
         "steps_timed": n_steps,
         "ttft_first_s": min(first.values()) - t0,
         "ttft_last_s": max(first.values()) - t0,
@@ -420,7 +427,8 @@ def scale_plan(plan: dict, tiny: bool) -> dict:
     }
 
 
-def run_model(name: str, hf_cfg, dev: str, tiny: bool, hf_static: bool, skip_hf: bool, log) -> dict:
+def run_model(name: str, hf_cfg, dev: str, tiny: bool, hf_static: bool, skip_hf: bool, log,
+              prefill_chunks: int = 1) -> dict:
     gen = torch.Generator().manual_seed(1)
     plan = scale_plan(PLANS[name], tiny)
     t0 = time.perf_counter()
@@ -439,7 +447,8 @@ def run_model(name: str, hf_cfg, dev: str, tiny: bool, hf_static: bool, skip_hf:
     for ctx, b, how in plan["decode"]:
         try:
             if how == "e2e":
-                e = engine_decode_e2e(eng, cfg, dev, ctx, b, plan["steps"], gen)
+                e = engine_decode_e2e(eng, cfg, dev, ctx, b, plan["steps"], gen,
+                                      prefill_chunks=prefill_chunks if b > 1 else 1)
             else:
                 e = engine_decode_step(eng, cfg, dev, ctx, b, plan["steps"], gen, graphs=how == "step")
         except torch.OutOfMemoryError as exc:
@@ -480,7 +489,8 @@ def summarize(models: list[dict], ceil: dict) -> list[str]:
             hp = f"{h['peak_GiB']:.1f}" if "peak_GiB" in h else "-"
             sp = f"{h['ttft_s'] / e['ttft_s']:.2f}x" if "ttft_s" in h else "-"
             lines.append(f"{p['tokens']:>10d} {e['ttft_s']:9.3f} {mfu:5.0%} {e['peak_GiB']:8.1f} {hs:>8s} {hp:>8s} {sp:>8s}")
-        lines.append(f"{'decode':>14s} {'how':>10s} {'ms/step':>8s} {'tok/s':>8s} {'MBU':>5s} {'peak':>6s} {'graphs':>6s}")
+        lines.append(f"{'decode':>14s} {'how':>10s} {'ms/step':>8s} {'tok/s':>8s} {'MBU':>5s} {'peak':>6s} {'graphs':>6s}"
+                     f" {'TTFT last':>9s}")
         for d in r["decode"]:
             e = d["engine"]
             if "step_ms" not in e:
@@ -488,8 +498,9 @@ def summarize(models: list[dict], ceil: dict) -> list[str]:
                 continue
             tps = d["batch"] * 1e3 / e["step_ms"]
             mbu = e["bytes_per_step"] / (e["step_ms"] / 1e3) / bw
+            ttft = f"{e['ttft_last_s']:8.2f}s" if "ttft_last_s" in e else f"{'-':>9s}"
             lines.append(f"{d['context']:>8d} b={d['batch']:<3d} {e['method']:>10s} {e['step_ms']:8.2f} {tps:8.0f} {mbu:5.0%} "
-                         f"{e['peak_GiB']:6.1f} {e['graph_replays']:6d}")
+                         f"{e['peak_GiB']:6.1f} {e['graph_replays']:6d} {ttft}")
         for d in r["hf_decode"]:
             key = "transformers_static" if "transformers_static" in d else "transformers"
             h = d[key]
@@ -510,6 +521,8 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--hf-static", action="store_true", help="also transformers' static cache (compiles per shape)")
     ap.add_argument("--skip-hf", action="store_true")
+    ap.add_argument("--prefill-chunks", type=int, default=1,
+                    help="e2e decode at batch > 1: sequences' prefill chunks per step (1: the scheduler's default)")
     args = ap.parse_args()
     start = time.perf_counter()
 
@@ -529,7 +542,8 @@ def main() -> None:
     cfgs = hf_configs(args.tiny)
     models = []
     for name in args.models.split(","):
-        models.append(run_model(name, cfgs[name], args.device, args.tiny, args.hf_static, args.skip_hf, log))
+        models.append(run_model(name, cfgs[name], args.device, args.tiny, args.hf_static, args.skip_hf, log,
+                                args.prefill_chunks))
         if args.out:
             Path(args.out).mkdir(parents=True, exist_ok=True)
             (Path(args.out) / "engine_results.json").write_text(json.dumps({"info": info, "ceilings": ceil, "models": models}, indent=2))

@@ -2,6 +2,7 @@
 # One device call on an H200: the gpu-marked tests, the kernel benchmark and the model-level
 # benchmark, logs and JSON under $OUT (see BENCHMARKS.md, "GPU"). Stages are time-boxed so that a
 # hang in one still returns the others' results.  Usage: bash tests/benchmarks/run_h200.sh [stages]
+# (default tests,llama8b,gemma,kernels; also: chunks, profile)
 set -u
 OUT=${OUT:-/tmp/h200}
 mkdir -p "$OUT"
@@ -19,6 +20,10 @@ if [[ $STAGES == *llama8b* ]]; then
 fi
 if [[ $STAGES == *gemma* ]]; then
   timeout 200 python3 tests/benchmarks/bench_engine_gpu.py --models gemma --hf-static --out "$OUT/gemma" 2>&1 | tee "$OUT/gemma.txt" | tail -30
+fi
+if [[ $STAGES == *chunks* ]]; then  # batch-16 prefill with 8 sequences' chunks a step (the TTFT question)
+  timeout 150 python3 tests/benchmarks/bench_engine_gpu.py --models gemma --skip-hf --prefill-chunks 8 \
+    --out "$OUT/gemma_chunks8" 2>&1 | tee "$OUT/gemma_chunks8.txt" | tail -16
 fi
 if [[ $STAGES == *kernels* ]]; then
   timeout 120 python3 tests/benchmarks/bench_kernels.py --out "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt" | tail -22
