@@ -165,6 +165,7 @@ class Scheduler:
     def schedule(self) -> Batch:
         self.counters.steps += 1
         self._pending = [0] * len(self.kv.groups)
+        self._relieved = False  # pressure demotion runs at most once a step (nothing new to move after)
         batch = Batch()
         budget = self.budget
         # 1. decodes, oldest first; preempt the newest when out of blocks
@@ -269,8 +270,9 @@ class Scheduler:
     def _relieve(self) -> bool:
         """Under block pressure with a demotion watermark: demote every running sequence's
         demotable blocks (the watermark ignored) before anything is preempted; True if any moved."""
-        if self.kv.demote_watermark is None or not self.kv.has_warm():
+        if self._relieved or self.kv.demote_watermark is None or not self.kv.has_warm():
             return False
+        self._relieved = True
         return sum(self.kv.demote(s.tables, s.num_cached, force=True) for s in self.running) > 0
 
     # ------------------------------------------------------------------ preemption

@@ -29,9 +29,6 @@ class CopyStats:
     bytes_to_host: int = 0
     bytes_to_device: int = 0
 
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
 
 class TierCopier:
     def __init__(self, device: torch.device | str) -> None:
@@ -68,10 +65,14 @@ class TierCopier:
         return out
 
     def scatter(self, pools: list[torch.Tensor], dim: int, ids: list[int], hosts: list[torch.Tensor]) -> None:
-        """pool.index_copy_(dim, ids, host) for each pool and host tensor."""
-        self._run(lambda: [p.index_copy_(dim, torch.tensor(ids, dtype=torch.long).to(p.device, non_blocking=True),
-                                         h.to(p.device, non_blocking=True)) for p, h in zip(pools, hosts, strict=True)],
-                  sum(h.numel() * h.element_size() for h in hosts))
+        """pool.index_copy_(dim, ids, host) for each pool and host tensor (one index for all)."""
+
+        def fn() -> None:
+            idx = torch.tensor(ids, dtype=torch.long).to(pools[0].device, non_blocking=True)
+            for p, h in zip(pools, hosts, strict=True):
+                p.index_copy_(dim, idx, h.to(p.device, non_blocking=True))
+
+        self._run(fn, sum(h.numel() * h.element_size() for h in hosts))
 
     def write(self, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """dst.copy_(src) for each (device view, host tensor) pair."""
