@@ -185,20 +185,27 @@ def prefill_flops(eng, t: int) -> float:
     return 2.0 * matmul_params(eng) * t + 2.0 * c.vocab_size * c.hidden_size + attn
 
 
-def kv_bytes_per_step(eng, ctx: int, batch: int) -> int:
+def kv_bytes_per_step(eng, ctx: int, batch: int, warm: bool = False) -> int:
+    """K/V bytes one decode step reads. `warm`: the global layers' tokens outside the 16 sinks and
+    the 256-token hot window are INT8 (one byte; the per-block scales, 0.2% more, are not counted)."""
     c = eng.config
     per_tok = c.num_kv_heads * c.head_dim * 2 * 2  # K and V, bf16
-    return batch * sum(min(ctx, w) if w else ctx for w in c.layer_windows) * per_tok
+    if not warm:
+        return batch * sum(min(ctx, w) if w else ctx for w in c.layer_windows) * per_tok
+    full = min(ctx, 256 + 16)
+    return batch * sum(min(ctx, w) * per_tok if w else full * per_tok + (ctx - full) * per_tok // 2
+                       for w in c.layer_windows)
 
 
 # ------------------------------------------------------------------------------------ engine
-def engine_llm(eng, cfg, dev, max_len, seqs, chunk, budget=None, graphs=True, step_tokens=None):
-    """`step_tokens`: the scheduler's tokens per step (None: one prefill chunk + the decodes)."""
+def engine_llm(eng, cfg, dev, max_len, seqs, chunk, budget=None, graphs=True, step_tokens=None, **cache_kw):
+    """`step_tokens`: the scheduler's tokens per step (None: one prefill chunk + the decodes);
+    `cache_kw`: more CacheConfig fields (the warm tier's)."""
     from engine.attention_triton import default_backend
     from engine.scheduler import SchedulerConfig
 
     cache = CacheConfig(block_size=16, max_num_seqs=max(seqs, 1), max_model_len=max_len, max_prefill_chunk=chunk,
-                        memory_budget=budget)
+                        memory_budget=budget, **cache_kw)
     return llm_from_model(eng, cfg, device=dev, dtype=torch.bfloat16, cache=cache,
                           backend=default_backend(torch.device(dev)), cuda_graphs=graphs if dev == "cuda" else False,
                           scheduler=SchedulerConfig(max_num_batched_tokens=step_tokens))
@@ -233,7 +240,16 @@ def engine_prefill(eng, cfg, dev, t: int, reps: int, gen) -> dict:
     return out
 
 
-def engine_decode_e2e(eng, cfg, dev, ctx: int, batch: int, steps: int, gen, prefill_chunks: int = 1) -> dict:
+def warm_tier_kw(cfg, ctx: int, batch: int) -> dict:
+    """CacheConfig fields for an INT8 warm tier holding every global-layer block outside the sinks
+    and a 256-token hot window (INT8 pages + per-block scales + key summaries, with slack)."""
+    glob = sum(1 for w in cfg.layer_windows if w is None)
+    per_tok = glob * cfg.num_kv_heads * cfg.head_dim * 2  # K and V at one byte
+    return {"warm_budget": int(per_tok * 1.25 * (ctx + 64) * batch) + 64 * 2**20, "hot_window": 256, "sink_tokens": 16}
+
+
+def engine_decode_e2e(eng, cfg, dev, ctx: int, batch: int, steps: int, gen, prefill_chunks: int = 1,
+                      warm: bool = False) -> dict:
     """Real generation through LLM.stream: prefill every prompt, then `steps` decode steps.
     step_ms is the median interval between the tokens of the sequence admitted last, after its first
     token (as for transformers; every other sequence is still decoding then); mean_step_ms also counts the one-time CUDA-graph capture of the
@@ -241,15 +257,17 @@ def engine_decode_e2e(eng, cfg, dev, ctx: int, batch: int, steps: int, gen, pref
     Chunk: the whole prompt at batch 1, else ~32K tokens of prefill per step (the sliding-window
     pools are sized for window + chunk per sequence, so the chunk sets their memory).
     `prefill_chunks` > 1 lets a step carry that many sequences' chunks (the scheduler's tokens per
-    step), so batch > 1 prefills in fewer, larger steps."""
+    step), so batch > 1 prefills in fewer, larger steps. `warm`: with an INT8 warm tier
+    (`warm_tier_kw`), so the decode steps read the global layers' old blocks as INT8 pages."""
     chunk = min(ctx, 32768) if batch == 1 else min(ctx, max(2048, 32768 // batch))
     extra = 0 if batch == 1 else 4 * batch
     peak_reset()
     step_tokens = prefill_chunks * chunk + batch if prefill_chunks > 1 else None
     llm = engine_llm(eng, cfg, dev, ctx + steps + extra + 64, batch, chunk,
-                     budget=kv_budget(cfg, ctx + steps + extra, batch, chunk), step_tokens=step_tokens)
-    warm = SamplingParams(max_tokens=4, ignore_eos=True)
-    llm.generate([rand_prompt(cfg.vocab_size, min(256, ctx), gen) for _ in range(batch)], warm)
+                     budget=kv_budget(cfg, ctx + steps + extra, batch, chunk), step_tokens=step_tokens,
+                     **(warm_tier_kw(cfg, ctx + steps + extra, batch) if warm else {}))
+    warm_up = SamplingParams(max_tokens=4, ignore_eos=True)
+    llm.generate([rand_prompt(cfg.vocab_size, min(256, ctx), gen) for _ in range(batch)], warm_up)
     prompts = [rand_prompt(cfg.vocab_size, ctx, gen) for _ in range(batch)]
     # prompts are admitted over several steps: the extra tokens keep the early sequences decoding
     # while the last one takes its `steps` timed steps, so every timed step decodes the full batch
@@ -257,10 +275,13 @@ def engine_decode_e2e(eng, cfg, dev, ctx: int, batch: int, steps: int, gen, pref
     t0 = now()
     first: dict[int, float] = {}
     stamps: dict[int, list[float]] = {}
+    most_warm = 0
     for d in llm.stream(prompts, params):
         t = time.perf_counter()
         first.setdefault(d.index, t)
         stamps.setdefault(d.index, []).append(t)
+        if warm and len(stamps[d.index]) % 16 == 2:
+            most_warm = max(most_warm, sum(llm.kv.blocks_per_tier()["warm_used"]))
     last = max(first, key=first.get)  # the sequence admitted last
     st = stamps[last][: steps + 1]
     gaps = [b - a for a, b in zip(st, st[1:], strict=False)]
@@ -278,6 +299,9 @@ def engine_decode_e2e(eng, cfg, dev, ctx: int, batch: int, steps: int, gen, pref
         "graph_replays": graphs.replays if graphs is not None else 0,
         "graphs_off": graphs.disabled if graphs is not None else "no graph runner",
     }
+    if warm:
+        out["warm_blocks_used_max"] = most_warm  # INT8 blocks (over all global layers' groups) seen during decode
+        out["warm_blocks_total"] = sum(llm.kv.blocks_per_tier()["warm_total"])
     del llm
     return out
 
@@ -415,6 +439,15 @@ PLANS = {
 }
 
 
+# --warm-tier: each e2e decode case with bf16 pages and with the INT8 warm tier, side by side
+WARM_PLANS = {
+    "gemma": {"prefill": [], "decode": [(32768, 1, "e2e"), (32768, 1, "e2e-warm"), (32768, 16, "e2e"),
+                                        (32768, 16, "e2e-warm")], "hf_decode": [], "steps": 48},
+    "llama8b": {"prefill": [], "decode": [(32768, 1, "e2e"), (32768, 1, "e2e-warm"), (131072, 1, "e2e"),
+                                          (131072, 1, "e2e-warm")], "hf_decode": [], "steps": 32},
+}
+
+
 def scale_plan(plan: dict, tiny: bool) -> dict:
     if not tiny:
         return plan
@@ -428,9 +461,9 @@ def scale_plan(plan: dict, tiny: bool) -> dict:
 
 
 def run_model(name: str, hf_cfg, dev: str, tiny: bool, hf_static: bool, skip_hf: bool, log,
-              prefill_chunks: int = 1) -> dict:
+              prefill_chunks: int = 1, warm_tier: bool = False) -> dict:
     gen = torch.Generator().manual_seed(1)
-    plan = scale_plan(PLANS[name], tiny)
+    plan = scale_plan((WARM_PLANS if warm_tier else PLANS)[name], tiny)
     t0 = time.perf_counter()
     hf, eng, cfg = build_pair(hf_cfg, dev)
     res: dict = {"model": name, "weight_bytes": weight_bytes(eng), "matmul_params": matmul_params(eng),
@@ -446,15 +479,15 @@ def run_model(name: str, hf_cfg, dev: str, tiny: bool, hf_static: bool, skip_hf:
         log(f"[{name}] prefill {t}: engine {e['ttft_s']:.3f} s, transformers {h.get('ttft_s', h)}")
     for ctx, b, how in plan["decode"]:
         try:
-            if how == "e2e":
+            if how in ("e2e", "e2e-warm"):
                 e = engine_decode_e2e(eng, cfg, dev, ctx, b, plan["steps"], gen,
-                                      prefill_chunks=prefill_chunks if b > 1 else 1)
+                                      prefill_chunks=prefill_chunks if b > 1 else 1, warm=how == "e2e-warm")
             else:
                 e = engine_decode_step(eng, cfg, dev, ctx, b, plan["steps"], gen, graphs=how == "step")
         except torch.OutOfMemoryError as exc:
             e = {"oom": str(exc).split("\n")[0][:160]}
         e["method"] = how
-        e["bytes_per_step"] = res["weight_bytes"] + kv_bytes_per_step(eng, ctx, b)
+        e["bytes_per_step"] = res["weight_bytes"] + kv_bytes_per_step(eng, ctx, b, warm=how == "e2e-warm")
         res["decode"].append({"context": ctx, "batch": b, "engine": e})
         log(f"[{name}] decode ctx {ctx} b {b} ({how}): engine {e.get('step_ms', e)} ms/step")
     res["hf_decode"] = []
@@ -500,7 +533,8 @@ def summarize(models: list[dict], ceil: dict) -> list[str]:
             mbu = e["bytes_per_step"] / (e["step_ms"] / 1e3) / bw
             ttft = f"{e['ttft_last_s']:8.2f}s" if "ttft_last_s" in e else f"{'-':>9s}"
             lines.append(f"{d['context']:>8d} b={d['batch']:<3d} {e['method']:>10s} {e['step_ms']:8.2f} {tps:8.0f} {mbu:5.0%} "
-                         f"{e['peak_GiB']:6.1f} {e['graph_replays']:6d} {ttft}")
+                         f"{e['peak_GiB']:6.1f} {e['graph_replays']:6d} {ttft}"
+                         + (f"  warm blocks {e['warm_blocks_used_max']}/{e['warm_blocks_total']}" if "warm_blocks_total" in e else ""))
         for d in r["hf_decode"]:
             key = "transformers_static" if "transformers_static" in d else "transformers"
             h = d[key]
@@ -523,6 +557,8 @@ def main() -> None:
     ap.add_argument("--skip-hf", action="store_true")
     ap.add_argument("--prefill-chunks", type=int, default=1,
                     help="e2e decode at batch > 1: sequences' prefill chunks per step (1: the scheduler's default)")
+    ap.add_argument("--warm-tier", action="store_true",
+                    help="only e2e decode, each case with bf16 pages and with the INT8 warm tier (engine only)")
     args = ap.parse_args()
     start = time.perf_counter()
 
@@ -542,8 +578,8 @@ def main() -> None:
     cfgs = hf_configs(args.tiny)
     models = []
     for name in args.models.split(","):
-        models.append(run_model(name, cfgs[name], args.device, args.tiny, args.hf_static, args.skip_hf, log,
-                                args.prefill_chunks))
+        models.append(run_model(name, cfgs[name], args.device, args.tiny, args.hf_static, args.skip_hf or args.warm_tier,
+                                log, args.prefill_chunks, args.warm_tier))
         if args.out:
             Path(args.out).mkdir(parents=True, exist_ok=True)
             (Path(args.out) / "engine_results.json").write_text(json.dumps({"info": info, "ceilings": ceil, "models": models}, indent=2))

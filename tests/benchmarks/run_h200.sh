@@ -2,7 +2,7 @@
 # One device call on an H200: the gpu-marked tests, the kernel benchmark and the model-level
 # benchmark, logs and JSON under $OUT (see BENCHMARKS.md, "GPU"). Stages are time-boxed so that a
 # hang in one still returns the others' results.  Usage: bash tests/benchmarks/run_h200.sh [stages]
-# (default tests,llama8b,gemma,kernels; also: chunks, profile)
+# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, profile)
 set -u
 OUT=${OUT:-/tmp/h200}
 mkdir -p "$OUT"
@@ -24,6 +24,13 @@ fi
 if [[ $STAGES == *chunks* ]]; then  # batch-16 prefill with 8 sequences' chunks a step (the TTFT question)
   timeout 150 python3 tests/benchmarks/bench_engine_gpu.py --models gemma --skip-hf --prefill-chunks 8 \
     --out "$OUT/gemma_chunks8" 2>&1 | tee "$OUT/gemma_chunks8.txt" | tail -16
+fi
+if [[ $STAGES == *copy* ]]; then  # the tier copier: side-stream gathers against compute, bandwidth
+  timeout 90 python3 tests/benchmarks/bench_tier_copy_gpu.py --json "$OUT/tier_copy.json" 2>&1 | tee "$OUT/tier_copy.txt"
+fi
+if [[ $STAGES == *warm* ]]; then  # e2e decode with bf16 pages and with the INT8 warm tier, side by side
+  timeout 400 python3 tests/benchmarks/bench_engine_gpu.py --models llama8b,gemma --warm-tier \
+    --out "$OUT/warm" 2>&1 | tee "$OUT/warm.txt" | tail -22
 fi
 if [[ $STAGES == *kernels* ]]; then
   timeout 120 python3 tests/benchmarks/bench_kernels.py --out "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt" | tail -22

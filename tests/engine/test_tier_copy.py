@@ -52,7 +52,7 @@ def test_gather_survives_an_immediate_overwrite_and_writes_are_seen_on_cuda():
     assert host.is_pinned()
     target = torch.zeros_like(pool)
     c.scatter([target], 1, ids, [host])
-    got = target[:, ids].float().sum()  # compute-stream read right after the write
-    torch.testing.assert_close(got.cpu(), before.float().sum(), atol=0, rtol=0)
+    got = target[:, ids].clone()  # a compute-stream kernel reads the blocks right after the write
+    torch.testing.assert_close(got.cpu(), before, atol=0, rtol=0)
     c.write([(target[:, 1], host[:, 0])])
     torch.testing.assert_close(target[:, 1].cpu(), before[:, 0], atol=0, rtol=0)
