@@ -34,12 +34,17 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class SchedulerConfig:
-    """max_num_batched_tokens: tokens per forward (None: one prefill chunk + max_num_seqs decodes).
+    """max_num_batched_tokens: tokens per forward. None: on CUDA, max(max_prefill_chunk,
+    `gpu_step_tokens`) + max_num_seqs, so several sequences' chunks share a step (at Gemma 3 270M,
+    16 prompts of 32K in 2K chunks: the last first token after 3.95 s instead of 13.5 s on the
+    H200, BENCHMARKS.md); elsewhere one prefill chunk + max_num_seqs decodes (a CPU step already
+    takes seconds, and a longer one would stall the running sequences' next tokens).
     watermark: admit while projected KV use stays under this share of each block pool.
     preemption: "swap" (to host memory, up to swap_budget bytes) or "recompute".
     prefix_caching: reuse the KV of identical prefixes across requests."""
 
     max_num_batched_tokens: int | None = None
+    gpu_step_tokens: int = 16384
     watermark: float = 0.85
     preemption: str = "swap"
     swap_budget: int = 4 * 2**30
@@ -78,7 +83,10 @@ class Scheduler:
         self.cfg = config
         self.max_num_seqs = max_num_seqs
         self.chunk = chunk
-        self.budget = config.max_num_batched_tokens or (chunk + max_num_seqs)
+        on_gpu = kv.copier.device.type == "cuda"
+        self.budget = config.max_num_batched_tokens or (
+            max(chunk, config.gpu_step_tokens if on_gpu else 0) + max_num_seqs
+        )
         if self.budget < chunk:
             raise ValueError(f"max_num_batched_tokens ({self.budget}) must be >= max_prefill_chunk ({chunk})")
         self.prefix = prefix  # PrefixCache or None

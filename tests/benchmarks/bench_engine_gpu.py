@@ -248,7 +248,7 @@ def warm_tier_kw(cfg, ctx: int, batch: int) -> dict:
     return {"warm_budget": int(per_tok * 1.25 * (ctx + 64) * batch) + 64 * 2**20, "hot_window": 256, "sink_tokens": 16}
 
 
-def engine_decode_e2e(eng, cfg, dev, ctx: int, batch: int, steps: int, gen, prefill_chunks: int = 1,
+def engine_decode_e2e(eng, cfg, dev, ctx: int, batch: int, steps: int, gen, prefill_chunks: int | None = None,
                       warm: bool = False) -> dict:
     """Real generation through LLM.stream: prefill every prompt, then `steps` decode steps.
     step_ms is the median interval between the tokens of the sequence admitted last, after its first
@@ -256,13 +256,13 @@ def engine_decode_e2e(eng, cfg, dev, ctx: int, batch: int, steps: int, gen, pref
     step's (batch, context) bucket, which happens inside the timed span on a new context length.
     Chunk: the whole prompt at batch 1, else ~32K tokens of prefill per step (the sliding-window
     pools are sized for window + chunk per sequence, so the chunk sets their memory).
-    `prefill_chunks` > 1 lets a step carry that many sequences' chunks (the scheduler's tokens per
-    step), so batch > 1 prefills in fewer, larger steps. `warm`: with an INT8 warm tier
+    `prefill_chunks` sets the scheduler's tokens per step to that many sequences' chunks (+ the
+    decodes); None keeps the scheduler's default (on CUDA 16K tokens of prefill a step). `warm`: with an INT8 warm tier
     (`warm_tier_kw`), so the decode steps read the global layers' old blocks as INT8 pages."""
     chunk = min(ctx, 32768) if batch == 1 else min(ctx, max(2048, 32768 // batch))
     extra = 0 if batch == 1 else 4 * batch
     peak_reset()
-    step_tokens = prefill_chunks * chunk + batch if prefill_chunks > 1 else None
+    step_tokens = prefill_chunks * chunk + batch if prefill_chunks else None
     llm = engine_llm(eng, cfg, dev, ctx + steps + extra + 64, batch, chunk,
                      budget=kv_budget(cfg, ctx + steps + extra, batch, chunk), step_tokens=step_tokens,
                      **(warm_tier_kw(cfg, ctx + steps + extra, batch) if warm else {}))
@@ -461,7 +461,7 @@ def scale_plan(plan: dict, tiny: bool) -> dict:
 
 
 def run_model(name: str, hf_cfg, dev: str, tiny: bool, hf_static: bool, skip_hf: bool, log,
-              prefill_chunks: int = 1, warm_tier: bool = False) -> dict:
+              prefill_chunks: int | None = None, warm_tier: bool = False) -> dict:
     gen = torch.Generator().manual_seed(1)
     plan = scale_plan((WARM_PLANS if warm_tier else PLANS)[name], tiny)
     t0 = time.perf_counter()
@@ -481,7 +481,7 @@ def run_model(name: str, hf_cfg, dev: str, tiny: bool, hf_static: bool, skip_hf:
         try:
             if how in ("e2e", "e2e-warm"):
                 e = engine_decode_e2e(eng, cfg, dev, ctx, b, plan["steps"], gen,
-                                      prefill_chunks=prefill_chunks if b > 1 else 1, warm=how == "e2e-warm")
+                                      prefill_chunks=prefill_chunks if b > 1 else None, warm=how == "e2e-warm")
             else:
                 e = engine_decode_step(eng, cfg, dev, ctx, b, plan["steps"], gen, graphs=how == "step")
         except torch.OutOfMemoryError as exc:
@@ -555,8 +555,9 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--hf-static", action="store_true", help="also transformers' static cache (compiles per shape)")
     ap.add_argument("--skip-hf", action="store_true")
-    ap.add_argument("--prefill-chunks", type=int, default=1,
-                    help="e2e decode at batch > 1: sequences' prefill chunks per step (1: the scheduler's default)")
+    ap.add_argument("--prefill-chunks", type=int, default=None,
+                    help="e2e decode at batch > 1: sequences' prefill chunks per step (default: the scheduler's "
+                         "default, on CUDA 16K tokens; 1: one chunk a step, the CPU default)")
     ap.add_argument("--warm-tier", action="store_true",
                     help="only e2e decode, each case with bf16 pages and with the INT8 warm tier (engine only)")
     args = ap.parse_args()

@@ -226,3 +226,20 @@ def test_corrupt_disk_entry_is_ignored(folders, tmp_path):
     b = make(folders["llama"], disk_cache_dir=str(tmp_path / "kv"))
     out = b.generate([doc + [1]], GREEDY)[0]
     assert out.cached_tokens == 0 and out.token_ids == ref
+
+
+def test_default_step_budget_is_larger_on_gpu():
+    """Without max_num_batched_tokens a CPU step carries one prefill chunk + the decodes; a CUDA
+    step carries at least gpu_step_tokens of prefill (several sequences' chunks) + the decodes."""
+    from types import SimpleNamespace
+
+    from engine.scheduler import Scheduler
+
+    def kv(dev):
+        return SimpleNamespace(copier=SimpleNamespace(device=torch.device(dev)), groups=[])
+
+    assert Scheduler(kv("cpu"), SchedulerConfig(), 16, 2048).budget == 2048 + 16
+    assert Scheduler(kv("cuda"), SchedulerConfig(), 16, 2048).budget == 16384 + 16
+    assert Scheduler(kv("cuda"), SchedulerConfig(), 1, 32768).budget == 32768 + 1  # one chunk already larger
+    assert Scheduler(kv("cuda"), SchedulerConfig(max_num_batched_tokens=4096), 16, 2048).budget == 4096
+    assert Scheduler(kv("cuda"), SchedulerConfig(gpu_step_tokens=0), 16, 2048).budget == 2048 + 16

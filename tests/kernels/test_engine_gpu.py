@@ -176,7 +176,15 @@ def test_warm_tier_decode_replays_graphs_like_eager():
     results = {}
     for graphs in (True, False):
         llm = make_llm(model16, config, "triton", graphs, torch.bfloat16, **warm)
+        demoted: list[int] = []
+
+        def counting(*a, _inner=llm.kv.demote, _out=demoted, **k):
+            _out.append(_inner(*a, **k))
+            return _out[-1]
+
+        llm.kv.demote = counting
         results[graphs] = generate_recorded(llm, model16, prompts, 16)
+        assert sum(demoted) > 0, "nothing went to the warm tier"
         assert sum(llm.kv.blocks_per_tier()["warm_used"]) == 0  # freed at the end
         del llm
     assert results[True][2] > 0, "the warm-tier decode steps did not replay CUDA graphs"
