@@ -106,6 +106,31 @@ def test_full_warm_pool_leaves_blocks_hot():
     assert kv.blocks_per_tier()["warm_used"][0] == 0
 
 
+def test_demotion_resumes_where_a_full_pool_stopped_it():
+    """demotable() walks back from the hot window's edge and stops at the first non-hot entry
+    (O(new blocks) a step); after a full pool stopped demotion partway, it must still find every
+    block a full scan would, as the pool frees and the sequence grows."""
+    kv = make_cache(warm_blocks=5, sink_tokens=4, hot_window=4)
+
+    def full_scan(table, n):
+        limit = min(len(table), max(0, n - kv.hot_window) // kv.block_size)
+        return [b for b in range(kv.sink_blocks, limit) if table[b] >= 0]
+
+    other = seq_tables(kv, 24, seed=1)  # 6 blocks, 4 demotable
+    assert kv.demote(other, 24) == 4
+    tables = seq_tables(kv, 40)  # 10 blocks, 8 demotable, 1 warm block left
+    assert kv.demotable(tables[0], 40) == full_scan(tables[0], 40) == list(range(1, 9))
+    assert kv.demote(tables, 40) == 1
+    assert kv.demotable(tables[0], 40) == full_scan(tables[0], 40) == list(range(2, 9))
+    kv.free(other)  # 4 warm blocks free again
+    assert kv.demote(tables, 40) == 4
+    assert [e <= -2 for e in tables[0]] == [False] + [True] * 5 + [False] * 4
+    fill(kv, tables, 40, 8, torch.Generator().manual_seed(2))  # the sequence grows by two blocks
+    assert kv.demotable(tables[0], 48) == full_scan(tables[0], 48) == [6, 7, 8, 9, 10]
+    kv.free(tables)
+    assert kv.blocks_per_tier()["warm_used"][0] == 0
+
+
 def test_shared_hot_block_is_decrefd_not_overwritten_and_warm_refcounts():
     kv = make_cache(sink_tokens=0, hot_window=0)
     a = seq_tables(kv, 8)  # two full blocks
