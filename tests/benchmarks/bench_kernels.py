@@ -134,10 +134,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-sweep", action="store_true", help="skip the decode block_n / split sweeps")
+    ap.add_argument("--gemma-decode", action="store_true",
+                    help="only decode at the Gemma 3 270M shape (4/1 heads of 256), bf16 and INT8 pages, with sweeps")
     args = ap.parse_args()
     torch.manual_seed(0)
     rows: list[dict] = []
     sweep = not args.no_sweep
+    if args.gemma_decode:
+        for b in (1, 16):
+            for int8 in (False, True):
+                decode_case(f"decode b={b} @32K, Gemma-270M shape, {'INT8' if int8 else 'bf16'}", 4, 1, 256, b, 32768,
+                            int8, rows, sweep=sweep)
+        report(rows, args.out)
+        return
     prefill_case("prefill 32K, Gemma-270M shape, window 512", 4, 1, 256, 32768, 512, rows)
     prefill_case("prefill 32K, Gemma-270M shape, global", 4, 1, 256, 32768, None, rows)
     prefill_case("prefill 32K, Llama-8B shape, causal", 32, 8, 128, 32768, None, rows)
@@ -151,6 +160,10 @@ def main() -> None:
     decode_case("decode b=4 @128K, Llama-8B shape, bf16", 32, 8, 128, 4, 131072, False, rows)
     decode_case("decode b=4 @128K, Llama-8B shape, INT8", 32, 8, 128, 4, 131072, True, rows)
     mass_case(rows)
+    report(rows, args.out)
+
+
+def report(rows: list[dict], out: str | None) -> None:
     info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     try:
         import triton
@@ -165,8 +178,8 @@ def main() -> None:
         base = f"{r['baseline_ms']:.3f}" if r["baseline_ms"] else "-"
         sp = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
         print(f"{r['case']:58s} {r['ours_ms']:9.3f} {rate:>14s} {base:>12s} {sp:>8s}")
-    if args.out:
-        Path(args.out).write_text(json.dumps({"info": info, "rows": rows}, indent=2))
+    if out:
+        Path(out).write_text(json.dumps({"info": info, "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":
