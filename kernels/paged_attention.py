@@ -30,6 +30,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import tuning_cache
+
 
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -437,10 +439,29 @@ def _decode_merge_kernel(
 # mode: 4 tiered, 3 branch-free, see _decode_split_kernel; the warm loop's block_n). A key is
 # (batch, heads, kv_heads, head_dim, dtype, INT8 pages?, window?, context blocks rounded up to a
 # power of two). Filled on the first call of a shape that is not being captured into a CUDA graph
-# (the graph runner's warm-up run comes first, so graphs replay the tuned shape).
+# (the graph runner's warm-up run comes first, so graphs replay the tuned shape), or from the disk
+# cache of earlier processes on the same GPU and software (kernels/tuning_cache.py; not yet run on
+# a GPU when it was written, 2026-12-03: its CPU tests stub the device queries).
 DECODE_TUNED: dict[tuple, tuple[int, int, int, int]] = {}
+# the same choices on disk for later processes (kernels/tuning_cache.py), per device: fingerprint
+# and the stored entries, read once
+_DISK_TUNED: dict[int, tuple[str, dict[str, tuple[int, int, int, int]]]] = {}
 log = logging.getLogger(__name__)
 DECODE_TUNING = os.environ.get("LONGDOC_DECODE_TUNING", "1") != "0"
+
+
+def _disk_tuned(device: torch.device) -> tuple[str, dict[str, tuple[int, int, int, int]]]:
+    """(fingerprint, stored choices) for `device`, read from the tuning cache once per process."""
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _DISK_TUNED:
+        try:
+            fp = tuning_cache.fingerprint(torch.cuda.get_device_name(idx), torch.cuda.get_device_capability(idx),
+                                          torch.__version__, triton.__version__)
+            _DISK_TUNED[idx] = (fp, tuning_cache.load(fp))
+        except Exception as e:  # the disk cache is an optimisation: never let it stop a decode
+            log.warning("decode tuning cache unavailable (%s: %s); tuning in memory only", type(e).__name__, e)
+            _DISK_TUNED[idx] = ("", {})
+    return _DISK_TUNED[idx]
 
 
 def _default_splits(b: int, kvh: int, n_blocks: int, device: torch.device) -> int:
@@ -594,10 +615,18 @@ def paged_decode(
     if num_splits is None and block_n is None and int8_mode is None and q.is_cuda and not interp and DECODE_TUNING:
         key = (b, h, kvh, d, q.dtype, has_int8, window is not None, triton.next_power_of_2(n_blocks))
         tuned = DECODE_TUNED.get(key)
+        if tuned is None:
+            fp, disk = _disk_tuned(q.device)
+            tuned = disk.get(tuning_cache.key_str(key))
+            if tuned is not None:
+                DECODE_TUNED[key] = tuned
         if tuned is None and not torch.cuda.is_current_stream_capturing():
             synth = _tuning_tables(b, max_kv_len, bs, k_cache.shape[0], kq.shape[0] if has_int8 else None, q.device)
             tuned = _tune_decode(lambda *a: launch(*a, *synth), key, _default_splits(b, kvh, n_blocks, q.device),
                                  n_blocks, d, has_int8, q.device)
+            if fp:
+                disk[tuning_cache.key_str(key)] = tuned
+                tuning_cache.store(fp, tuning_cache.key_str(key), tuned)
         if tuned is not None:
             num_splits, block_n, mode, block_n_warm = tuned
     if num_splits is None:
