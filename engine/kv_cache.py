@@ -197,6 +197,7 @@ class PagedKVCache:
 
     def __init__(self, config: ModelConfig, cache: CacheConfig, device: torch.device, dtype: torch.dtype) -> None:
         self.block_size = cache.block_size
+        self.device = torch.device(device)
         self.copier = TierCopier(device)  # device <-> host block copies (a side stream on CUDA)
         self.chunk = cache.max_prefill_chunk
         self.max_model_len = cache.max_model_len or config.max_position_embeddings

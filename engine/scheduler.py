@@ -35,9 +35,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class SchedulerConfig:
     """max_num_batched_tokens: tokens per forward. None: on CUDA, max(max_prefill_chunk,
-    `gpu_step_tokens`) + max_num_seqs, so several sequences' chunks share a step (at Gemma 3 270M,
-    16 prompts of 32K in 2K chunks: the last first token after 3.95 s instead of 13.5 s on the
-    H200, BENCHMARKS.md); elsewhere one prefill chunk + max_num_seqs decodes (a CPU step already
+    `gpu_step_tokens`) + max_num_seqs, so several sequences' chunks share a step (Gemma 3 270M,
+    16 prompts of 32K in 2K chunks on the H200: the last first token after 1.78 s instead of
+    4.83 s with one chunk a step, BENCHMARKS.md "KV tiers on the H200"); elsewhere one prefill chunk + max_num_seqs decodes (a CPU step already
     takes seconds, and a longer one would stall the running sequences' next tokens).
     watermark: admit while projected KV use stays under this share of each block pool.
     preemption: "swap" (to host memory, up to swap_budget bytes) or "recompute".
@@ -83,7 +83,7 @@ class Scheduler:
         self.cfg = config
         self.max_num_seqs = max_num_seqs
         self.chunk = chunk
-        on_gpu = kv.copier.device.type == "cuda"
+        on_gpu = kv.device.type == "cuda"
         self.budget = config.max_num_batched_tokens or (
             max(chunk, config.gpu_step_tokens if on_gpu else 0) + max_num_seqs
         )

@@ -199,7 +199,8 @@ def kv_bytes_per_step(eng, ctx: int, batch: int, warm: bool = False) -> int:
 
 # ------------------------------------------------------------------------------------ engine
 def engine_llm(eng, cfg, dev, max_len, seqs, chunk, budget=None, graphs=True, step_tokens=None, **cache_kw):
-    """`step_tokens`: the scheduler's tokens per step (None: one prefill chunk + the decodes);
+    """`step_tokens`: the scheduler's tokens per step (None: the scheduler's default, on CUDA 16K
+    tokens of prefill a step + the decodes);
     `cache_kw`: more CacheConfig fields (the warm tier's)."""
     from engine.attention_triton import default_backend
     from engine.scheduler import SchedulerConfig
@@ -301,6 +302,9 @@ def engine_decode_e2e(eng, cfg, dev, ctx: int, batch: int, steps: int, gen, pref
         "peak_GiB": peak_gib(),
         "graph_replays": graphs.replays if graphs is not None else 0,
         "graphs_off": graphs.disabled if graphs is not None else "no graph runner",
+        # sequences still producing tokens when the timed span ended: fewer than the batch means the
+        # timed steps did not run the whole batch (early sequences had finished)
+        "decoding_at_end": sum(1 for v in stamps.values() if v[-1] >= t_end),
     }
     if warm:
         out["warm_blocks_used_max"] = most_warm  # INT8 blocks (over all global layers' groups) seen during decode
@@ -537,7 +541,9 @@ def summarize(models: list[dict], ceil: dict) -> list[str]:
             ttft = f"{e['ttft_last_s']:8.2f}s" if "ttft_last_s" in e else f"{'-':>9s}"
             lines.append(f"{d['context']:>8d} b={d['batch']:<3d} {e['method']:>10s} {e['step_ms']:8.2f} {tps:8.0f} {mbu:5.0%} "
                          f"{e['peak_GiB']:6.1f} {e['graph_replays']:6d} {ttft}"
-                         + (f"  warm blocks {e['warm_blocks_used_max']}/{e['warm_blocks_total']}" if "warm_blocks_total" in e else ""))
+                         + (f"  warm blocks {e['warm_blocks_used_max']}/{e['warm_blocks_total']}" if "warm_blocks_total" in e else "")
+                         + (f"  (!) only {e['decoding_at_end']} of {d['batch']} still decoding"
+                            if e.get("decoding_at_end", d["batch"]) < d["batch"] else ""))
         for d in r["hf_decode"]:
             key = "transformers_static" if "transformers_static" in d else "transformers"
             h = d[key]

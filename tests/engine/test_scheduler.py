@@ -236,7 +236,7 @@ def test_default_step_budget_is_larger_on_gpu():
     from engine.scheduler import Scheduler
 
     def kv(dev):
-        return SimpleNamespace(copier=SimpleNamespace(device=torch.device(dev)), groups=[])
+        return SimpleNamespace(device=torch.device(dev), groups=[])
 
     assert Scheduler(kv("cpu"), SchedulerConfig(), 16, 2048).budget == 2048 + 16
     assert Scheduler(kv("cuda"), SchedulerConfig(), 16, 2048).budget == 16384 + 16
