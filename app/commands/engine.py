@@ -1,4 +1,4 @@
-"""CLI commands of the engine (`longdoc generate`). Owned by the engine; registered by app.cli.
+"""CLI commands of the engine (`longdoc generate`, `ask`, `bench`). Owned by the engine; registered by app.cli.
 
 The engine (torch, transformers) is imported inside the command so that `longdoc --help` stays fast.
 """
@@ -11,6 +11,28 @@ import time
 from pathlib import Path
 
 import typer
+
+# `longdoc ask`: the default model is a base model without a chat template, so a plain layout
+ASK_INSTRUCTIONS = "Read the document and answer the question after it.\n\nDocument:\n"
+ASK_TEMPLATE = "{instructions}{document}\n\nQuestion: {question}\nAnswer:"
+
+
+def _ask_summary(out, report, seconds: float) -> str:
+    """One line: prompt size, what the fallback did, time to first token, cache reuse."""
+    parts = [f"prompt {report.prompt_tokens:,} tokens"]
+    if report.fallback_triggered:
+        how = report.strategy + (f":{report.truncate_side}" if report.truncate_side else "")
+        if report.chunks_total:
+            how += f", {report.chunks_used}/{report.chunks_total} chunks"
+        parts.append(f"did not fit ({report.reason}): {how}, {report.tokens_dropped:,} document tokens dropped, "
+                     f"key-entity retention {report.key_entity_retention:.0%}")
+    ttft = out.metrics.get("ttft_s")
+    if ttft is not None:
+        parts.append(f"first token {ttft:.2f} s")
+    if out.cached_tokens:
+        parts.append(f"{out.cached_tokens:,} prompt tokens from the cache")
+    parts.append(f"{seconds:.1f} s in all")
+    return " · ".join(parts)
 
 
 def register(app: typer.Typer) -> None:
@@ -73,6 +95,78 @@ def register(app: typer.Typer) -> None:
                 "load_seconds": round(load_s, 3),
                 "generate_seconds": round(gen_s, 3),
             }, ensure_ascii=False))
+
+    @app.command()
+    def ask(
+        files: list[Path] = typer.Argument(..., help="The document(s): .txt, .md, .docx or .pdf (several are joined)."),
+        question: list[str] = typer.Option(..., "--question", "-q",
+                                           help="A question about the document (repeatable: asked one after another)."),
+        instructions: str = typer.Option(ASK_INSTRUCTIONS, "--instructions", help="Text put before the document."),
+        fallback: str = typer.Option(
+            "retrieval", "--fallback",
+            help="When the document does not fit: error, truncate:head, truncate:tail, truncate:middle, retrieval "
+                 "(the chunks most relevant to the question) or map_reduce."),
+        max_tokens: int = typer.Option(128, "--max-tokens", "-n", help="Tokens per answer at most."),
+        cache_dir: Path | None = typer.Option(
+            None, "--cache-dir",
+            help="Keep the document's KV on disk here: a later run over the same document skips its prefill."),
+        cache_bytes: int = typer.Option(8 * 2**30, "--cache-bytes", help="The disk cache never grows past this."),
+        device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: cuda if available)."),
+        dtype: str | None = typer.Option(None, "--dtype", help="float32, bfloat16 or float16."),
+        model: Path | None = typer.Option(None, "--model", help="GGUF file or HF folder (default: Gemma 3 270M)."),
+        max_model_len: int | None = typer.Option(None, "--max-model-len", help="Context limit in tokens."),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON object: answers, timings, fallback reports."),
+    ) -> None:
+        """Answer questions about a long document with the local engine, saying what did not fit."""
+        from engine import LLM, CacheConfig, EngineError, SamplingParams
+        from engine.fallback import FallbackPolicy, LongRequest
+        from pipelines.documents import IngestError, load_document
+
+        strategy, _, side = fallback.partition(":")
+        if side and strategy != "truncate":
+            typer.echo(f"longdoc: --fallback {fallback!r}: only truncate takes a side (truncate:head, :tail, :middle)",
+                       err=True)
+            raise typer.Exit(2)
+        if max_tokens < 1 or any(not q.strip() for q in question):
+            typer.echo("longdoc: --max-tokens must be >= 1 and every --question non-empty", err=True)
+            raise typer.Exit(2)
+        try:
+            docs = [load_document(f) for f in files]
+        except IngestError as exc:
+            typer.echo(f"longdoc: {exc}", err=True)
+            raise typer.Exit(1) from None
+        document = docs[0].text if len(docs) == 1 else "\n\n".join(f"[{f.name}]\n{d.text}" for f, d in zip(files, docs, strict=True))
+        try:
+            policy = FallbackPolicy(strategy=strategy, truncate_side=side or "middle")
+            cache = CacheConfig(max_num_seqs=4, disk_cache_dir=str(cache_dir) if cache_dir else None,
+                                disk_cache_bytes=cache_bytes)
+            t0 = time.perf_counter()
+            llm = LLM(model=model, device=device, dtype=dtype, cache=cache, max_model_len=max_model_len)
+            load_s = time.perf_counter() - t0
+            answers = []
+            for q in question:
+                req = LongRequest(document=document, question=q, instructions=instructions, template=ASK_TEMPLATE)
+                t1 = time.perf_counter()
+                out, report = llm.generate_long(req, SamplingParams(max_tokens=max_tokens, stop=["\nQuestion:"]), policy)
+                answers.append((q, out, report, time.perf_counter() - t1))
+                if not as_json:
+                    typer.echo(f"Q: {q}\nA: {out.text.strip()}\n   {_ask_summary(out, report, time.perf_counter() - t1)}\n")
+        except (EngineError, ValueError) as exc:
+            typer.echo(f"longdoc: {exc}", err=True)
+            raise typer.Exit(1) from None
+        if as_json:
+            typer.echo(json.dumps({
+                "files": [str(f) for f in files],
+                "model": str(llm.model_path),
+                "device": str(llm.device),
+                "load_seconds": round(load_s, 3),
+                "answers": [{
+                    "question": q, "text": out.text.strip(), "finish_reason": out.finish_reason,
+                    "seconds": round(sec, 3), "cached_prompt_tokens": out.cached_tokens,
+                    "metrics": out.metrics, "fallback": report.to_dict(),
+                } for q, out, report, sec in answers],
+                "counters": llm.counters().to_dict(),
+            }, ensure_ascii=False, default=str))
 
     @app.command()
     def bench(

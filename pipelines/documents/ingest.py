@@ -113,11 +113,12 @@ def decode_text(data: bytes, name: str) -> tuple[str, str]:
         except UnicodeDecodeError:
             pass
     else:
-        # UTF-16 without BOM: pick the byte order whose characters are common ones.
+        # UTF-16 without BOM: pick the byte order whose characters are common ones. UTF-16 text
+        # has an even number of bytes; an odd count (b"\x00\x01\x02", say) is binary.
         best_text, best_enc, best_score = None, None, 0.0
-        for enc in ("utf-16-le", "utf-16-be"):
+        for enc in ("utf-16-le", "utf-16-be") if len(data) % 2 == 0 else ():
             try:
-                text = data[: len(data) // 2 * 2].decode(enc)
+                text = data.decode(enc)
             except UnicodeDecodeError:
                 continue
             score = sum(1 for c in text if _common_char(c)) / max(len(text), 1)

@@ -48,6 +48,7 @@ def test_form_feed_splits_pages(tmp_path):
         ("empty.txt", b"", "file is empty"),
         ("blank.txt", b"  \n\n ", "file is empty"),
         ("junk.txt", bytes(range(256)) * 20, "binary data"),
+        ("tiny.txt", b"\x00\x01\x02", "binary data"),  # odd byte count: not UTF-16 (it once read as "\u0100")
         ("image.png", b"\x89PNG\r\n\x1a\n....", "unsupported file type .png"),
         ("noext", b"hello", "unsupported file type (none)"),
         ("broken.pdf", b"%PDF-1.4\n garbage garbage \n%%EOF", "broken PDF"),
