@@ -17,6 +17,7 @@ PAGES = [
     ("app.ui.contracts_page", "Contract versions", "contracts", False),
     ("app.ui.reports_page", "Research reports", "reports", False),
     ("app.ui.medical_page", "Medical evidence", "medical", False),
+    ("app.ui.ask_page", "Ask a document", "ask", False),
 ]
 
 

@@ -12,28 +12,6 @@ from pathlib import Path
 
 import typer
 
-# `longdoc ask`: the default model is a base model without a chat template, so a plain layout
-ASK_INSTRUCTIONS = "Read the document and answer the question after it.\n\nDocument:\n"
-ASK_TEMPLATE = "{instructions}{document}\n\nQuestion: {question}\nAnswer:"
-
-
-def _ask_summary(out, report, seconds: float) -> str:
-    """One line: prompt size, what the fallback did, time to first token, cache reuse."""
-    parts = [f"prompt {report.prompt_tokens:,} tokens"]
-    if report.fallback_triggered:
-        how = report.strategy + (f":{report.truncate_side}" if report.truncate_side else "")
-        if report.chunks_total:
-            how += f", {report.chunks_used}/{report.chunks_total} chunks"
-        parts.append(f"did not fit ({report.reason}): {how}, {report.tokens_dropped:,} document tokens dropped, "
-                     f"key-entity retention {report.key_entity_retention:.0%}")
-    ttft = out.metrics.get("ttft_s")
-    if ttft is not None:
-        parts.append(f"first token {ttft:.2f} s")
-    if out.cached_tokens:
-        parts.append(f"{out.cached_tokens:,} prompt tokens from the cache")
-    parts.append(f"{seconds:.1f} s in all")
-    return " · ".join(parts)
-
 
 def register(app: typer.Typer) -> None:
     @app.command()
@@ -101,7 +79,8 @@ def register(app: typer.Typer) -> None:
         files: list[Path] = typer.Argument(..., help="The document(s): .txt, .md, .docx or .pdf (several are joined)."),
         question: list[str] = typer.Option(..., "--question", "-q",
                                            help="A question about the document (repeatable: asked one after another)."),
-        instructions: str = typer.Option(ASK_INSTRUCTIONS, "--instructions", help="Text put before the document."),
+        instructions: str | None = typer.Option(None, "--instructions",
+                                                help="Text put before the document (default: a short task line)."),
         fallback: str = typer.Option(
             "retrieval", "--fallback",
             help="When the document does not fit: error, truncate:head, truncate:tail, truncate:middle, retrieval "
@@ -118,15 +97,18 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object: answers, timings, fallback reports."),
     ) -> None:
         """Answer questions about a long document with the local engine, saying what did not fit."""
-        from engine import LLM, CacheConfig, EngineError, SamplingParams
-        from engine.fallback import FallbackPolicy, LongRequest
+        from app import ask as asking
+        from engine import LLM, CacheConfig, EngineError
         from pipelines.documents import IngestError, load_document
 
-        strategy, _, side = fallback.partition(":")
-        if side and strategy != "truncate":
-            typer.echo(f"longdoc: --fallback {fallback!r}: only truncate takes a side (truncate:head, :tail, :middle)",
-                       err=True)
-            raise typer.Exit(2)
+        try:
+            policy = asking.policy_for(fallback)
+        except ValueError as exc:  # malformed: a usage error
+            typer.echo(f"longdoc: {exc}", err=True)
+            raise typer.Exit(2) from None
+        except EngineError as exc:  # an unknown strategy or side
+            typer.echo(f"longdoc: {exc}", err=True)
+            raise typer.Exit(1) from None
         if max_tokens < 1 or any(not q.strip() for q in question):
             typer.echo("longdoc: --max-tokens must be >= 1 and every --question non-empty", err=True)
             raise typer.Exit(2)
@@ -137,7 +119,6 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1) from None
         document = docs[0].text if len(docs) == 1 else "\n\n".join(f"[{f.name}]\n{d.text}" for f, d in zip(files, docs, strict=True))
         try:
-            policy = FallbackPolicy(strategy=strategy, truncate_side=side or "middle")
             cache = CacheConfig(max_num_seqs=4, disk_cache_dir=str(cache_dir) if cache_dir else None,
                                 disk_cache_bytes=cache_bytes)
             t0 = time.perf_counter()
@@ -145,12 +126,12 @@ def register(app: typer.Typer) -> None:
             load_s = time.perf_counter() - t0
             answers = []
             for q in question:
-                req = LongRequest(document=document, question=q, instructions=instructions, template=ASK_TEMPLATE)
                 t1 = time.perf_counter()
-                out, report = llm.generate_long(req, SamplingParams(max_tokens=max_tokens, stop=["\nQuestion:"]), policy)
+                out, report = asking.ask(llm, document, q, policy, max_tokens,
+                                         asking.INSTRUCTIONS if instructions is None else instructions)
                 answers.append((q, out, report, time.perf_counter() - t1))
                 if not as_json:
-                    typer.echo(f"Q: {q}\nA: {out.text.strip()}\n   {_ask_summary(out, report, time.perf_counter() - t1)}\n")
+                    typer.echo(f"Q: {q}\nA: {out.text.strip()}\n   {asking.summary(out, report, answers[-1][3])}\n")
         except (EngineError, ValueError) as exc:
             typer.echo(f"longdoc: {exc}", err=True)
             raise typer.Exit(1) from None

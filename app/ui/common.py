@@ -48,7 +48,8 @@ def document_input(pipeline: str, key: str) -> tuple[str, bytes] | None:
     with tab_sample:
         samples = sample_files(pipeline)
         if samples:
-            pick = st.selectbox("Sample", samples, format_func=lambda p: p.name, key=f"{key}_sample")
+            pick = st.selectbox("Sample", samples, format_func=lambda p: str(p.relative_to(SAMPLES / pipeline)),
+                                key=f"{key}_sample")
             if st.button("Analyse the sample", key=f"{key}_run_sample", type="primary"):
                 chosen = (pick.name, pick.read_bytes())
         else:

@@ -17,5 +17,7 @@ def page() -> None:
         "- **Patent claim trees**: claims parsed into a dependency tree, with validation findings.\n"
         "- **Contract versions**: two versions of an agreement aligned clause by clause.\n"
         "- **Research reports**: every “see Figure 3” resolved to its target.\n"
+        "- **Medical evidence**: one patient's documents → entities, one timeline, conflicts, evidence.\n"
+        "- **Ask a document**: questions over a long document with the local model, saying what did not fit.\n"
         "- For folders of documents use the command line: `longdoc batch FOLDER --out DIR`."
     )
