@@ -497,8 +497,10 @@ def _tune_decode(launch, key: tuple, base_splits: int, n_blocks: int, d: int, ha
     others = {max(1, min(x, triton.cdiv(n_blocks, 4), 4 * sms))
               for x in (base_splits // 2, 2 * base_splits, 4 * base_splits, 8 * base_splits)}
     splits = [base_splits] + sorted(others - {base_splits})
-    if has_int8:  # (block_n, mode, warm block_n); the first is the expected best
+    if has_int8 and d <= 128:  # (block_n, mode, warm block_n); the first is the expected best
         shapes = [(64, 4, 128), (64, 4, 64), (64, 3, 64)]
+    elif has_int8:  # head_dim 256: 128-key tiles run out of shared memory (H200, bench_kernels --gemma-decode)
+        shapes = [(64, 4, 64), (32, 4, 32), (64, 3, 64)]
     else:
         shapes = [(bn, 4, bn) for bn in ([64, 128] if d <= 128 else [32, 64])]
     best, best_t = (base_splits, *shapes[0]), float("inf")
