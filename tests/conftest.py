@@ -24,3 +24,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _keep_main_module():
+    """Streamlit's AppTest runs page scripts as `__main__` and leaves its script module there; a
+    later test that spawns worker processes (`longdoc batch --jobs N`) would make every child
+    re-run that script. Restore the real `__main__` after each test."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
