@@ -13,7 +13,8 @@ to the kernels starts a fresh set. The file is JSON, written atomically (a tempo
 rename). A file that cannot be read or parsed is ignored with one warning, never trusted in part.
 
 Location: `$LONGDOC_TUNING_CACHE` (a file path; empty or "0" turns the disk cache off), else
-`$XDG_CACHE_HOME/longdoc/decode_tuning.json` (`~/.cache/...` by default).
+`decode_tuning.json` in the engine's cache folder, `$LONGDOC_CACHE` or `~/.cache/longdoc`
+(`engine/paths.py`; read here from the environment, since kernels do not import the engine).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def cache_path() -> Path | None:
     env = os.environ.get("LONGDOC_TUNING_CACHE")
     if env is not None:
         return None if env.strip() in ("", "0") else Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "longdoc" / "decode_tuning.json"
+    root = os.environ.get("LONGDOC_CACHE")
+    return (Path(root).expanduser() if root else Path.home() / ".cache" / "longdoc") / "decode_tuning.json"
 
 
 def fingerprint(device_name: str, capability: tuple[int, int], torch_version: str, triton_version: str) -> str:

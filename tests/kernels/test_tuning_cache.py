@@ -60,8 +60,8 @@ def test_location_from_the_environment(monkeypatch, tmp_path):
     assert tc.cache_path() is None
     assert tc.load("fp") == {} and tc.store("fp", KEY, (1, 64, 4, 64)) is False
     monkeypatch.delenv("LONGDOC_TUNING_CACHE")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert tc.cache_path() == tmp_path / "longdoc" / "decode_tuning.json"
+    monkeypatch.setenv("LONGDOC_CACHE", str(tmp_path))  # the engine's cache folder (engine/paths.py)
+    assert tc.cache_path() == tmp_path / "decode_tuning.json"
 
 
 def test_paged_attention_reads_the_cache_once_per_device(monkeypatch, tmp_path):
