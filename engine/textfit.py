@@ -10,7 +10,9 @@ after NFKC normalisation (full-width digits and letters become ASCII):
   currency word after it (`300 dollars`, `500万元`);
 - percentages: `12.5%`, `12 percent`, `百分之十五`;
 - numbers: any other digit run of at least two characters (`4817`, `3.5`, `1,200`; lone digits are
-  mostly list markers and are left out) — for CJK text these are its digit runs;
+  mostly list markers and are left out), and Chinese-numeral quantities with their unit (`二十年`,
+  `六个月`, `七十五周岁`, `五万元`, `三倍`);
+- article references of Chinese legal text: `第二十三条`, `第5款`, `第三章`;
 - names (Latin script): two or more Title-case words in a row, allowing the connectors
   of/the/and/for/de/du/la/le/van/von/der/da/di between them (`Bank of England`, `Acme Widget
   Corporation`), with a leading sentence word such as The/In/This stripped;
@@ -59,6 +61,8 @@ _ENTITY_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("money", re.compile(rf"\b{_NUM}\s?(?:dollars|euros|pounds|yuan|USD|EUR|GBP|RMB)\b|{_NUM}\s?(?:万元|亿元|元|美元|欧元)")),
     ("percent", re.compile(rf"\b{_NUM}\s?(?:%|percent\b|per cent\b)|百分之[零〇一二三四五六七八九十百千点]+")),
     ("number", re.compile(r"\d+(?:[.,]\d+)*")),
+    ("article", re.compile(r"第[零〇一二三四五六七八九十百千万\d]+[条款项章节编]")),
+    ("number", re.compile(r"[零〇一二三四五六七八九十百千万亿两]+(?:个月|周岁|年|日|天|倍|万元|亿元|元)")),
     ("quoted", re.compile(rf"[「『《“\"]([^」』》”\"\n]{{1,20}}?[{_CJK}][^」』》”\"\n]{{0,20}}?)[」』》”\"]")),
     ("quoted", re.compile(r"[“\"]((?:[A-Z][A-Za-z0-9'’&-]*\s?){1,5})[”\"]")),
     ("name", re.compile(
@@ -76,7 +80,7 @@ _LEADING = {
 @dataclass
 class Entity:
     text: str  # normalised
-    kind: str  # date, money, percent, number, quoted, name
+    kind: str  # date, money, percent, number, article, quoted, name
     start: int  # span in the normalised text (NFKC keeps offsets only where widths agree; see below)
     end: int
 

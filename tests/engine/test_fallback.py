@@ -112,7 +112,7 @@ def test_entities_english_and_chinese():
         ("name", "Acme Widget Corporation"), ("money", "$5,000"), ("date", "March 3, 2021"),
         ("name", "Bank of England"), ("percent", "12.5%"), ("date", "2020-01-04"), ("name", "John Smith"),
         ("name", "Mary Jones"), ("number", "42"), ("quoted", "Customer Data"), ("date", "2021年3月4日"),
-        ("money", "500万元"), ("percent", "百分之十五"), ("quoted", "保密信息"), ("number", "12"),
+        ("money", "500万元"), ("percent", "百分之十五"), ("quoted", "保密信息"), ("article", "第12条"),
         ("number", "3456"),
     ]
     for e in extract_entities(text):  # spans point into the original text (full-width digits too)
@@ -323,3 +323,12 @@ def test_real_gemma_double_context_every_strategy():
             assert "4817-2209" in out.text  # greedy answer copied from the kept chunk
         if policy.strategy == "map_reduce":
             assert rep.chunks_total >= 2 and any("4817" in (c.answer or "") for c in rep.chunks)
+
+
+def test_chinese_legal_quantities_and_article_references_are_entities():
+    text = "依照第二十三条，赔偿义务人应在六个月内支付五万元；超过二十年的，不予保护；第5款另有规定。七十五周岁以上的，按五年计算。"
+    got = [(e.kind, e.text) for e in extract_entities(text)]
+    assert got == [
+        ("article", "第二十三条"), ("number", "六个月"), ("number", "五万元"), ("number", "二十年"),
+        ("article", "第5款"), ("number", "七十五周岁"), ("number", "五年"),
+    ]
