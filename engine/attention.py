@@ -6,7 +6,7 @@ returns the attention output and, on request, the per-row log-sum-exp of the sca
 soft-capping), which attribution reuses to turn a query-key score into a probability:
 p = exp(scale * q.k - lse).
 
-Two entry points, the same for the torch reference (here) and the Triton kernels (kernels/, later):
+Two entry points, the same for the torch reference (here) and the Triton kernels (longdoc_kernels/, later):
 
 - `prefill`: the queries of one sequence's chunk at global positions q_offset .. q_offset+Tq-1,
   attending to cached positions 0 .. kv_len-1 (the chunk's own keys already written), causal,
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from kernels import dispatch
+from longdoc_kernels import dispatch
 
 if TYPE_CHECKING:
     from engine.kv_cache import WarmPages

@@ -1,6 +1,6 @@
-"""The Triton attention backend: the engine's `AttentionBackend` over the kernels in kernels/.
+"""The Triton attention backend: the engine's `AttentionBackend` over the kernels in longdoc_kernels/.
 
-On CUDA tensors it runs `kernels.paged_attention` (flash-style prefill that skips the tiles a
+On CUDA tensors it runs `longdoc_kernels.paged_attention` (flash-style prefill that skips the tiles a
 sliding window cannot see; split-context decode); anywhere else (CPU, no Triton) it hands the
 call to the torch reference backend, so a model built with it runs everywhere. Both return the
 per-row log-sum-exp when asked, so attribution works the same on either path.
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from engine.attention import AttentionBackend, AttentionOutput, TorchAttentionBackend, gather_blocks
 from engine.kv_cache import WarmPages
-from kernels import dispatch
+from longdoc_kernels import dispatch
 
 
 class TritonAttentionBackend(AttentionBackend):

@@ -91,13 +91,13 @@ class ForwardContext:
         self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     ) -> torch.Tensor | None:
         """For a batch of decode tokens only, on the Triton path: rotate q and k and write k and v
-        into this layer's cache slots in one launch (kernels/rope_kv.py, float32 rotation), and
+        into this layer's cache slots in one launch (longdoc_kernels/rope_kv.py, float32 rotation), and
         return the rotated q; the caller then calls `attend(..., k=None, v=None)`. None where the
         unfused path must run (prefill chunks, whose fresh rotated k the fused SDPA path reads;
         attribution capture; the CPU)."""
         if self.prefills or (self.capture is not None and layer in self.capture.layers):
             return None
-        from kernels import dispatch
+        from longdoc_kernels import dispatch
 
         if not dispatch.fused_path(q):
             return None

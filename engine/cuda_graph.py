@@ -6,7 +6,7 @@ mappings (one per cache group), block tables padded to the bucket's width (int32
 kv lengths. The batch is padded up to the next bucket of `BATCH_BUCKETS`; padding rows write their
 K/V into a scratch block reserved per cache group (one block each, taken from the allocator once)
 and attend only to it, so they never touch a sequence's blocks. The decode kernel's context splits
-are sized from the bucket's context length (`kernels.dispatch.static_max_kv_len`), never from a
+are sized from the bucket's context length (`longdoc_kernels.dispatch.static_max_kv_len`), never from a
 device-to-host read, which is what makes the step capturable; the context bucket is the next power
 of two of the longest sequence (at least `MIN_LEN_BUCKET`), so a graph is re-captured only when
 the context doubles. Graphs share one memory pool and are captured lazily, on the first step that
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from engine.context import ForwardContext
-from kernels import dispatch
+from longdoc_kernels import dispatch
 
 if TYPE_CHECKING:
     from engine.runner import ModelRunner

@@ -7,7 +7,7 @@ full blocks of the global-attention layers, INT8 with a float32 scale per (block
 per-block key min/max summaries for sparse decode; `demote` moves them (after every forward, or
 with `CacheConfig.demote_watermark` only while the hot pool is fuller than the watermark, and under
 block pressure before the scheduler preempts), and attention reads them in place through the block
-table (entry <= -2 is warm block -entry - 2; see kernels/__init__.py).
+table (entry <= -2 is warm block -entry - 2; see longdoc_kernels/__init__.py).
 
 Layers are grouped by their sliding window (Gemma 3: one group of global layers, one of 512-token
 sliding layers). Each group has its own pool tensor [layers_in_group, num_blocks, block_size,
@@ -32,7 +32,7 @@ import torch
 from engine.config import ModelConfig
 from engine.errors import CacheFullError
 from engine.tier_copy import TierCopier
-from kernels import dispatch
+from longdoc_kernels import dispatch
 
 
 @dataclass

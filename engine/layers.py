@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 
 
 def _fused_path(x: torch.Tensor) -> bool:
-    """Whether the fused Triton kernels (kernels/fused.py, rope_kv.py) run for activations
-    x [T, hidden] (kernels.dispatch.fused_path). Elsewhere the torch code below runs: the
+    """Whether the fused Triton kernels (longdoc_kernels/fused.py, rope_kv.py) run for activations
+    x [T, hidden] (longdoc_kernels.dispatch.fused_path). Elsewhere the torch code below runs: the
     reference that the fused kernels round like."""
-    from kernels import dispatch
+    from longdoc_kernels import dispatch
 
     return dispatch.fused_path(x)
 
@@ -50,8 +50,8 @@ class RMSNorm(nn.Module):
         return self.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.is_cuda and x.dim() in (2, 3) and x.shape[-1] <= 16384:  # one fused kernel (kernels/rmsnorm.py)
-            from kernels import dispatch
+        if x.is_cuda and x.dim() in (2, 3) and x.shape[-1] <= 16384:  # one fused kernel (longdoc_kernels/rmsnorm.py)
+            from longdoc_kernels import dispatch
 
             if dispatch.use_triton(x.device):
                 return dispatch.rms_norm(x, self.kernel_weight(), self.eps, self.gemma)
@@ -87,7 +87,7 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.gate_up is not None and _fused_path(x):  # act(gate) * up in one launch, same roundings
-            from kernels import dispatch
+            from longdoc_kernels import dispatch
 
             return self.down_proj(dispatch.act_mul(F.linear(x, self.gate_up), self.gelu))
         if self.gate_up is not None:
@@ -172,8 +172,8 @@ class DecoderLayer(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
         if _fused_path(x):
             # the same arithmetic with the residual adds fused into the norms around them
-            # (kernels/fused.py): 2-3 launches fewer per layer in the launch-bound decode step
-            from kernels import dispatch
+            # (longdoc_kernels/fused.py): 2-3 launches fewer per layer in the launch-bound decode step
+            from longdoc_kernels import dispatch
 
             eps, gemma = self.input_layernorm.eps, self.input_layernorm.gemma
             a = self.self_attn(self.input_layernorm(x), cos, sin, ctx)

@@ -26,9 +26,9 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kernels.attn_mass import attention_mass  # noqa: E402
-from kernels.kv_quant import quantize_blocks  # noqa: E402
-from kernels.paged_attention import paged_decode, paged_prefill  # noqa: E402
+from longdoc_kernels.attn_mass import attention_mass  # noqa: E402
+from longdoc_kernels.kv_quant import quantize_blocks  # noqa: E402
+from longdoc_kernels.paged_attention import paged_decode, paged_prefill  # noqa: E402
 
 DEV = "cuda"
 BS = 16

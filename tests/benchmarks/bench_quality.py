@@ -230,10 +230,10 @@ def check_against_generate(llm, ids: list[int], n: int, sparse: list[int | None]
 def git_state() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "engine", "kernels"], cwd=ROOT,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "engine", "longdoc_kernels"], cwd=ROOT,
                                capture_output=True, text=True).stdout.split("\n")
         dirty = [d.strip() for d in dirty if d.strip()]
-        return head + (f" (uncommitted in engine/ kernels/ at run time: {', '.join(dirty)})" if dirty else "")
+        return head + (f" (uncommitted in engine/ longdoc_kernels/ at run time: {', '.join(dirty)})" if dirty else "")
     except OSError:
         return "unknown"
 

@@ -15,8 +15,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kernels import paged_attention as pa  # noqa: E402
-from kernels.kv_quant import quantize_blocks  # noqa: E402
+from longdoc_kernels import paged_attention as pa  # noqa: E402
+from longdoc_kernels.kv_quant import quantize_blocks  # noqa: E402
 
 
 def compiled_kernels(fn):

@@ -1,5 +1,5 @@
 """Probe: where a Llama-3-8B-shaped decode step at batch 1 and 32K spends its time, and whether a
-Triton skinny matmul (kernels/gemv.py) streams the step's weight matrices faster than F.linear.
+Triton skinny matmul (longdoc_kernels/gemv.py) streams the step's weight matrices faster than F.linear.
 A planning diagnostic for issue 4's decode MBU bar (numbers reach BENCHMARKS.md only as
 explanations).
 
@@ -18,7 +18,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kernels import gemv as gv  # noqa: E402
+from longdoc_kernels import gemv as gv  # noqa: E402
 
 SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336),
           "lm_head": (128256, 4096)}
@@ -64,7 +64,7 @@ def profile_step(ctx: int, batch: int = 1, tiny: bool = False) -> None:
     cfg = hf_to_engine_config(hf_configs(tiny)["llama8b"])
     eng = random_model(cfg, dev, torch.bfloat16, seed=0)
     gen = torch.Generator().manual_seed(0)
-    from kernels import paged_attention as pa
+    from longdoc_kernels import paged_attention as pa
 
     for graphs in (False, True):
         llm = engine_llm(eng, cfg, dev, ctx + 64, batch, 4096, budget=kv_budget(cfg, ctx + 32, batch, 4096),

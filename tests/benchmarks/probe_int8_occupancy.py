@@ -2,7 +2,7 @@
 against bf16 pages, over the warm tile, splits, a register cap (maxnreg) and the float16
 conversion, for the tiered layout (sinks + recent window hot, the rest warm), and an all-warm
 layout run as the warm-only loop alone (INT8_MODE 1; valid only because every block is warm) as
-the ceiling. Graph-timed over rotating copies (kernels/timing.py). Run 1 of this probe (before
+the ceiling. Graph-timed over rotating copies (longdoc_kernels/timing.py). Run 1 of this probe (before
 mode 4 took its present form) found the warm-only loop at block_n 128 as fast as bf16 pages at
 b1 x 128K, at 64 25% slower, and the old mode 4 kernel (hot / warm / mixed loops) 50% slower.
 (It replaces probe_int8_decode.py, in git history, which swept the loop modes 2 / 3 / old 4 and the
@@ -21,9 +21,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kernels import paged_attention as pa  # noqa: E402
-from kernels.kv_quant import quantize_blocks  # noqa: E402
-from kernels.timing import graph_time  # noqa: E402
+from longdoc_kernels import paged_attention as pa  # noqa: E402
+from longdoc_kernels.kv_quant import quantize_blocks  # noqa: E402
+from longdoc_kernels.timing import graph_time  # noqa: E402
 
 
 def regs() -> dict:

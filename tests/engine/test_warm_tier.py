@@ -4,7 +4,7 @@ Bounds used here:
 - quantisation: every dequantised element within scale / 2 of its original (round to nearest),
   and the key summaries are exactly the min / max of the dequantised keys;
 - decode / prefill over warm pages against the float32 reference computed from the same
-  dequantised keys (kernels.reference): 1e-5 absolute (only summation order differs);
+  dequantised keys (longdoc_kernels.reference): 1e-5 absolute (only summation order differs);
 - against the full-precision original (random unit-variance K/V, head_dim 16): 0.05 absolute on
   outputs of magnitude ~0.3-1 (measured max 0.012);
 - tiny random-weight models end to end (block 4, sinks 4, hot window 8, so most blocks are warm):
@@ -28,7 +28,7 @@ from engine.attention import TorchAttentionBackend
 from engine.kv_cache import PagedKVCache
 from engine.sampling import SamplingParams
 from engine.sequence import Sequence
-from kernels import dispatch, reference
+from longdoc_kernels import dispatch, reference
 
 
 def seq_tables(kv, n, seed=0):

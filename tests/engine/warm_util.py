@@ -8,7 +8,7 @@ import torch
 from engine.config import ModelConfig
 from engine.kv_cache import CacheConfig, PagedKVCache
 from engine.rope import RopeConfig
-from kernels import reference
+from longdoc_kernels import reference
 
 
 def model_config(windows=(None, 8, None), heads: int = 4, kv_heads: int = 2, head_dim: int = 16) -> ModelConfig:

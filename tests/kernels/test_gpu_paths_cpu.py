@@ -125,7 +125,7 @@ def test_fused_layer_path_matches_unfused(gemma, monkeypatch):
     Gemma's sandwich norms."""
     import os
 
-    from kernels import dispatch
+    from longdoc_kernels import dispatch
 
     if os.environ.get("TRITON_INTERPRET") != "1" or not dispatch.triton_installed():
         pytest.skip("needs Triton's interpreter (the CPU test setup)")

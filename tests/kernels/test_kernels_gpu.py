@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels import reference as ref
+from longdoc_kernels import reference as ref
 
 pytestmark = pytest.mark.gpu
 DEV = "cuda"
@@ -34,7 +34,7 @@ def paged(n_tokens, bs, kvh, d, dtype, gen, n_seqs=1):
     [(4, 1, 256, 4096, 0, 512), (4, 1, 256, 4096, 0, None), (32, 8, 128, 2048, 2048, None), (16, 16, 64, 1024, 512, 256)],
 )
 def test_prefill_real_shapes(h, kvh, d, t, q_offset, window):
-    from kernels.paged_attention import paged_prefill
+    from longdoc_kernels.paged_attention import paged_prefill
 
     gen = torch.Generator(device=DEV).manual_seed(0)
     n = q_offset + t
@@ -49,8 +49,8 @@ def test_prefill_real_shapes(h, kvh, d, t, q_offset, window):
 @pytest.mark.parametrize("int8", [False, True])
 @pytest.mark.parametrize("h, kvh, d", [(32, 8, 128), (4, 1, 256)])
 def test_decode_ragged_batch(int8, h, kvh, d):
-    from kernels.kv_quant import quantize_blocks
-    from kernels.paged_attention import paged_decode
+    from longdoc_kernels.kv_quant import quantize_blocks
+    from longdoc_kernels.paged_attention import paged_decode
 
     gen = torch.Generator(device=DEV).manual_seed(1)
     bs = 16
@@ -81,8 +81,8 @@ def test_decode_ragged_batch(int8, h, kvh, d):
 def test_int8_needle_at_128k():
     """One key at 128K tokens aligned with the query carries a large share of attention; INT8 warm
     blocks must keep that share within 5% of the bf16 cache's (accumulation precision matters here)."""
-    from kernels.kv_quant import quantize_blocks
-    from kernels.paged_attention import paged_decode
+    from longdoc_kernels.kv_quant import quantize_blocks
+    from longdoc_kernels.paged_attention import paged_decode
 
     gen = torch.Generator(device=DEV).manual_seed(2)
     h, kvh, d, bs, n = 8, 1, 128, 16, 131072
@@ -110,8 +110,8 @@ def test_int8_needle_at_128k():
 
 
 def test_attention_mass_at_128k():
-    from kernels.attn_mass import attention_mass
-    from kernels.paged_attention import paged_prefill
+    from longdoc_kernels.attn_mass import attention_mass
+    from longdoc_kernels.paged_attention import paged_prefill
 
     gen = torch.Generator(device=DEV).manual_seed(3)
     h, kvh, d, bs, n, t = 4, 1, 256, 16, 131072, 32
@@ -129,7 +129,7 @@ def test_attention_mass_at_128k():
 def test_rms_norm_real_shapes(gemma, shape):
     """Fused RMSNorm against the torch arithmetic it replaces: bf16 outputs may differ by one rounding
     step in rare elements (the mean's summation order), so the bound is 1e-2 relative elementwise."""
-    from kernels.rmsnorm import rms_norm
+    from longdoc_kernels.rmsnorm import rms_norm
 
     gen = torch.Generator(device=DEV).manual_seed(6)
     d = shape[-1]
@@ -147,7 +147,7 @@ def test_gemv_real_shapes(n, k):
     both): within 2 bf16 ulps of the output scale; batch-invariant."""
     import torch.nn.functional as F
 
-    from kernels.gemv import gemv
+    from longdoc_kernels.gemv import gemv
 
     gen = torch.Generator(device=DEV).manual_seed(3)
     w = (torch.randn(n, k, generator=gen, device=DEV) * 0.02).to(torch.bfloat16)
@@ -161,7 +161,7 @@ def test_fused_kernels_past_int32_offsets():
     """A 128K-token prefill of the 8B shape gives act_mul a [131072, 2 x 14336] input whose element
     offsets pass 2**31 (an illegal address before the row index was widened). Rows past the limit
     are checked against the reference; the residual-add-norm kernel too."""
-    from kernels.fused import act_mul, add_rms_norm
+    from longdoc_kernels.fused import act_mul, add_rms_norm
 
     rows, f = 75_000, 14_336  # 75000 x 28672 elements > 2**31
     gen = torch.Generator(device=DEV).manual_seed(3)

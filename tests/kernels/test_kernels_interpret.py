@@ -13,7 +13,7 @@ import math
 import pytest
 import torch
 
-from kernels import reference as ref
+from longdoc_kernels import reference as ref
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter tests run on the CPU")
 ATOL = 2e-4
@@ -46,7 +46,7 @@ def table_for(n_tokens, bs, n_blocks, gen, freed_before: int = 0):
     ],
 )
 def test_prefill_matches_reference(h, kvh, d, bs, tq, q_offset, window, softcap):
-    from kernels.paged_attention import paged_prefill
+    from longdoc_kernels.paged_attention import paged_prefill
 
     gen = torch.Generator().manual_seed(h * 100 + d + tq)
     kv_len = q_offset + tq
@@ -64,7 +64,7 @@ def test_prefill_matches_reference(h, kvh, d, bs, tq, q_offset, window, softcap)
 
 
 def test_chunked_prefill_equals_one_shot():
-    from kernels.paged_attention import paged_prefill
+    from longdoc_kernels.paged_attention import paged_prefill
 
     gen = torch.Generator().manual_seed(7)
     h, kvh, d, bs, n = 4, 2, 64, 4, 26
@@ -80,8 +80,8 @@ def test_chunked_prefill_equals_one_shot():
 @pytest.mark.parametrize("window, int8, splits", [(None, False, 1), (None, False, 3), (9, False, 2), (None, True, 2),
                                                   (10, True, 4), (None, "tiered", 3), (None, "tiered", 1)])
 def test_decode_matches_reference(window, int8, splits):
-    from kernels.kv_quant import quantize_blocks
-    from kernels.paged_attention import paged_decode
+    from longdoc_kernels.kv_quant import quantize_blocks
+    from longdoc_kernels.paged_attention import paged_decode
 
     gen = torch.Generator().manual_seed(11 + splits + (window or 0))
     h, kvh, d, bs = 4, 2, 64, 4
@@ -133,7 +133,7 @@ def test_decode_matches_reference(window, int8, splits):
 
 
 def test_int8_roundtrip_within_bound():
-    from kernels.kv_quant import dequantize_blocks, quantize_blocks
+    from longdoc_kernels.kv_quant import dequantize_blocks, quantize_blocks
 
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(5, 8, 2, 64, generator=gen) * torch.tensor([0.01, 30.0])[None, None, :, None]
@@ -150,7 +150,7 @@ def test_int8_roundtrip_within_bound():
 
 
 def test_rope_and_cache_write():
-    from kernels.rope_kv import rope_and_cache_write
+    from longdoc_kernels.rope_kv import rope_and_cache_write
 
     gen = torch.Generator().manual_seed(5)
     t, h, kvh, d, bs = 6, 4, 2, 64, 4
@@ -172,9 +172,9 @@ def test_rope_and_cache_write():
 
 @pytest.mark.parametrize("window, int8", [(None, False), (12, False), (None, True)])
 def test_attention_mass_matches_reference(window, int8):
-    from kernels.attn_mass import attention_mass
-    from kernels.kv_quant import quantize_blocks
-    from kernels.paged_attention import paged_prefill
+    from longdoc_kernels.attn_mass import attention_mass
+    from longdoc_kernels.kv_quant import quantize_blocks
+    from longdoc_kernels.paged_attention import paged_prefill
 
     gen = torch.Generator().manual_seed(21)
     h, kvh, d, bs, n, t = 4, 1, 64, 8, 40, 5
@@ -202,7 +202,7 @@ def test_attention_mass_matches_reference(window, int8):
 
 
 def test_dispatch_uses_reference_without_triton(monkeypatch):
-    from kernels import dispatch
+    from longdoc_kernels import dispatch
 
     monkeypatch.setenv("LONGDOC_DISABLE_TRITON", "1")
     assert not dispatch.use_triton(torch.device("cpu"))
@@ -220,7 +220,7 @@ def test_dispatch_uses_reference_without_triton(monkeypatch):
 @pytest.mark.parametrize("gemma", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_rms_norm_matches_reference(gemma, dtype):
-    from kernels.rmsnorm import rms_norm
+    from longdoc_kernels.rmsnorm import rms_norm
 
     gen = torch.Generator().manual_seed(4)
     w = torch.randn(40, generator=gen) * 0.3
@@ -237,7 +237,7 @@ def test_rms_norm_matches_reference(gemma, dtype):
 
 
 def test_i8_to_f16_is_exact_for_every_int8():
-    from kernels import paged_attention as pa
+    from longdoc_kernels import paged_attention as pa
 
     x = torch.arange(-128, 128, dtype=torch.int8)
     y = torch.empty(256, dtype=torch.float16)
@@ -249,7 +249,7 @@ def test_i8_to_f16_is_exact_for_every_int8():
                                              (16, 64, 512, (32, 128, 4, 4, 1)), (5, 64, 512, None)])
 def test_gemv_matches_reference(m, n, k, config):
     """Skinny matmul, ragged shapes (masked tails in N and K) and K split in parts."""
-    from kernels.gemv import gemv, gemv_reference
+    from longdoc_kernels.gemv import gemv, gemv_reference
 
     gen = torch.Generator().manual_seed(m * 100 + n)
     x, w = torch.randn(m, k, generator=gen), torch.randn(n, k, generator=gen)
@@ -258,7 +258,7 @@ def test_gemv_matches_reference(m, n, k, config):
 
 def test_gemv_is_batch_invariant_and_deterministic():
     """A row's result does not depend on the other rows of the batch, nor on the run."""
-    from kernels.gemv import gemv
+    from longdoc_kernels.gemv import gemv
 
     gen = torch.Generator().manual_seed(5)
     x, w = torch.randn(16, 512, generator=gen), torch.randn(64, 512, generator=gen)
@@ -272,7 +272,7 @@ def test_gemv_is_batch_invariant_and_deterministic():
 @pytest.mark.parametrize("post, nxt, gemma", [(False, True, False), (True, True, True), (True, False, True)])
 def test_add_rms_norm_matches_reference(post, nxt, gemma):
     """Residual add with the norm of the branch (Gemma's post-norm) and of the sum, one launch."""
-    from kernels.fused import add_rms_norm
+    from longdoc_kernels.fused import add_rms_norm
 
     gen = torch.Generator().manual_seed(7)
     x, h = torch.randn(5, 80, generator=gen), torch.randn(5, 80, generator=gen) * 3
@@ -289,7 +289,7 @@ def test_add_rms_norm_matches_reference(post, nxt, gemma):
 
 @pytest.mark.parametrize("gelu", [False, True])
 def test_act_mul_matches_reference(gelu):
-    from kernels.fused import act_mul
+    from longdoc_kernels.fused import act_mul
 
     gen = torch.Generator().manual_seed(8)
     gu = torch.randn(3, 2 * 1500, generator=gen) * 3  # F = 1500: two column tiles, a ragged one
@@ -298,7 +298,7 @@ def test_act_mul_matches_reference(gelu):
 
 def test_rope_and_cache_write_full_width_cos():
     """The engine's cos/sin are [T, D] with equal halves; the kernel reads the first half (a view)."""
-    from kernels.rope_kv import rope_and_cache_write
+    from longdoc_kernels.rope_kv import rope_and_cache_write
 
     gen = torch.Generator().manual_seed(6)
     t, h, kvh, d, bs = 3, 4, 1, 32, 4
@@ -319,7 +319,7 @@ def test_tuning_tables_cover_the_bound_in_the_pools():
     """The decode tuner times on its own tables (the CUDA-graph warm-up's are one token of
     scratch): every row at the launch's length bound, ids inside the pools, INT8 laid out as the
     cache lays it (first block and last 32 hot)."""
-    from kernels.paged_attention import _tuning_tables
+    from longdoc_kernels.paged_attention import _tuning_tables
 
     tables, lens = _tuning_tables(3, 1000, 16, n_hot=50, n_warm=20, device="cpu")
     assert tables.shape == (3, 63) and lens.tolist() == [1000] * 3

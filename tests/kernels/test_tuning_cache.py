@@ -1,4 +1,4 @@
-"""kernels/tuning_cache.py: the decode tuner's choices on disk. Runs on the CPU (the tuner itself
+"""longdoc_kernels/tuning_cache.py: the decode tuner's choices on disk. Runs on the CPU (the tuner itself
 needs CUDA; tests/kernels/test_kernels_gpu.py covers it)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import torch
 
-from kernels import tuning_cache as tc
+from longdoc_kernels import tuning_cache as tc
 
 KEY = tc.key_str((1, 32, 8, 128, torch.bfloat16, True, False, 2048))
 
@@ -66,7 +66,7 @@ def test_location_from_the_environment(monkeypatch, tmp_path):
 
 def test_paged_attention_reads_the_cache_once_per_device(monkeypatch, tmp_path):
     """The CUDA-only lookup helper, with the device queries stubbed (no GPU here)."""
-    from kernels import paged_attention as pa
+    from longdoc_kernels import paged_attention as pa
 
     path = tmp_path / "t.json"
     monkeypatch.setenv("LONGDOC_TUNING_CACHE", str(path))

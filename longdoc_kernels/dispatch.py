@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import torch
 
-from kernels import reference
+from longdoc_kernels import reference
 
 
 @functools.cache
@@ -40,7 +40,7 @@ def fused_path(x: torch.Tensor) -> bool:
 
 def paged_prefill(q, k_cache, v_cache, block_table, **kw):
     if use_triton(q.device):
-        from kernels.paged_attention import paged_prefill as fn
+        from longdoc_kernels.paged_attention import paged_prefill as fn
     else:
         fn = reference.paged_prefill
     return fn(q, k_cache, v_cache, block_table, **kw)
@@ -64,7 +64,7 @@ def static_max_kv_len(n: int) -> Iterator[None]:
 
 def paged_decode(q, k_cache, v_cache, block_tables, kv_lens, **kw):
     if use_triton(q.device):
-        from kernels.paged_attention import paged_decode as fn
+        from longdoc_kernels.paged_attention import paged_decode as fn
 
         if kw.get("max_kv_len") is None and _STATIC_MAX_KV_LEN:
             kw["max_kv_len"] = _STATIC_MAX_KV_LEN[-1]
@@ -77,7 +77,7 @@ def paged_decode(q, k_cache, v_cache, block_tables, kv_lens, **kw):
 
 def quantize_blocks(x):
     if use_triton(x.device):
-        from kernels.kv_quant import quantize_blocks as fn
+        from longdoc_kernels.kv_quant import quantize_blocks as fn
     else:
         fn = reference.quantize_blocks
     return fn(x)
@@ -85,7 +85,7 @@ def quantize_blocks(x):
 
 def dequantize_blocks(q, scale, dtype=torch.float32):
     if use_triton(q.device):
-        from kernels.kv_quant import dequantize_blocks as fn
+        from longdoc_kernels.kv_quant import dequantize_blocks as fn
     else:
         fn = reference.dequantize_blocks
     return fn(q, scale, dtype)
@@ -93,7 +93,7 @@ def dequantize_blocks(q, scale, dtype=torch.float32):
 
 def rms_norm(x, weight, eps, gemma):
     if use_triton(x.device):
-        from kernels.rmsnorm import rms_norm as fn
+        from longdoc_kernels.rmsnorm import rms_norm as fn
     else:
         fn = reference.rms_norm
     return fn(x, weight, eps, gemma)
@@ -101,7 +101,7 @@ def rms_norm(x, weight, eps, gemma):
 
 def add_rms_norm(x, h, w_post, w_next, eps, gemma):
     if use_triton(x.device):
-        from kernels.fused import add_rms_norm as fn
+        from longdoc_kernels.fused import add_rms_norm as fn
     else:
         fn = reference.add_rms_norm
     return fn(x, h, w_post, w_next, eps, gemma)
@@ -109,7 +109,7 @@ def add_rms_norm(x, h, w_post, w_next, eps, gemma):
 
 def act_mul(gu, gelu):
     if use_triton(gu.device):
-        from kernels.fused import act_mul as fn
+        from longdoc_kernels.fused import act_mul as fn
     else:
         fn = reference.act_mul
     return fn(gu, gelu)
@@ -117,7 +117,7 @@ def act_mul(gu, gelu):
 
 def rope_and_cache_write(q, k, v, cos, sin, k_cache, v_cache, slots):
     if use_triton(q.device):
-        from kernels.rope_kv import rope_and_cache_write as fn
+        from longdoc_kernels.rope_kv import rope_and_cache_write as fn
     else:
         fn = reference.rope_and_cache_write
     return fn(q, k, v, cos, sin, k_cache, v_cache, slots)
@@ -125,7 +125,7 @@ def rope_and_cache_write(q, k, v, cos, sin, k_cache, v_cache, slots):
 
 def attention_mass(q, lse, qpos, k_cache, block_table, kv_len, **kw):
     if use_triton(q.device):
-        from kernels.attn_mass import attention_mass as fn
+        from longdoc_kernels.attn_mass import attention_mass as fn
     else:
         fn = reference.attention_mass
     return fn(q, lse, qpos, k_cache, block_table, kv_len, **kw)

@@ -119,7 +119,7 @@ def rotating(n: int, k: int, dtype=torch.bfloat16, device="cuda", min_bytes: int
 
 def time_rotating(fn, ws: list[torch.Tensor], x: torch.Tensor) -> float:
     """Seconds per call of fn(x, w) with w cycling through `ws`, as a CUDA graph replays it."""
-    from kernels.timing import graph_time
+    from longdoc_kernels.timing import graph_time
 
     state = {"i": 0}
 

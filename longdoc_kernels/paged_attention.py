@@ -13,7 +13,7 @@ Decode (flash-decoding): one program per (sequence, kv head, context split); the
 the group are the rows of one tile (GQA without re-reading K/V). Each split writes its partial
 output and log-sum-exp, and a second small kernel merges the splits. Blocks may be full precision
 (hot pool) or INT8 with a per-(block, head) scale (warm pool), told apart by the block table entry
-(see kernels/__init__.py); INT8 values are dequantised in registers and all accumulation is in
+(see longdoc_kernels/__init__.py); INT8 values are dequantised in registers and all accumulation is in
 float32, so the warm tier costs no extra pass and no accuracy beyond its rounding.
 
 Under TRITON_INTERPRET=1 (the CPU tests) every tile is cast to float32 first, because the
@@ -30,7 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import tuning_cache
+from longdoc_kernels import tuning_cache
 
 
 def _interpreting() -> bool:
@@ -440,10 +440,10 @@ def _decode_merge_kernel(
 # (batch, heads, kv_heads, head_dim, dtype, INT8 pages?, window?, context blocks rounded up to a
 # power of two). Filled on the first call of a shape that is not being captured into a CUDA graph
 # (the graph runner's warm-up run comes first, so graphs replay the tuned shape), or from the disk
-# cache of earlier processes on the same GPU and software (kernels/tuning_cache.py; not yet run on
+# cache of earlier processes on the same GPU and software (longdoc_kernels/tuning_cache.py; not yet run on
 # a GPU when it was written, 2026-12-03: its CPU tests stub the device queries).
 DECODE_TUNED: dict[tuple, tuple[int, int, int, int]] = {}
-# the same choices on disk for later processes (kernels/tuning_cache.py), per device: fingerprint
+# the same choices on disk for later processes (longdoc_kernels/tuning_cache.py), per device: fingerprint
 # and the stored entries, read once
 _DISK_TUNED: dict[int, tuple[str, dict[str, tuple[int, int, int, int]]]] = {}
 log = logging.getLogger(__name__)
@@ -489,9 +489,9 @@ def _tuning_tables(b: int, max_kv_len: int, bs: int, n_hot: int, n_warm: int | N
 
 def _tune_decode(launch, key: tuple, base_splits: int, n_blocks: int, d: int, has_int8: bool, device) -> tuple:
     """Time a few (num_splits, block_n, INT8 mode, warm block_n) candidates as a CUDA graph
-    replays them (kernels/timing.py: a single launch between events would time the host) over
+    replays them (longdoc_kernels/timing.py: a single launch between events would time the host) over
     `_tuning_tables`, and keep the fastest for `key`. All candidates compute the same function."""
-    from kernels.timing import graph_time
+    from longdoc_kernels.timing import graph_time
 
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     others = {max(1, min(x, triton.cdiv(n_blocks, 4), 4 * sms))
@@ -548,7 +548,7 @@ def paged_decode(
     maxnreg: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One query per sequence: q [B, H, D]; block_tables [B, max_blocks] int (entries as in
-    kernels/__init__.py); kv_lens [B] including the token being decoded. Returns out [B, H, D]
+    longdoc_kernels/__init__.py); kv_lens [B] including the token being decoded. Returns out [B, H, D]
     (q's dtype) and lse [B, H] float32.
 
     `max_kv_len` (an upper bound of kv_lens, known to the caller) sizes the context splits

@@ -4,7 +4,7 @@ it, and the gated MLP's activation times up-projection.
 At batch 1 a decoder layer's elementwise ops are microsecond kernels; each costs a launch slot
 inside the CUDA graph whatever its size. These fuse them without changing a single rounding:
 every intermediate is rounded to the activation dtype exactly where engine.layers' unfused torch
-code rounds it (that code is the reference, see kernels/reference.py).
+code rounds it (that code is the reference, see longdoc_kernels/reference.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import triton.language as tl
 
 @triton.jit
 def _norm_row(x, w, ok, n_cols, eps, GEMMA: tl.constexpr, OUT_DTYPE: tl.constexpr):
-    """kernels/rmsnorm.py's arithmetic on one float32 row (masked lanes hold 0)."""
+    """longdoc_kernels/rmsnorm.py's arithmetic on one float32 row (masked lanes hold 0)."""
     var = tl.sum(x * x, axis=0) / n_cols
     xn = x * tl.rsqrt(var + eps)
     if GEMMA:
@@ -48,7 +48,7 @@ def _add_norm_kernel(X, H, WP, WN, XO, Y, n_cols, eps, stride_x, stride_h,
 def add_rms_norm(x: torch.Tensor, h: torch.Tensor, w_post: torch.Tensor | None, w_next: torch.Tensor | None,
                  eps: float, gemma: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
     """x, h [rows, D]. x_new = x + (norm(h, w_post) if w_post is given else h); returns
-    (x_new, norm(x_new, w_next) or None). Weights as kernels/rmsnorm.py takes them (Gemma: the
+    (x_new, norm(x_new, w_next) or None). Weights as longdoc_kernels/rmsnorm.py takes them (Gemma: the
     float32 multiplier 1 + w)."""
     rows, d = x.shape
     if x.stride(-1) != 1:

@@ -1,14 +1,14 @@
 """Launch choices of the decode tuner kept on disk, so that a new process on the same machine
 neither re-times its shapes nor risks choosing differently.
 
-The tuner (`kernels.paged_attention._tune_decode`) times a few launch shapes per call shape and
+The tuner (`longdoc_kernels.paged_attention._tune_decode`) times a few launch shapes per call shape and
 keeps the fastest. In a new process that costs the first decode steps of every shape again, and
 where two candidates time within noise of each other a new process may pick the other. The
 candidates compute the same function but round differently, so that pick could change greedy
 tokens between two runs of one request. This file makes the choice once per machine and software.
 
 A choice is stored under a fingerprint: the GPU name and compute capability, the torch and Triton
-versions, and a hash of `kernels/paged_attention.py`. A driver upgrade, a new card or any change
+versions, and a hash of `longdoc_kernels/paged_attention.py`. A driver upgrade, a new card or any change
 to the kernels starts a fresh set. The file is JSON, written atomically (a temporary file, then a
 rename). A file that cannot be read or parsed is ignored with one warning, never trusted in part.
 

@@ -1,4 +1,4 @@
-"""Torch references for every kernel in kernels/: plain float32 math over gathered blocks.
+"""Torch references for every kernel in longdoc_kernels/: plain float32 math over gathered blocks.
 
 They define what each kernel computes; tests compare the Triton kernels against them, and the
 dispatch falls back to them where Triton cannot run.
