@@ -329,8 +329,9 @@ class PagedKVCache:
         table, so between the sinks and the hot window a table reads: released or warm entries,
         then hot ones. The scan therefore walks back from the hot window's edge and stops at the
         first entry that is not hot: O(blocks that became demotable), not O(context), per
-        sequence per step (a 32K-token table is 2,048 entries; at batch 16 the full scan cost
-        about 1 ms of host time a decode step)."""
+        sequence per step. The full scan of a 32K-token table (2,048 entries) took 73 µs in CPython
+        on the dev CPU, about 1.2 ms a decode step at batch 16; on the H200 the warm-tier Gemma b16
+        step went from 5.29 to 3.39 ms with this walk (BENCHMARKS.md, "KV tiers on the H200")."""
         b = min(len(table), max(0, num_tokens - self.hot_window) // self.block_size) - 1
         out: list[int] = []
         while b >= self.sink_blocks and table[b] >= 0:

@@ -37,8 +37,9 @@ class SchedulerConfig:
     """max_num_batched_tokens: tokens per forward. None: on CUDA, max(max_prefill_chunk,
     `gpu_step_tokens`) + max_num_seqs, so several sequences' chunks share a step (Gemma 3 270M,
     16 prompts of 32K in 2K chunks on the H200: the last first token after 1.78 s instead of
-    4.83 s with one chunk a step, BENCHMARKS.md "KV tiers on the H200"); elsewhere one prefill chunk + max_num_seqs decodes (a CPU step already
-    takes seconds, and a longer one would stall the running sequences' next tokens).
+    4.83 s with one chunk a step, BENCHMARKS.md "KV tiers on the H200"); elsewhere one prefill
+    chunk + max_num_seqs decodes (a CPU step already takes seconds, and a longer one would stall
+    the running sequences' next tokens).
     watermark: admit while projected KV use stays under this share of each block pool.
     preemption: "swap" (to host memory, up to swap_budget bytes) or "recompute".
     prefix_caching: reuse the KV of identical prefixes across requests."""

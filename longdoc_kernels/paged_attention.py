@@ -13,8 +13,8 @@ Decode (flash-decoding): one program per (sequence, kv head, context split); the
 the group are the rows of one tile (GQA without re-reading K/V). Each split writes its partial
 output and log-sum-exp, and a second small kernel merges the splits. Blocks may be full precision
 (hot pool) or INT8 with a per-(block, head) scale (warm pool), told apart by the block table entry
-(see longdoc_kernels/__init__.py); INT8 values are dequantised in registers and all accumulation is in
-float32, so the warm tier costs no extra pass and no accuracy beyond its rounding.
+(see longdoc_kernels/__init__.py); INT8 values are dequantised in registers and all accumulation
+is in float32, so the warm tier costs no extra pass and no accuracy beyond its rounding.
 
 Under TRITON_INTERPRET=1 (the CPU tests) every tile is cast to float32 first, because the
 interpreter's bf16 arithmetic is wrong; on a GPU the dots take bf16/fp16 operands and accumulate
@@ -439,12 +439,11 @@ def _decode_merge_kernel(
 # mode: 4 tiered, 3 branch-free, see _decode_split_kernel; the warm loop's block_n). A key is
 # (batch, heads, kv_heads, head_dim, dtype, INT8 pages?, window?, context blocks rounded up to a
 # power of two). Filled on the first call of a shape that is not being captured into a CUDA graph
-# (the graph runner's warm-up run comes first, so graphs replay the tuned shape), or from the disk
-# cache of earlier processes on the same GPU and software (longdoc_kernels/tuning_cache.py; not yet run on
-# a GPU when it was written, 2026-12-03: its CPU tests stub the device queries).
+# (the graph runner's warm-up run comes first, so graphs replay the tuned shape), or from the
+# disk cache of earlier processes on the same GPU and software (longdoc_kernels/tuning_cache.py;
+# not yet run on a GPU when it was written, 2026-12-03: its CPU tests stub the device queries).
 DECODE_TUNED: dict[tuple, tuple[int, int, int, int]] = {}
-# the same choices on disk for later processes (longdoc_kernels/tuning_cache.py), per device: fingerprint
-# and the stored entries, read once
+# per device: the tuning cache's fingerprint and the choices stored under it, read once
 _DISK_TUNED: dict[int, tuple[str, dict[str, tuple[int, int, int, int]]]] = {}
 log = logging.getLogger(__name__)
 DECODE_TUNING = os.environ.get("LONGDOC_DECODE_TUNING", "1") != "0"
@@ -626,8 +625,7 @@ def paged_decode(
             synth = _tuning_tables(b, max_kv_len, bs, k_cache.shape[0], kq.shape[0] if has_int8 else None, q.device)
             tuned = _tune_decode(lambda *a: launch(*a, *synth), key, _default_splits(b, kvh, n_blocks, q.device),
                                  n_blocks, d, has_int8, q.device)
-            if fp:
-                disk[tuning_cache.key_str(key)] = tuned
+            if fp:  # for later processes (this one finds it in DECODE_TUNED from now on)
                 tuning_cache.store(fp, tuning_cache.key_str(key), tuned)
         if tuned is not None:
             num_splits, block_n, mode, block_n_warm = tuned

@@ -84,7 +84,8 @@ def store(fp: str, key: str, choice: tuple[int, int, int, int], path: Path | Non
     if path is None:
         return False
     sets = _read(path)
-    entries = sets.get(fp) if isinstance(sets.get(fp), dict) else {}
+    entries = sets.get(fp)
+    entries = entries if isinstance(entries, dict) else {}
     entries[key] = [int(x) for x in choice]
     sets[fp] = entries
     tmp = None

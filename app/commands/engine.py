@@ -117,7 +117,10 @@ def register(app: typer.Typer) -> None:
         except IngestError as exc:
             typer.echo(f"longdoc: {exc}", err=True)
             raise typer.Exit(1) from None
-        document = docs[0].text if len(docs) == 1 else "\n\n".join(f"[{f.name}]\n{d.text}" for f, d in zip(files, docs, strict=True))
+        if len(docs) == 1:
+            document = docs[0].text
+        else:  # several files: one document, each part headed by its file name
+            document = "\n\n".join(f"[{f.name}]\n{d.text}" for f, d in zip(files, docs, strict=True))
         try:
             cache = CacheConfig(max_num_seqs=4, disk_cache_dir=str(cache_dir) if cache_dir else None,
                                 disk_cache_bytes=cache_bytes)

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import bench_engine_gpu as beg  # noqa: E402
