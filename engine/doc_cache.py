@@ -14,7 +14,7 @@ document.
 
 This is an approximation of a full recompute: the document's tokens did not attend to the
 instructions (they attended to their own BOS). Its cost is measured, not assumed
-(tests/benchmarks/bench_doc_reuse.py, BENCHMARKS.md): logit difference and needle accuracy
+(benchmarks/bench_doc_reuse.py, BENCHMARKS.md): logit difference and needle accuracy
 against computing the whole prompt normally. It is deterministic: computed or loaded, a document
 placed at the same offset gives the same tokens.
 

@@ -613,7 +613,7 @@ class LLM:
         its own ([BOS] + document), kept in `doc_tier()`, and placed behind these instructions with
         its keys re-rotated (engine/doc_cache.py). An approximation of `generate` on the same
         tokens: the document did not attend to the instructions (its cost is measured in
-        tests/benchmarks/bench_doc_reuse.py). Strings: the instructions are tokenized with BOS, the
+        benchmarks/bench_doc_reuse.py). Strings: the instructions are tokenized with BOS, the
         document and the question without special tokens. metrics: ttft_s counts from this call
         (computing or loading the document included), document_s is that part of it."""
         seq, t0 = self._document_seq(instructions, document, question, params)

@@ -3,7 +3,7 @@ Triton skinny matmul (longdoc_kernels/gemv.py) streams the step's weight matrice
 A planning diagnostic for issue 4's decode MBU bar (numbers reach BENCHMARKS.md only as
 explanations).
 
-    python3 tests/benchmarks/probe_decode_8b.py [--ctx 32768] [--batch 1] [--skip-profile] [--skip-gemv]
+    python3 benchmarks/probe_decode_8b.py [--ctx 32768] [--batch 1] [--skip-profile] [--skip-gemv]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from longdoc_kernels import gemv as gv  # noqa: E402
 

@@ -3,7 +3,7 @@
 default (16K tokens of prefill a step), on random-weight Gemma 3 270M; then a torch.profiler table
 of one repetition with the default.
 
-    python3 tests/benchmarks/probe_batch_prefill.py [--batch 16] [--tokens 1024 32768] [--reps 3]
+    python3 benchmarks/probe_batch_prefill.py [--batch 16] [--tokens 1024 32768] [--reps 3]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench_engine_gpu as beg  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Benchmark: DiskStore write and read throughput, and the cost of `weights_digest` on the real GGUF.
 
-    python tests/benchmarks/bench_block_store.py [--entries 64] [--mib 1] [--reps 3] [--root DIR]
+    python benchmarks/bench_block_store.py [--entries 64] [--mib 1] [--reps 3] [--root DIR]
                                                  [--no-digest] [--json out.json]
 
 Each rep writes `--entries` entries of `--mib` MiB of tensor payload (a K and a V bf16 tensor, half
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.disk_store import DiskStore  # noqa: E402

@@ -1,7 +1,7 @@
 """Benchmark: document reuse at any position (engine/doc_cache.py) against a full recompute, on the
 real default model (Gemma 3 270M GGUF), CPU, float32.
 
-    OMP_NUM_THREADS=1 python tests/benchmarks/bench_doc_reuse.py [--doc-tokens 3000] [--threads 1]
+    OMP_NUM_THREADS=1 python benchmarks/bench_doc_reuse.py [--doc-tokens 3000] [--threads 1]
                                                                  [--reps 3] [--json out.json]
 
 Document: the first `--doc-tokens` tokens (cut at a line end) of GitHub's Terms of Service,
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 DOC_PATH = ROOT / "data" / "samples" / "contracts" / "en-github-tos-2017-10-to-2018-05" / "v1.txt"
@@ -122,7 +122,7 @@ def main() -> None:
 
     t_start = time.perf_counter()
     print(f"# {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}  "
-          f"command: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '?')} python tests/benchmarks/bench_doc_reuse.py "
+          f"command: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '?')} python benchmarks/bench_doc_reuse.py "
           + " ".join(sys.argv[1:]))
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"threads {torch.get_num_threads()}, load average at start {os.getloadavg()[0]:.2f}")

@@ -1,7 +1,7 @@
 """Benchmark: a request twice as long as the context, served through every fallback strategy by the
 real Gemma 3 270M (engine.fallback).
 
-    python tests/benchmarks/bench_fallback.py [--context 32768] [--doc-tokens N] [--depth 0.35]
+    python benchmarks/bench_fallback.py [--context 32768] [--doc-tokens N] [--depth 0.35]
         [--strategies error truncate:head truncate:tail truncate:middle retrieval map_reduce]
         [--dtype float32] [--max-tokens 16] [--json out.json]
 
@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 FACT = "The vault access code of the Harwick Archive is 4817-2209."

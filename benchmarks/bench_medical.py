@@ -1,6 +1,6 @@
 """Benchmark: one 20-document patient through the medical pipeline on the CPU, without the engine.
 
-    python tests/benchmarks/bench_medical.py [--no-embeddings] [--repeat 3]
+    python benchmarks/bench_medical.py [--no-embeddings] [--repeat 3]
 
 The patient: the six documents of tests/fixtures/medical/en-appendectomy (admission, operative,
 progress, nursing, lab report, discharge summary) plus fourteen generated daily notes (progress
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 

@@ -1,7 +1,7 @@
 """Benchmark: the engine against transformers' own Gemma3ForCausalLM on the CPU, same process, same
 weights (the packaged Gemma 3 270M, dequantised once and shared), same dtype and thread count.
 
-    python tests/benchmarks/bench_engine.py [--dtype float32 bfloat16] [--prefill 2048] [--decode 64]
+    python benchmarks/bench_engine.py [--dtype float32 bfloat16] [--prefill 2048] [--decode 64]
                                             [--reps 3] [--threads N] [--json out.json]
 
 Prefill: time to the first token of a `--prefill`-token prompt (engine: generate with max_tokens=1,
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "engine"))
 

@@ -9,7 +9,7 @@ internal links. Timed end to end: PDF ingest (`load_bytes`: words, reading order
 pydantic result), and the JSON export; the median of --runs runs is reported, with the split, the
 process's CPU time (less sensitive to other jobs on a shared machine) and the load average.
 
-    python tests/benchmarks/bench_reports.py [--runs 3] [--pages 50]
+    python benchmarks/bench_reports.py [--runs 3] [--pages 50]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.export import to_json  # noqa: E402

@@ -1,6 +1,6 @@
 """Benchmark: aligning a pair of 300-clause contracts (target: under 10 s on a 2-core CPU).
 
-    python tests/benchmarks/bench_contracts.py [--clauses 300] [--repeat 3] [--semantic]
+    python benchmarks/bench_contracts.py [--clauses 300] [--repeat 3] [--semantic]
 
 Version A is built from real clause bodies of the English fixture contracts (tests/fixtures/contracts),
 numbered as 20 sections of 15 clauses (1.1 … 20.15); Chinese: 300 articles 第一条 … 第三百条 from the
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipelines.contracts.align import AlignConfig, align  # noqa: E402

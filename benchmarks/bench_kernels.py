@@ -1,6 +1,6 @@
 """GPU benchmark of the attention kernels against what a user would otherwise run.
 
-    python tests/benchmarks/bench_kernels.py [--out results.json]
+    python benchmarks/bench_kernels.py [--out results.json]
 
 Cases (bf16, random data, block size 16):
 - prefill attention at 32K tokens, Gemma 3 270M shape (4 heads, 1 KV head, head_dim 256):
@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from longdoc_kernels.attn_mass import attention_mass  # noqa: E402
 from longdoc_kernels.kv_quant import quantize_blocks  # noqa: E402

@@ -6,7 +6,7 @@ claim), up to exactly 200 claims; the build is checked against the truth files b
 Timed: `analyse_text` end to end (section, splitting, references, structure, antecedent basis,
 findings, tree, pydantic models), and separately the JSON export.
 
-    python tests/benchmarks/bench_patents.py [--runs 60] [--claims 200]
+    python benchmarks/bench_patents.py [--runs 60] [--claims 200]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipelines.patents.pipeline import analyse_text  # noqa: E402

@@ -2,7 +2,7 @@
 Gemma 3 270M on the CPU (issue 5's bar: it queues or swaps, every request completes, with the same
 tokens as when run alone).
 
-    python tests/benchmarks/bench_scheduler.py [--requests 4] [--prompt 1500] [--new 48] [--fit 2.2]
+    python benchmarks/bench_scheduler.py [--requests 4] [--prompt 1500] [--new 48] [--fit 2.2]
         [--json out.json]
 
 `--requests` prompts of `--prompt` tokens (real text, each from a different offset of the
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 FILLER = [ROOT / "tests/fixtures/contracts" / n for n in (

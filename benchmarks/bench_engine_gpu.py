@@ -1,7 +1,7 @@
 """Model-level GPU benchmark: the engine (Triton backend, CUDA graphs) against transformers (sdpa),
 same random weights, same run, with the card's ceilings measured in that run.
 
-    python3 tests/benchmarks/bench_engine_gpu.py --models gemma,llama8b --out results_dir
+    python3 benchmarks/bench_engine_gpu.py --models gemma,llama8b --out results_dir
 
 Models (bf16, random weights drawn on the GPU; the engine shares the transformers model's weight
 memory, so weights are counted once in either peak):
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.kv_cache import CacheConfig  # noqa: E402
 from engine.loader import build_model  # noqa: E402

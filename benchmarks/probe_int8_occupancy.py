@@ -8,7 +8,7 @@ b1 x 128K, at 64 25% slower, and the old mode 4 kernel (hot / warm / mixed loops
 (It replaces probe_int8_decode.py, in git history, which swept the loop modes 2 / 3 / old 4 and the
 int8 conversions: 0.77-1.30 TB/s of INT8 bytes at b1 x 128K, conversions within noise.)
 
-    python3 tests/benchmarks/probe_int8_occupancy.py
+    python3 benchmarks/probe_int8_occupancy.py
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from longdoc_kernels import paged_attention as pa  # noqa: E402
 from longdoc_kernels.kv_quant import quantize_blocks  # noqa: E402

@@ -2,7 +2,7 @@
 perplexity on long public texts and passkey (needle) retrieval over lengths and depths, for full
 precision, the warm INT8 tier and sparse (Quest-style) decode, side by side.
 
-    OMP_NUM_THREADS=1 python tests/benchmarks/bench_quality.py [--lengths 1024 2048 4096 8192]
+    OMP_NUM_THREADS=1 python benchmarks/bench_quality.py [--lengths 1024 2048 4096 8192]
         [--depths 0.1 0.3 0.5 0.7 0.9] [--keys 2] [--sparse-top-k 8 16] [--hot-window 256]
         [--sink-tokens 16] [--chunk 512] [--new-tokens 8] [--ppl-docs patents tos] [--ppl-max N]
         [--no-check] [--max-minutes M] [--json out.json] [--txt out.txt]
@@ -57,7 +57,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 FIX = ROOT / "tests" / "fixtures"

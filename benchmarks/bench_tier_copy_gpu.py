@@ -1,7 +1,7 @@
 """Do the tier copier's copies (engine/tier_copy.py) overlap compute on CUDA, and at what bandwidth?
 
-    python tests/benchmarks/bench_tier_copy_gpu.py [--mib 512] [--json out.json]
-    python tests/benchmarks/bench_tier_copy_gpu.py --tiny     # a smoke run of the code path, any device
+    python benchmarks/bench_tier_copy_gpu.py [--mib 512] [--json out.json]
+    python benchmarks/bench_tier_copy_gpu.py --tiny     # a smoke run of the code path, any device
 
 A KV pool shaped like the engine's ([layers, blocks, block_size, kv_heads, head_dim], bf16) and a
 gather of every other block (the swap-out of a preempted sequence, a warm-page save), --mib of
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.tier_copy import TierCopier  # noqa: E402
 

@@ -3,7 +3,7 @@ conv 0 / 1 / 2) at the 8B shape and write each compiled variant's TTGIR and PTX 
 and spill counts under the output folder, to see whether the INT8 loop's loads are pipelined
 (async copies into shared memory) like the bf16 loop's.
 
-    python3 tests/benchmarks/dump_decode_ir.py OUT_DIR
+    python3 benchmarks/dump_decode_ir.py OUT_DIR
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from longdoc_kernels import paged_attention as pa  # noqa: E402
 from longdoc_kernels.kv_quant import quantize_blocks  # noqa: E402

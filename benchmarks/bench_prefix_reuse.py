@@ -2,7 +2,7 @@
 default model (Gemma 3 270M GGUF), CPU (issue 5: "a second question over a cached 30K-token
 document has TTFT <= 10% of the first, in a new process too").
 
-    OMP_NUM_THREADS=1 python tests/benchmarks/bench_prefix_reuse.py [--doc-tokens 30000]
+    OMP_NUM_THREADS=1 python benchmarks/bench_prefix_reuse.py [--doc-tokens 30000]
         [--chunk 1024] [--dtype float32] [--max-tokens 16] [--threads 1] [--store DIR] [--json out.json]
 
 Document: the English texts of the shared corpus joined as bench_fallback.py does (its
@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -112,7 +112,7 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="longdoc-prefix-reuse-")
     store = args.store or os.path.join(tmp, "store")
     print(f"# {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}  command: "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '?')} python tests/benchmarks/bench_prefix_reuse.py "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '?')} python benchmarks/bench_prefix_reuse.py "
           + " ".join(sys.argv[1:]))
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared), torch {torch.__version__}, "
           f"threads {torch.get_num_threads()}, dtype {args.dtype}, load average at start {os.getloadavg()[0]:.2f}")

@@ -6,7 +6,7 @@ bench_engine_gpu.py; numbers go to BENCHMARKS.md only as explanations):
 - a captured decode graph's replay alone (device time per step, CUDA events), against the whole
   step (forward through the graph runner + logits + sampling).
 
-    python3 tests/benchmarks/profile_engine_gpu.py [--ctx 32768]
+    python3 benchmarks/profile_engine_gpu.py [--ctx 32768]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_engine_gpu import engine_llm, hf_configs, kv_budget, rand_prompt  # noqa: E402
 
