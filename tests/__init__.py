@@ -1,0 +1,1 @@
+"""longdoc tests; the layout mirrors the packages (tests/app, tests/engine, tests/longdoc_kernels, tests/pipelines/...)."""
