@@ -1,0 +1,1 @@
+"""Tests of the app: CLI, batch runner, UI pages."""

@@ -1,0 +1,1 @@
+"""Browser tests: a real headless Chromium against `streamlit run` (marked e2e)."""

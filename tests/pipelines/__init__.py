@@ -1,0 +1,1 @@
+"""Tests of the pipelines: one subfolder per package under pipelines/."""

@@ -1,0 +1,1 @@
+"""Tests of the contracts pipeline: structure, alignment, flags, export, and the real version pairs."""

@@ -1,0 +1,1 @@
+"""Tests of pipelines.documents: ingest of text, docx and PDF into the document model."""

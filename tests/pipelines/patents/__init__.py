@@ -1,0 +1,1 @@
+"""Tests of the patents pipeline: claim structure, references, findings, export, and the corpus."""

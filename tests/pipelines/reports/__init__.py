@@ -1,0 +1,1 @@
+"""Tests of the reports pipeline: layout, floats, mentions, export, and the PDF corpus."""
