@@ -19,12 +19,9 @@ def register(app: typer.Typer) -> None:
         show_unchanged: bool = typer.Option(False, "--all", help="Show unchanged clauses in the report too."),
     ) -> None:
         """Align every clause of two versions of a contract and explain every change, material changes first."""
-        import hashlib
-
         from app.export import to_json, write_atomic
-        from pipelines.contracts.align import AlignConfig
-        from pipelines.contracts.pipeline import compare_documents
-        from pipelines.contracts.render import redline_html, render_terminal
+        from app.render.contracts import redline_html, render_terminal
+        from pipelines.contracts import AlignConfig, compare_documents
         from pipelines.documents import IngestError, load_document
 
         docs = []
@@ -34,11 +31,7 @@ def register(app: typer.Typer) -> None:
             except IngestError as exc:
                 typer.echo(f"longdoc: {exc}", err=True)
                 raise typer.Exit(1) from None
-        h = hashlib.sha256()
-        for d in docs:  # names and bytes of both versions, in order
-            h.update(Path(d.source_name).name.encode("utf-8") + b"\0")
-            h.update(bytes.fromhex(d.sha256))
-        result = compare_documents(docs[0], docs[1], AlignConfig(semantic=semantic), input_sha256=h.hexdigest())
+        result = compare_documents(docs[0], docs[1], AlignConfig(semantic=semantic))
         if html_out is not None:
             write_atomic(html_out, redline_html(result, docs[0], docs[1]))
         if as_json:

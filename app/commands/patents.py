@@ -17,8 +17,9 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from app.export import to_json
+        from app.render.patents import render_tree
         from pipelines.documents import IngestError, load_document
-        from pipelines.patents.pipeline import PatentsPipeline, render_tree
+        from pipelines.patents import PatentsPipeline
 
         try:
             doc = load_document(file)
@@ -26,7 +27,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"longdoc: {exc}", err=True)
             raise typer.Exit(1) from None
         pipe = PatentsPipeline()
-        result = pipe.run_documents([doc], input_sha256=doc.sha256)
+        result = pipe.run_documents([doc])
         if as_json:
             typer.echo(to_json(result), nl=False)
         else:

@@ -18,8 +18,9 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from app.export import to_json
+        from app.render.reports import render_terminal
         from pipelines.documents import IngestError, load_document
-        from pipelines.reports import analyse_document, render_terminal
+        from pipelines.reports import analyse_document
 
         try:
             doc = load_document(file)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from pipelines.contracts.model import ContractResult
+from pipelines.contracts import ContractResult
 
 SAMPLES = Path(__file__).resolve().parents[2] / "data" / "samples" / "contracts"
 PENDING = "contracts_pending_input"
@@ -21,44 +21,30 @@ RESULT = "contracts_result"
 CHANGES = ["modified", "added", "deleted", "moved", "renumbered", "split", "merged", "unchanged"]
 
 
-@st.cache_resource
-def _embedder():
-    """MiniLM, loaded once per server process (only when the semantic option is used)."""
-    from pipelines.contracts.similarity import load_embedder
-
-    return load_embedder()
-
-
 def run_input(file_a: tuple[str, bytes], file_b: tuple[str, bytes], semantic: bool = False) -> ContractResult:
     """Ingest two uploaded versions (name, bytes) and compare them. Raises IngestError for a bad file."""
-    import hashlib
-
-    from pipelines.contracts.align import AlignConfig
-    from pipelines.contracts.pipeline import compare_documents
+    from pipelines.contracts import AlignConfig, compare_documents, warm_up
     from pipelines.documents import load_bytes
 
     doc_a = load_bytes(file_a[1], file_a[0], doc_id="a")
     doc_b = load_bytes(file_b[1], file_b[0], doc_id="b")
-    if semantic:
-        _embedder()
-    h = hashlib.sha256()
-    for name, data in (file_a, file_b):
-        h.update(Path(name).name.encode("utf-8") + b"\0" + hashlib.sha256(data).digest())
-    return compare_documents(doc_a, doc_b, AlignConfig(semantic=semantic), input_sha256=h.hexdigest())
+    cfg = AlignConfig(semantic=semantic)
+    warm_up(cfg)
+    return compare_documents(doc_a, doc_b, cfg)
 
 
 def sample_pairs() -> dict[str, tuple[Path, Path]]:
     """The bundled sample pairs by id."""
     if not SAMPLES.is_dir():
         return {}
-    from pipelines.contracts.pipeline import ContractsPipeline
+    from pipelines.contracts import ContractsPipeline
 
     return {inp.input_id: (inp.paths[0], inp.paths[1]) for inp in ContractsPipeline().discover(SAMPLES)}
 
 
 def render(result: ContractResult) -> None:
     """Counts, material changes first (linked), filters, and the two versions side by side."""
-    from pipelines.contracts.render import CSS, row_html
+    from app.render.contracts import CSS, row_html
 
     s = result.stats
     cols = st.columns(6)
@@ -93,7 +79,7 @@ def render(result: ContractResult) -> None:
         st.html('<ul style="font-size:13px">' + "".join(items) + "</ul>")
 
     st.subheader("Side by side")
-    da, db = result.documents["a"], result.documents["b"]
+    da, db = result.documents["a"].info, result.documents["b"].info
     table = [f"<style>{CSS}</style>", '<table class="rl"><tr><th></th>',
              f"<th>A: {html.escape(da.source_name)}</th><th>B: {html.escape(db.source_name)}</th></tr>"]
     table += [row_html(k, r) for k, r in rows]
@@ -133,7 +119,7 @@ def page() -> None:
     result = st.session_state.get(RESULT)
     if result is not None:
         from app.export import to_json
-        from pipelines.contracts.render import redline_html
+        from app.render.contracts import redline_html
 
         c1, c2 = st.columns(2)
         c1.download_button("Download JSON", to_json(result), file_name="contracts.json", mime="application/json",

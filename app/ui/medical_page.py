@@ -29,7 +29,7 @@ EVIDENCE = "#fef08a"
 
 @st.cache_resource
 def _pipeline(use_embeddings: bool = True, engine: bool = False):
-    from pipelines.medical.pipeline import MedicalPipeline
+    from pipelines.medical import MedicalPipeline
 
     return MedicalPipeline(use_embeddings=use_embeddings, engine_rerank=engine)
 
@@ -57,7 +57,7 @@ def sample_patients() -> list[Path]:
 
 
 def patient_files(folder: Path) -> list[tuple[str, bytes]]:
-    from pipelines.medical.pipeline import MedicalPipeline
+    from pipelines.medical import MedicalPipeline
 
     inputs = MedicalPipeline(use_embeddings=False).discover(folder)
     return [(p.name, p.read_bytes()) for inp in inputs for p in inp.paths]
@@ -67,16 +67,10 @@ def run_input(files: list[tuple[str, bytes]], question: str | None = None):
     """Ingest (pipelines.documents.load_bytes) and analyse one patient's files. Raises IngestError
     (one line naming the file) for a bad file. Returns the MedicalResult; the document texts are
     kept in the session for highlighting."""
-    import hashlib
-
     from pipelines.documents import load_bytes
 
     docs = [load_bytes(data, name) for name, data in files]
-    h = hashlib.sha256()
-    for name, data in sorted(files, key=lambda f: Path(f[0]).name):
-        h.update(Path(name).name.encode("utf-8") + b"\0")
-        h.update(hashlib.sha256(data).digest())
-    result = _pipeline(_use_embeddings(), _use_engine()).run_documents(docs, input_sha256=h.hexdigest(), question=question or None)
+    result = _pipeline(_use_embeddings(), _use_engine()).run_documents(docs, question=question or None)
     try:
         st.session_state[TEXTS] = {d.doc_id: d.text for d in docs}
     except Exception:  # outside a Streamlit run (plain function call in a test)
@@ -172,10 +166,10 @@ def render(result, texts: dict[str, str] | None = None) -> None:
     st.markdown(" ".join(f'<mark style="background:{c}">{k}</mark>' for k, c in COLOURS.items())
                 + f' <mark style="background:{NEGATED}">negated</mark> <mark style="background:{EVIDENCE}">evidence</mark>',
                 unsafe_allow_html=True)
-    ids = [d.doc_id for d in result.documents]
+    ids = [d.info.doc_id for d in result.documents]
     if ids:
         chosen = st.selectbox("Document", ids, key="medical_doc",
-                              format_func=lambda i: next(f"{d.doc_id} · {d.kind} · {d.date or 'no date'}" for d in result.documents if d.doc_id == i))
+                              format_func=lambda i: next(f"{d.info.doc_id} · {d.kind} · {d.date or 'no date'}" for d in result.documents if d.info.doc_id == i))
         text = texts.get(chosen)
         marks = list(ev_marks.get(chosen, []))
         for e in result.entities:

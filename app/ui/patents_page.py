@@ -19,7 +19,7 @@ COLOURS = {"preamble": "#dbeafe", "transition": "#fde68a", "element": "#dcfce7",
 
 @st.cache_resource
 def _pipeline():
-    from pipelines.patents.pipeline import PatentsPipeline
+    from pipelines.patents import PatentsPipeline
 
     return PatentsPipeline()
 
@@ -29,12 +29,12 @@ def run_input(name: str, data: bytes):
     doc = ingest(name, data)
     if doc is None:
         return None
-    result = _pipeline().run_documents([doc], input_sha256=doc.sha256)
+    result = _pipeline().run_documents([doc])
     return result, doc
 
 
 def render(result, doc) -> None:
-    from pipelines.patents.pipeline import to_dot
+    from app.render.patents import to_dot
 
     claims = result.claims
     n_ind = sum(1 for c in claims if c.independent)

@@ -14,7 +14,7 @@ import streamlit as st
 
 from app.export import to_json
 from pipelines.documents import Document, IngestError, load_bytes
-from pipelines.reports.models import Mention, ReportResult, Target
+from pipelines.reports import Mention, ReportResult, Target
 
 PENDING = "reports_pending_input"
 RESULT = "reports_result"
@@ -91,7 +91,7 @@ def render(result: ReportResult, pdf_bytes: bytes | None) -> None:
     for w in result.warnings:
         st.warning(w)
     st.download_button(
-        "Download JSON", to_json(result), file_name=f"{result.document.get('doc_id', 'report')}.reports.json",
+        "Download JSON", to_json(result), file_name=f"{result.document.doc_id or 'report'}.reports.json",
         mime="application/json", key="reports_download",
     )
     targets = {t.id: t for t in result.targets}
@@ -112,7 +112,7 @@ def render(result: ReportResult, pdf_bytes: bytes | None) -> None:
             st.info("No mentions found.")
     with left:
         st.subheader("Page")
-        n_pages = int(result.document.get("n_pages", 1) or 1)
+        n_pages = result.document.n_pages or 1
         default = chosen.page if chosen else 1
         page_no = st.number_input("Page", min_value=1, max_value=n_pages, value=min(default, n_pages), step=1, key=f"reports_page_{default}")
         if pdf_bytes:

@@ -3,20 +3,29 @@
 Modules: `numerals` (Chinese/Roman/full-width numbers), `structure` (clauses, anchors, definitions,
 cross-references), `similarity` (n-grams, rapidfuzz, MiniLM), `align` (global assignment, split/merge,
 moves, renumbering), `redline` (word/character diff with offsets), `flags` (material changes),
-`model` (export contract), `pipeline` (the pipeline and `compare_texts`), `render` (terminal and HTML),
-`evaluate`, `synthetic` and `calibrate` (measuring against truth).
+`model` (export contract), `pipeline` (the pipeline, `compare_documents` and `compare_texts`).
+
+The names below are the package's public interface (what the app imports); `AlignConfig` holds the
+comparison's settings and `warm_up(cfg)` loads what they need ahead of the first comparison.
 """
 
-from pipelines.contracts.model import ContractResult
-from pipelines.contracts.pipeline import ContractsPipeline, apply_changes, compare_documents, compare_texts
-from pipelines.contracts.render import redline_html, render_terminal
+from pipelines.contracts.align import AlignConfig
+from pipelines.contracts.model import AlignmentRow, ContractResult
+from pipelines.contracts.pipeline import (
+    ContractsPipeline,
+    apply_changes,
+    compare_documents,
+    compare_texts,
+    warm_up,
+)
 
 __all__ = [
+    "AlignConfig",
+    "AlignmentRow",
     "ContractResult",
     "ContractsPipeline",
     "apply_changes",
     "compare_documents",
     "compare_texts",
-    "redline_html",
-    "render_terminal",
+    "warm_up",
 ]

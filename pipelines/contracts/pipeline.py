@@ -14,7 +14,6 @@ why it is off by default.
 from __future__ import annotations
 
 import csv
-import hashlib
 import re
 from pathlib import Path
 
@@ -26,9 +25,9 @@ from pipelines.contracts.model import (
     AlignmentRow,
     ClauseOut,
     ContractResult,
+    ContractVersion,
     CrossReference,
     DiffOp,
-    DocumentInfo,
     Flag,
     Settings,
     SummaryItem,
@@ -85,8 +84,7 @@ def _xref_flags(ca: Clause, cb: Clause, b_of_a: dict[str, str]) -> list[RawFlag]
 
 
 def compare_structures(doc_a: Document, sa: Structure, doc_b: Document, sb: Structure,
-                       cfg: AlignConfig | None = None, input_sha256: str = "",
-                       pipeline_version: str = "1.0.0") -> ContractResult:
+                       cfg: AlignConfig | None = None, input_sha256: str = "") -> ContractResult:
     cfg = cfg or AlignConfig()
     ta, tb = doc_a.text, doc_b.text
     A, B = sa.clauses, sb.clauses
@@ -146,18 +144,14 @@ def compare_structures(doc_a: Document, sa: Structure, doc_b: Document, sb: Stru
     stats["material"] = sum(1 for s in summary if s.material)
     stats["flags"] = sum(len(r.flags) for r in rows)
 
-    def info(doc: Document, s: Structure) -> DocumentInfo:
-        i = doc.info()
-        return DocumentInfo(doc_id=i["doc_id"], source_name=i["source_name"], format=i["format"], encoding=i["encoding"],
-                            sha256=i["sha256"], n_chars=i["n_chars"], n_pages=i["n_pages"], language=s.language,
-                            separators=_separators(doc.text, s.clauses))
+    def version(doc: Document, s: Structure) -> ContractVersion:
+        return ContractVersion(info=doc.info(), language=s.language, separators=_separators(doc.text, s.clauses))
 
     from pipelines.contracts.similarity import minilm_path
 
     return ContractResult(
-        schema_version=SCHEMA_VERSION, pipeline="contracts", pipeline_version=pipeline_version,
-        input_sha256=input_sha256,
-        documents={"a": info(doc_a, sa), "b": info(doc_b, sb)},
+        **ContractsPipeline.header([doc_a, doc_b], input_sha256),
+        documents={"a": version(doc_a, sa), "b": version(doc_b, sb)},
         clauses={"a": [_clause_out(doc_a, c) for c in A], "b": [_clause_out(doc_b, c) for c in B]},
         alignment=rows, summary=summary, stats=stats,
         settings=Settings(method="ngram+minilm" if al.semantic_used else "ngram", threshold=cfg.tau,
@@ -242,12 +236,7 @@ def compare_documents(doc_a: Document, doc_b: Document, cfg: AlignConfig | None 
     lang = "zh" if "zh" in (la, lb) else "en"
     sa = parse_structure(doc_a.text, lang, [p.char_start for p in doc_a.pages[1:]])
     sb = parse_structure(doc_b.text, lang, [p.char_start for p in doc_b.pages[1:]])
-    if not input_sha256:
-        h = hashlib.sha256()
-        for d in (doc_a, doc_b):
-            h.update((d.sha256 or hashlib.sha256(d.text.encode("utf-8")).hexdigest()).encode())
-        input_sha256 = h.hexdigest()
-    return compare_structures(doc_a, sa, doc_b, sb, cfg, input_sha256, ContractsPipeline.version)
+    return compare_structures(doc_a, sa, doc_b, sb, cfg, input_sha256)
 
 
 def compare_texts(a_text: str, b_text: str, a_name: str = "a", b_name: str = "b",
@@ -256,6 +245,15 @@ def compare_texts(a_text: str, b_text: str, a_name: str = "a", b_name: str = "b"
     doc_a = Document.from_text(a_text, doc_id=a_name, source_name=a_name)
     doc_b = Document.from_text(b_text, doc_id=b_name, source_name=b_name)
     return compare_documents(doc_a, doc_b, cfg)
+
+
+def warm_up(cfg: AlignConfig | None = None) -> None:
+    """Load what comparisons with `cfg` need before the first one runs (MiniLM when
+    `cfg.semantic`; it is loaded once per process), so a long-running server pays for it up front."""
+    if cfg is not None and cfg.semantic:
+        from pipelines.contracts.similarity import load_embedder
+
+        load_embedder()
 
 
 def apply_changes(result: ContractResult, a_text: str) -> str:

@@ -15,3 +15,8 @@ a UMLS-backed concept matcher (QuickUMLS) instead of a hand-written lexicon, and
 sectionizer with many more header variants. `context.py` implements the same trigger/scope/
 termination algorithm in a small form for English and Chinese.
 """
+
+from pipelines.medical.models import MedicalResult
+from pipelines.medical.pipeline import MedicalPipeline
+
+__all__ = ["MedicalPipeline", "MedicalResult"]

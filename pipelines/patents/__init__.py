@@ -9,7 +9,23 @@ Modules, in the order the analysis runs:
 - `structure`: category, preamble, transitional phrase, body elements;
 - `antecedent`: "the X" / "said X" / "所述X" without antecedent basis;
 - `findings`: the findings over the claim set;
-- `tree`: the networkx graph, the nested trees, the terminal and Graphviz renderings;
+- `tree`: the networkx graph and the nested trees of the export;
 - `analyse`: the whole analysis, Document -> `PatentResult` (`model`);
-- `pipeline`: `PatentsPipeline` and the helpers the CLI and UI call.
+- `pipeline`: `PatentsPipeline` and the entry points the CLI and UI call.
+
+The names below are the package's public interface (what the app imports).
 """
+
+from pipelines.patents.model import Claim, Finding, PatentResult, TreeNode
+from pipelines.patents.pipeline import PatentsPipeline, analyse_document, analyse_text, build_graph
+
+__all__ = [
+    "Claim",
+    "Finding",
+    "PatentResult",
+    "PatentsPipeline",
+    "TreeNode",
+    "analyse_document",
+    "analyse_text",
+    "build_graph",
+]

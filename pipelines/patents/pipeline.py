@@ -1,10 +1,8 @@
-"""The patent claim-tree pipeline and the helpers the CLI and UI call.
+"""The patent claim-tree pipeline and the entry points the CLI and UI call.
 
 - `PatentsPipeline`: the `Pipeline` subclass the registry names ("patents").
 - `analyse_text(text, doc_id="pasted")`: pasted text to a `PatentResult`.
 - `analyse_document(doc)`: a `Document` (any ingested format) to a `PatentResult`.
-- `render_tree(result)`: a rich Tree for the terminal; `render_tree_text(result)`: the same as str.
-- `to_dot(result)`: Graphviz DOT of the claim tree (for `st.graphviz_chart`).
 - `build_graph(result.claims)`: the networkx DiGraph (parent -> dependent claim).
 """
 
@@ -14,16 +12,13 @@ from pipelines.base import Pipeline, ResultBase
 from pipelines.documents import Document
 from pipelines.patents.analyse import PIPELINE_NAME, PIPELINE_VERSION, analyse_document
 from pipelines.patents.model import SCHEMA_VERSION, PatentResult
-from pipelines.patents.tree import build_graph, render_tree, render_tree_text, to_dot
+from pipelines.patents.tree import build_graph
 
 __all__ = [
     "PatentsPipeline",
     "analyse_document",
     "analyse_text",
     "build_graph",
-    "render_tree",
-    "render_tree_text",
-    "to_dot",
 ]
 
 
@@ -47,7 +42,7 @@ class PatentsPipeline(Pipeline):
         """One document per input: its claims analysed."""
         if len(docs) != 1:
             raise ValueError(f"the patents pipeline takes one document per input, got {len(docs)}")
-        return analyse_document(docs[0], input_sha256=input_sha256 or docs[0].sha256)
+        return analyse_document(docs[0], input_sha256=input_sha256)
 
     def summary_line(self, result: ResultBase) -> str:
         """'24 claims (3 independent), depth 3, 2 errors, 5 warnings'."""

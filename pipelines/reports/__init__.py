@@ -4,6 +4,5 @@ above", "[12]") resolved to its target with a confidence and a reason."""
 
 from pipelines.reports.models import Mention, ReportResult, Target, Unresolved
 from pipelines.reports.pipeline import ReportsPipeline, analyse_document
-from pipelines.reports.render import render_terminal
 
-__all__ = ["Mention", "ReportResult", "ReportsPipeline", "Target", "Unresolved", "analyse_document", "render_terminal"]
+__all__ = ["Mention", "ReportResult", "ReportsPipeline", "Target", "Unresolved", "analyse_document"]

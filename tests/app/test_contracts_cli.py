@@ -9,8 +9,8 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from pipelines.contracts import compare_texts, redline_html, render_terminal
-from pipelines.contracts.render import terminal_text
+from app.render.contracts import redline_html, render_terminal, terminal_text
+from pipelines.contracts import compare_texts
 from tests.pipelines.contracts.data import FIXTURES, SMALL_A, SMALL_B
 
 

@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from pipelines.reports.models import ReportResult
+from pipelines.reports import ReportResult
 
 
 def render_terminal(result: ReportResult, max_rows: int = 200) -> Group:
@@ -14,8 +14,8 @@ def render_terminal(result: ReportResult, max_rows: int = 200) -> Group:
     doc = result.document
     s = result.stats
     head = Text.assemble(
-        (f"{doc.get('source_name', '')}", "bold"),
-        f" — {doc.get('n_pages', 0)} pages; {s.get('figures_tables', 0)} figures/tables, {s.get('targets', 0)} targets; "
+        (doc.source_name, "bold"),
+        f" — {doc.n_pages} pages; {s.get('figures_tables', 0)} figures/tables, {s.get('targets', 0)} targets; "
         f"{s.get('mentions', 0)} mentions: {s.get('resolved', 0)} resolved, {s.get('external', 0)} external, "
         f"{s.get('unresolved', 0)} unresolved",
     )

@@ -1,4 +1,4 @@
-"""Human views of a `ContractResult`: the terminal report (rich) and a self-contained HTML redline.
+"""Drawings of a `ContractResult`: the terminal report (rich) and a self-contained HTML redline.
 
 Both put the material changes first, then every aligned pair with its inline redline
 (deletions struck through in red, insertions underlined in green, renumbering in amber).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from pipelines.contracts.model import AlignmentRow, ContractResult
+from pipelines.contracts import AlignmentRow, ContractResult
 from pipelines.documents import Document
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def row_html(k: int, row: AlignmentRow) -> str:
 
 def redline_html(result: ContractResult, doc_a: Document | str | None = None, doc_b: Document | str | None = None) -> str:
     """A self-contained HTML redline of the pair: summary (material first, linked), then every row."""
-    da, db = result.documents["a"], result.documents["b"]
+    da, db = result.documents["a"].info, result.documents["b"].info
     name_a = doc_a.source_name if isinstance(doc_a, Document) else da.source_name
     name_b = doc_b.source_name if isinstance(doc_b, Document) else db.source_name
     s = result.stats
@@ -130,7 +130,7 @@ def render_terminal(result: ContractResult, show_unchanged: bool = False, max_ch
 
     s = result.stats
     head = Text(
-        f"{result.documents['a'].source_name} → {result.documents['b'].source_name}: "
+        f"{result.documents['a'].info.source_name} → {result.documents['b'].info.source_name}: "
         f"{s['clauses_a']} → {s['clauses_b']} clauses; {s['modified']} modified, {s['added']} added, "
         f"{s['deleted']} deleted, {s['moved']} moved, {s['renumbered']} renumbered, {s['split']} split, "
         f"{s['merged']} merged; {s['material']} material",

@@ -1,0 +1,39 @@
+"""Terminal view of a `MedicalResult` (rich): the patient, the dated timeline, the conflicts between
+documents and the top evidence for each conclusion."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from pipelines.medical import MedicalResult
+
+
+def print_terminal(result: MedicalResult, console: Console | None = None) -> None:
+    """Print the patient line, counts, the dated timeline, conflicts, the top evidence for each
+    conclusion and the warnings."""
+    con = console or Console()
+    p = result.patient
+    anchors = ", ".join(f"{k} {a.date}" for k, a in p.anchors.items()) or "none found"
+    con.print(f"[bold]Patient[/bold] {p.id} · sex {p.sex or '?'} · age {p.age or '?'} · anchors: {anchors}")
+    con.print(f"{len(result.documents)} documents, {len(result.entities)} entities, {len(result.events)} events, "
+              f"{len(result.relations)} relations, {len(result.conflicts)} conflicts")
+    t = Table(title="Timeline (events with a date)", show_lines=False)
+    for col in ("date", "event", "type", "status", "sources"):
+        t.add_column(col)
+    for ev in result.events:
+        if not ev.time.start or ev.type in ("lab", "vital") and ev.status == "present" and ev.concept.startswith("vital:"):
+            continue
+        t.add_row(ev.time.start, ev.concept, ev.type, ev.status, ", ".join(ev.documents))
+    con.print(t)
+    for c in result.conflicts:
+        con.print(f"[red]conflict[/red] {c.date}: {escape(c.description)}")
+    for ev in result.evidence:
+        con.print(f"\n[bold]{'Diagnosis' if ev.kind == 'diagnosis' else 'Question'}:[/bold] {escape(ev.claim)}  [dim]({ev.method})[/dim]")
+        for it in ev.supporting[:3]:
+            con.print(f"  [green]+ {it.score:.3f}[/green] {escape(it.doc_id)} \\[{it.section or '-'}] {escape(it.span.text[:140])}")
+        for it in ev.contradicting[:2]:
+            con.print(f"  [red]- {it.score:.3f}[/red] {escape(it.doc_id)} \\[{it.section or '-'}] {escape(it.span.text[:140])}")
+    for w in result.warnings:
+        con.print(f"[yellow]warning[/yellow] {w}")
