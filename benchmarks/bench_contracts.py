@@ -4,7 +4,7 @@
 
 Version A is built from real clause bodies of the English fixture contracts (tests/fixtures/contracts),
 numbered as 20 sections of 15 clauses (1.1 … 20.15); Chinese: 300 articles 第一条 … 第三百条 from the
-Chinese fixture's paragraphs. Version B is A altered by `pipelines.contracts.synthetic.make_pair`
+Chinese fixture's paragraphs. Version B is A altered by `benchmarks.eval.contracts_synthetic.make_pair`
 (5 deletions, insertions, word edits, rewordings and moves each), so the run also reports alignment
 F1 against that known truth. Times are medians over --repeat runs of the whole pipeline
 (`compare_documents`: structure, alignment, redline, flags, export model) plus the JSON dump.
@@ -24,13 +24,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.eval.contracts_evaluate import score  # noqa: E402
+from benchmarks.eval.contracts_synthetic import make_pair  # noqa: E402
 from pipelines.contracts.align import AlignConfig, align  # noqa: E402
-from pipelines.contracts.evaluate import score  # noqa: E402
-from pipelines.contracts.numerals import to_chinese  # noqa: E402
 from pipelines.contracts.pipeline import compare_documents  # noqa: E402
 from pipelines.contracts.structure import parse_structure  # noqa: E402
-from pipelines.contracts.synthetic import make_pair  # noqa: E402
 from pipelines.documents import Document  # noqa: E402
+from pipelines.text.numerals import int_to_chinese  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures" / "contracts"
 
@@ -61,7 +61,7 @@ def build(n: int, lang: str) -> str:
             parts.append(f"{sec + 1}.{sub + 1} {pool[k % len(pool)]} (Ref {k + 1}.)")
     else:
         for k in range(n):
-            parts.append(f"第{to_chinese(k + 1)}条 {pool[k % len(pool)]}（序{k + 1}）")
+            parts.append(f"第{int_to_chinese(k + 1)}条 {pool[k % len(pool)]}（序{k + 1}）")
     return "\n\n".join(parts) + "\n"
 
 
@@ -74,9 +74,9 @@ def run(n: int, lang: str, repeat: int, semantic: bool) -> dict:
     db = Document.from_text(syn.b, doc_id="b")
     cfg = AlignConfig(semantic=semantic)
     if semantic:
-        from pipelines.contracts.similarity import load_embedder
+        from pipelines.text.retrieval import minilm_model
         t0 = time.perf_counter()
-        load_embedder()
+        minilm_model()
         load_s = time.perf_counter() - t0
     times, dumps = [], []
     for _ in range(repeat):

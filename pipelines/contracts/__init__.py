@@ -1,7 +1,7 @@
 """Contract anchor alignment: two versions of an agreement, every clause aligned, every change explained.
 
-Modules: `numerals` (Chinese/Roman/full-width numbers), `structure` (clauses, anchors, definitions,
-cross-references), `similarity` (n-grams, rapidfuzz, MiniLM), `align` (global assignment, split/merge,
+Modules: `structure` (clauses, anchors, definitions, cross-references; numerals and language come
+from `pipelines.text`), `similarity` (n-grams, rapidfuzz, MiniLM), `align` (global assignment, split/merge,
 moves, renumbering), `redline` (word/character diff with offsets), `flags` (material changes),
 `model` (export contract), `pipeline` (the pipeline, `compare_documents` and `compare_texts`).
 

@@ -9,7 +9,7 @@ Score of a pair (i, j) (all terms in 0..1):
 The assignment maximises the sum of (score - threshold) over matched pairs with
 scipy.optimize.linear_sum_assignment, so a pair below the threshold is never forced: those clauses
 are added or deleted. The threshold was measured on the development corpus (see
-`pipelines/contracts/calibrate.py` and BENCHMARKS.md), not guessed.
+`benchmarks/eval/contracts_calibrate.py` and BENCHMARKS.md), not guessed.
 
 After the assignment: a clause of A whose text is covered by two or more clauses of B (its partner
 and unmatched ones) is `split`, the converse `merged`; pairs outside the longest (length-weighted)
@@ -28,18 +28,18 @@ from pipelines.contracts.redline import same_tokens
 from pipelines.contracts.similarity import (
     containment,
     embedding_matrix,
-    load_embedder,
     ngram_matrix,
     normalise,
     ratio_matrix,
     shingles,
 )
 from pipelines.contracts.structure import Clause, Structure
+from pipelines.text.retrieval import minilm_model
 
 NUMBERED_KINDS = {"numbered", "schedule", "paragraph"}
 
 
-# Measured with `python -m pipelines.contracts.calibrate` on the 4 corpus pairs plus 12 synthetic
+# Measured with `python -m benchmarks.eval.contracts_calibrate` on the 4 corpus pairs plus 12 synthetic
 # alterations of them (see BENCHMARKS.md, "Contracts"): the middle of the plateau of best F1.
 THRESHOLD_NGRAM = 0.47  # plateau 0.34-0.60
 THRESHOLD_SEMANTIC = 0.48  # plateau 0.36-0.60
@@ -47,7 +47,7 @@ THRESHOLD_SEMANTIC = 0.48  # plateau 0.36-0.60
 
 @dataclass(frozen=True)
 class AlignConfig:
-    """Weights and threshold of the alignment score (threshold measured: see calibrate.py)."""
+    """Weights and threshold of the alignment score (threshold measured: see benchmarks/eval/contracts_calibrate.py)."""
 
     threshold: float | None = None  # None: the measured default for the path in use (below)
     w_anchor: float = 0.10
@@ -136,7 +136,7 @@ def content_scores(text_a: str, sa: Structure, text_b: str, sb: Structure, cfg: 
                 sub = lex[np.ix_(rows, cols)]
                 lex[np.ix_(rows, cols)] = (1 - cfg.w_semantic) * sub + cfg.w_semantic * sem
                 used = True
-        elif load_embedder() is not None:
+        elif minilm_model() is not None:
             used = True  # nothing uncertain: the blend would change nothing
     return np.clip(lex, 0.0, 1.0), used
 

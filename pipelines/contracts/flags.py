@@ -16,9 +16,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from pipelines.contracts.numerals import CN_NUMERAL_CHARS, parse_chinese, to_halfwidth
 from pipelines.contracts.redline import Op
 from pipelines.contracts.structure import Clause
+from pipelines.text.numerals import CN_NUMERAL_CHARS, chinese_to_int
+from pipelines.text.script import HAN, to_halfwidth
 
 CNN = f"[{CN_NUMERAL_CHARS}]"
 NUM = r"\d[\d,]*(?:\.\d+)?"
@@ -62,7 +63,7 @@ PARTY_WORDS = re.compile(
 COMPANY = re.compile(
     r"\b[A-Z][\w&'.-]*(?:\s+(?:[A-Z][\w&'.-]*|&|of|and|de))*,?\s+(?:Inc\.|Incorporated|Ltd\.?|Limited|LLC|L\.L\.C\.|"
     r"LLP|Corp\.?|Corporation|GmbH|AG|S\.A\.|SAS|B\.V\.|N\.V\.|PLC|plc|Pty Ltd)|"
-    r"(?:^|(?<=[为与和及、，,：:（(\s“\"]))(?:(?![为与和及是由在向的])[\u4e00-\u9fff]){2,30}?(?:股份有限公司|有限责任公司|有限公司|合伙企业|集团公司|集团)")
+    rf"(?:^|(?<=[为与和及、，,：:（(\s“\"]))(?:(?![为与和及是由在向的])[{HAN}]){{2,30}}?(?:股份有限公司|有限责任公司|有限公司|合伙企业|集团公司|集团)")
 
 
 @dataclass
@@ -78,7 +79,7 @@ def _value(kind: str, s: str) -> str:
     t = to_halfwidth(s).lower()
     t = re.sub(r"\s+", " ", t).replace(",", "")
     for m in re.finditer(f"{CNN}+", t):
-        v = parse_chinese(m.group(0))
+        v = chinese_to_int(m.group(0))
         if v is not None:
             t = t.replace(m.group(0), str(v), 1)
     t = re.sub(r"百分之\s?([\d.]+)", r"\1%", t).replace("per cent", "%").replace("percent", "%").replace(" %", "%")

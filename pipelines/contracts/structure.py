@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pipelines.contracts.numerals import CN_NUMERAL_CHARS, parse_number, parse_roman, to_chinese, to_halfwidth
+from pipelines.text.numerals import CN_NUMERAL_CHARS, int_to_chinese, parse_number, roman_to_int
+from pipelines.text.script import HAN, detect_language, to_halfwidth
 
 CN = f"[{CN_NUMERAL_CHARS}0-9]"
 _ZH_RANK = {"部分": 0, "编": 0, "章": 1, "节": 2, "条": 3, "款": 4, "项": 5, "目": 6}
@@ -37,11 +38,11 @@ RE_SCHEDULE = re.compile(
     r"(SCHEDULE|Schedule|EXHIBIT|Exhibit|ANNEX|Annex|APPENDIX|Appendix|ATTACHMENT|Attachment|附件|附表|附录)"
     rf"\s*((?:\d{{1,3}}|[A-Z]{{1,2}}|[IVX]{{1,5}}|[{CN_NUMERAL_CHARS}]+)\b)?"
 )
-RE_DOTTED = re.compile(r"(\d{1,3}(?:\.\d{1,3})+)\.?(?=\s|$|[\u4e00-\u9fff])")
-RE_NUM = re.compile(r"(\d{1,3})([.)])(?=\s|$|[\u4e00-\u9fff])")
+RE_DOTTED = re.compile(rf"(\d{{1,3}}(?:\.\d{{1,3}})+)\.?(?=\s|$|[{HAN}])")
+RE_NUM = re.compile(rf"(\d{{1,3}})([.)])(?=\s|$|[{HAN}])")
 RE_ALPHA_UP = re.compile(r"([A-Z]|[IVX]{2,5})\.(?=\s)")
 RE_ALPHA_LOW = re.compile(r"([a-z]|[ivx]{2,5})[.)](?=\s)")
-RE_PAREN = re.compile(r"\((\d{1,3}|[a-z]{1,5}|[A-Z]{1,5})\)(?=\s|$|[\u4e00-\u9fff])")
+RE_PAREN = re.compile(rf"\((\d{{1,3}}|[a-z]{{1,5}}|[A-Z]{{1,5}})\)(?=\s|$|[{HAN}])")
 RE_RECITAL = re.compile(r"(WHEREAS|Whereas|RECITALS?|Recitals?|鉴于)\b|鉴于")
 RE_NOW_THEREFORE = re.compile(r"(NOW,?\s+THEREFORE|Now,?\s+therefore)")
 RE_SIGNATURE = re.compile(
@@ -145,10 +146,9 @@ class _Marker:
     rank: tuple[str, int] | None = None  # (family, depth) for styles that nest by kind
 
 
-def detect_language(text: str) -> str:
-    cjk = sum(1 for c in text if "\u4e00" <= c <= "\u9fff")
-    letters = sum(1 for c in text if c.isalpha())
-    return "zh" if letters and cjk / letters > 0.3 else "en"
+def contract_language(text: str) -> str:
+    """ "zh" when Han characters are more than 30% of the letters of `text`, else "en"."""
+    return detect_language(text, 0.3, "letters")
 
 
 def _lines(text: str) -> list[_Line]:
@@ -191,10 +191,10 @@ def _match_marker(line: str, lang: str) -> _Marker | None:
         unit = "条" if m.group(2) == "條" else m.group(2)
         n = parse_number(m.group(1))
         if n is not None:
-            key = f"第{to_chinese(n)}{unit}"
+            key = f"第{int_to_chinese(n)}{unit}"
             if m.group(3):
                 k = parse_number(m.group(3))
-                key += f"之{to_chinese(k or 0)}"
+                key += f"之{int_to_chinese(k or 0)}"
             return mk("zh-" + unit, m.group(0), key, n, m.end(), ("zh", _ZH_RANK[unit]))
     m = RE_SCHEDULE.match(s)
     rest = s[m.end():].strip() if m else ""
@@ -244,7 +244,7 @@ def _match_marker(line: str, lang: str) -> _Marker | None:
         if g.isdigit():
             return mk("paren-num", m.group(0), f"({g})", int(g), m.end())
         case = "low" if g.islower() else "up"
-        roman = parse_roman(g)
+        roman = roman_to_int(g)
         alpha = _alpha_value(g)
         if roman is None and alpha is None:
             return None
@@ -254,7 +254,7 @@ def _match_marker(line: str, lang: str) -> _Marker | None:
             m = rx.match(s)
             if m:
                 g = m.group(1)
-                roman = parse_roman(g)
+                roman = roman_to_int(g)
                 alpha = _alpha_value(g)
                 if roman is None and alpha is None:
                     return None
@@ -346,7 +346,7 @@ def parse_structure(text: str, language: str | None = None, page_starts: list[in
     `page_starts` (character offsets where pages begin, PDF input): the first line of a page starts a
     new paragraph when the last line of the previous page ended a sentence — ingest cannot see a
     paragraph gap across a page break, and a clause that runs on over the break stays one clause."""
-    lang = language or detect_language(text)
+    lang = language or contract_language(text)
     lines = _lines(text)
     if page_starts:
         firsts = set()
@@ -474,7 +474,7 @@ def parse_structure(text: str, language: str | None = None, page_starts: list[in
             kuan += 1
             while stack and stack[-1][1] != tiao.anchor:
                 stack.pop()
-            new("paragraph", f"{tiao.anchor}第{to_chinese(kuan)}款", None, tiao.level + 1, ln, parent=tiao.anchor, style="zh-款")
+            new("paragraph", f"{tiao.anchor}第{int_to_chinese(kuan)}款", None, tiao.level + 1, ln, parent=tiao.anchor, style="zh-款")
             continue
         if current is None or (current.kind == "preamble" and para_start) or (not seen_marker and current.kind not in {"heading", "recital"}
                                                                              and para_start):
@@ -638,13 +638,13 @@ def _find_xrefs(text: str, clauses: list[Clause], lang: str) -> None:
                 continue
             before = seg[max(0, m.start() - 3):m.start()]
             external = "》" in before or "法" in before[-1:]
-            key = "第" + to_chinese(parse_number(m.group(1)) or 0) + "条"
+            key = "第" + int_to_chinese(parse_number(m.group(1)) or 0) + "条"
             if m.group(2):
-                key += "之" + to_chinese(parse_number(m.group(2)) or 0)
+                key += "之" + int_to_chinese(parse_number(m.group(2)) or 0)
             if m.group(3):
-                key += "第" + to_chinese(parse_number(m.group(3)) or 0) + "款"
+                key += "第" + int_to_chinese(parse_number(m.group(3)) or 0) + "款"
             if m.group(4):
-                key += "第" + to_chinese(parse_number(m.group(4)) or 0) + "项"
+                key += "第" + int_to_chinese(parse_number(m.group(4)) or 0) + "项"
             anchor = None if external else (paths.get(_path_of(key)) or paths.get(_path_of(key)[:1]))
             c.xrefs.append(CrossRef(text[c.start + m.start():c.start + m.end()], c.start + m.start(), c.start + m.end(),
                                     key, anchor, external))
@@ -669,7 +669,7 @@ def _find_xrefs(text: str, clauses: list[Clause], lang: str) -> None:
                     key = ref
                     p = _path_of(ref)
                     if word.startswith("article") and ref.isalpha():
-                        rn = parse_roman(ref)
+                        rn = roman_to_int(ref)
                         p = (rn,) if rn else p
                     target = paths.get(p)
                 c.xrefs.append(CrossRef(text[s:s + len(ref)], s, s + len(ref), key, None if external else target, external))

