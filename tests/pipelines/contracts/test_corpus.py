@@ -9,8 +9,8 @@ import dataclasses
 
 import pytest
 
+from benchmarks.eval.contracts_evaluate import score
 from pipelines.contracts.align import Pair, align
-from pipelines.contracts.evaluate import score
 from pipelines.contracts.pipeline import apply_changes, compare_texts
 from pipelines.contracts.structure import parse_structure
 from tests.pipelines.contracts.data import PAIRS, load_pair

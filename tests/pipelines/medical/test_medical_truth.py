@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.eval.medical_evaluate import score_cmbclin, score_synthea
 from pipelines.medical.pipeline import MedicalPipeline
-from tests.pipelines.medical.medical_eval import score_cmbclin, score_synthea
 
 
 @pytest.fixture(scope="module")

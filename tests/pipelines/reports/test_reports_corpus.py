@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from app.export import to_json
+from benchmarks.eval.reports_evaluate import score
 from pipelines.documents import load_document
 from pipelines.reports import ReportResult, analyse_document
-from pipelines.reports.evaluate import score
 from pipelines.reports.layout import build_layout
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "reports"

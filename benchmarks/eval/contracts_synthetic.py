@@ -1,6 +1,6 @@
 """Synthetic version pairs with known truth, made by altering a real contract in known ways.
 
-Used to measure the alignment threshold (calibrate.py) and by the tests. Operations, applied to
+Used to measure the alignment threshold (`contracts_calibrate`), by the contracts benchmark and by the tests. Operations, applied to
 numbered leaf clauses of version A (a seeded RNG picks them; clauses never overlap between ops):
 - `delete`: the clause is removed;
 - `insert`: a clause from another document is inserted as the new last child of a section,
@@ -9,7 +9,7 @@ numbered leaf clauses of version A (a seeded RNG picks them; clauses never overl
 - `reword`: sentences swapped, common legal words replaced by synonyms, some words dropped;
 - `move`: the clause is cut and pasted elsewhere, keeping its number.
 The truth is written in the corpus format (`units_v1`, `units_v2`, `alignment`), so
-`evaluate.score` applies unchanged.
+`contracts_evaluate.score` applies unchanged.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ page; `mentions` with page, text, bbox/boxes, `resolution` internal/external/amb
   "Fig. 1 and Fig. 2", may carry the union of theirs); an external one is correct when nothing is
   linked — `strict` also asks that it is marked external rather than left unresolved.
 
-    python -m pipelines.reports.evaluate REPORT.pdf REPORT.truth.json
+    python -m benchmarks.eval.reports_evaluate REPORT.pdf REPORT.truth.json
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipelines.reports.models import ReportResult
+from pipelines.reports import ReportResult
 
 FLOAT_KINDS = ("figure", "table")
 
@@ -89,11 +89,11 @@ def score(result: ReportResult, truth: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from pipelines.documents import load_document
-    from pipelines.reports.pipeline import analyse_document
+    from pipelines.reports import analyse_document
 
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) % 2 or not argv:
-        print("usage: python -m pipelines.reports.evaluate REPORT.pdf TRUTH.json [REPORT.pdf TRUTH.json ...]", file=sys.stderr)
+        print("usage: python -m benchmarks.eval.reports_evaluate REPORT.pdf TRUTH.json [REPORT.pdf TRUTH.json ...]", file=sys.stderr)
         return 2
     for pdf, truth in zip(argv[::2], argv[1::2], strict=True):
         doc = load_document(pdf)

@@ -1,7 +1,7 @@
 """Scoring the medical pipeline against the truth files in tests/fixtures/medical/ (copied from the
 shared corpus, provenance in PROVENANCE.md). Used by the tests and runnable as a script:
 
-    python -m tests.pipelines.medical.medical_eval     # prints every number
+    python -m benchmarks.eval.medical_evaluate [--no-embeddings]     # prints every number
 
 Metrics
 - Synthea: entity F1 (exact span and coarse type: condition / medication / procedure /
@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "medical"
 
 TRUTH_TYPE = {"presenting": "condition", "history": "condition", "prescribed": "medication",
@@ -122,7 +122,7 @@ def _acc(acc: list[int], got: set, want: set) -> None:
 
 
 if __name__ == "__main__":
-    from pipelines.medical.pipeline import MedicalPipeline
+    from pipelines.medical import MedicalPipeline
 
     emb = "--no-embeddings" not in sys.argv
     print(json.dumps({"synthea": score_synthea(MedicalPipeline(use_embeddings=emb)),

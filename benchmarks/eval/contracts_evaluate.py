@@ -140,7 +140,7 @@ def score(truth: dict, clauses_a: list[Clause], clauses_b: list[Clause], pairs: 
 
 
 def main() -> None:
-    """`python -m pipelines.contracts.evaluate CORPUS_DIR [--semantic]`: per-pair scores against truth."""
+    """`python -m benchmarks.eval.contracts_evaluate CORPUS_DIR [--semantic]`: per-pair scores against truth."""
     import argparse
     import json
     import time

@@ -1,10 +1,10 @@
 """Measure the alignment threshold (and the value of MiniLM) on version pairs with truth.
 
-    python -m pipelines.contracts.calibrate CORPUS_DIR [--foreign DIR_OR_FILE ...] [--semantic] [--seeds 3]
-    python -m pipelines.contracts.calibrate CORPUS_DIR --compare     (n-gram vs MiniLM on heavier edits)
+    python -m benchmarks.eval.contracts_calibrate CORPUS_DIR [--foreign DIR_OR_FILE ...] [--semantic] [--seeds 3]
+    python -m benchmarks.eval.contracts_calibrate CORPUS_DIR --compare     (n-gram vs MiniLM on heavier edits)
 
 CORPUS_DIR holds one folder per real pair (`v1.txt`, `v2.txt`, `truth.json`). Besides the real pairs,
-every v1 is altered synthetically (`synthetic.make_pair`: deletions, insertions of clauses taken from
+every v1 is altered synthetically (`contracts_synthetic.make_pair`: deletions, insertions of clauses taken from
 the --foreign texts, word edits of 25% of a clause, rewordings, moves) with several seeds. For each
 threshold on a grid the script reports mean clause-alignment F1 over the real pairs and over the
 synthetic pairs; the chosen threshold is the middle of the widest run of grid points whose overall
@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.eval.contracts_evaluate import score
+from benchmarks.eval.contracts_synthetic import make_pair
 from pipelines.contracts.align import AlignConfig, align, content_scores, score_matrix
-from pipelines.contracts.evaluate import score
 from pipelines.contracts.similarity import ngram_matrix
 from pipelines.contracts.structure import parse_structure
-from pipelines.contracts.synthetic import make_pair
 
 GRID = [round(x, 2) for x in np.arange(0.20, 0.92, 0.02)]
 
