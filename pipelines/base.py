@@ -7,21 +7,23 @@ so a new pipeline is a subclass plus one line in `pipelines.registry`.
 
 from __future__ import annotations
 
-import hashlib
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from pipelines.documents import Document, IngestLimits, load_document
+from pipelines.documents import Document, IngestLimits, input_sha256, load_document
 from pipelines.documents.ingest import SUPPORTED_SUFFIXES
 
 
 class ResultBase(BaseModel):
-    """Fields every export carries. `input_sha256` and `pipeline_version` let a batch skip an input
-    whose output is already up to date."""
+    """Fields every export carries (the header; built by `result_header`). `input_sha256` and
+    `pipeline_version` let a batch skip an input whose output is already up to date. Beside them
+    each export has the `DocumentInfo` of what it analysed: `document` when the pipeline takes one
+    document, `documents` when it takes several."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -40,12 +42,19 @@ class PipelineInput:
     paths: tuple[Path, ...]
 
     def content_sha256(self) -> str:
-        """Hash over the names (relative to each other) and bytes of all files of the input."""
-        h = hashlib.sha256()
-        for p in sorted(self.paths, key=lambda p: p.name):
-            h.update(p.name.encode("utf-8") + b"\0")
-            h.update(hashlib.sha256(p.read_bytes()).digest())
-        return h.hexdigest()
+        """`input_sha256` of the input's files (equal to that of the documents loaded from them)."""
+        return input_sha256(self.paths)
+
+
+def result_header(name: str, version: str, schema_version: str, docs: Sequence[Document],
+                  input_sha: str = "") -> dict:
+    """The ResultBase fields of an export of `docs`; `input_sha` defaults to `input_sha256(docs)`."""
+    return {
+        "schema_version": schema_version,
+        "pipeline": name,
+        "pipeline_version": version,
+        "input_sha256": input_sha or input_sha256(docs),
+    }
 
 
 def is_candidate_file(path: Path) -> bool:
@@ -85,14 +94,10 @@ class Pipeline(ABC):
     def run_documents(self, docs: list[Document], input_sha256: str = "") -> ResultBase:
         """The pipeline proper: documents in, a result out."""
 
-    def header(self, input_sha256: str) -> dict:
-        """The ResultBase fields, for subclasses building their result."""
-        return {
-            "schema_version": self.schema_version,
-            "pipeline": self.name,
-            "pipeline_version": self.version,
-            "input_sha256": input_sha256,
-        }
+    @classmethod
+    def header(cls, docs: Sequence[Document], input_sha: str = "") -> dict:
+        """The ResultBase fields of this pipeline's export of `docs` (see `result_header`)."""
+        return result_header(cls.name, cls.version, cls.schema_version, docs, input_sha)
 
     def summary_line(self, result: ResultBase) -> str:
         """A short human description of a result (batch log, UI)."""

@@ -2,7 +2,7 @@
 
 ```
 {"schema_version", "pipeline", "pipeline_version", "input_sha256",
- "documents": {"a": {...}, "b": {...}},
+ "documents": {"a": {"info": DocumentInfo, "language", "separators"}, "b": {...}},
  "clauses":   {"a": [{"anchor", "number", "heading", "kind", "level", "parent", "span", "defines", "xrefs"}], "b": [...]},
  "alignment": [{"a": anchor|null, "b": anchor|null, "change", "score", "edited", "renumbered", "moved",
                 "group", "diff": [{"op", "a_span", "b_span"}], "flags": [{"kind", "a_span", "b_span", "detail", "material"}]}],
@@ -20,10 +20,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.base import ResultBase
-from pipelines.documents import DocumentInfo as BaseDocumentInfo
-from pipelines.documents import SourceSpan
+from pipelines.documents import DocumentInfo, SourceSpan
 
-SCHEMA_VERSION = "contracts/1.0"
+SCHEMA_VERSION = "contracts/2.0"
 
 ChangeType = Literal["unchanged", "modified", "added", "deleted", "moved", "renumbered", "split", "merged"]
 OpType = Literal["equal", "format", "renumber", "replace", "insert", "delete"]
@@ -33,7 +32,10 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class DocumentInfo(BaseDocumentInfo):
+class ContractVersion(_Model):
+    """One version of the agreement: the shared `DocumentInfo` and what the comparison adds to it."""
+
+    info: DocumentInfo
     language: str
     separators: list[str] = []  # the whitespace before, between and after the clauses (len = clauses + 1)
 
@@ -105,7 +107,7 @@ class Settings(_Model):
 
 
 class ContractResult(ResultBase):
-    documents: dict[str, DocumentInfo]
+    documents: dict[str, ContractVersion]
     clauses: dict[str, list[ClauseOut]]
     alignment: list[AlignmentRow]
     summary: list[SummaryItem]

@@ -1,16 +1,24 @@
-"""Document, Page and SourceSpan: one text per document, pages as character ranges, spans as offsets.
+"""Document, Page, Span and SourceSpan: one text per document, pages as character ranges, spans as
+offsets; DocumentInfo and `input_sha256` for the export.
 
 Design (spaCy's Doc/Span idea): the text is never copied into annotations; every annotation is a
-pair of offsets into `Document.text`. `Document.span(start, end)` builds the exportable
-`SourceSpan`, which adds the page and, for text that came from a PDF, the bounding box (union of
-the character boxes on the span's first page, PDF points, origin top-left, like pdfplumber).
+pair of offsets into `Document.text`. A `Span` is that pair (with an optional label) held against
+its document: its `text` is read from `doc.text` when asked for. `Span.source()` (or
+`Document.span(start, end)`) builds the exportable `SourceSpan`, which adds the page and, for text
+that came from a PDF, the bounding box (union of the character boxes on the span's first page,
+PDF points, origin top-left, like pdfplumber).
+
+`Document.info()` is the `DocumentInfo` block every export carries for each analysed document;
+`input_sha256(...)` is the one content hash of a pipeline input (the batch runner's up-to-date key).
 """
 
 from __future__ import annotations
 
 import bisect
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,7 +40,8 @@ class SourceSpan(BaseModel):
 
 
 class DocumentInfo(BaseModel):
-    """The `document` block of an export: what was analysed (see `Document.info()`)."""
+    """What was analysed: one per input document in every export (`document` in a pipeline that
+    takes one document, `documents` in one that takes several). Built by `Document.info()`."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -147,14 +156,86 @@ class Document:
             end -= 1
         return self.span(start, end)
 
-    def info(self) -> dict:
-        """The `document` block of an export."""
-        return {
-            "doc_id": self.doc_id,
-            "source_name": self.source_name,
-            "format": self.source_format,
-            "encoding": self.encoding,
-            "sha256": self.sha256,
-            "n_chars": len(self.text),
-            "n_pages": len(self.pages),
-        }
+    def info(self) -> DocumentInfo:
+        """The export's block for this document."""
+        return DocumentInfo(
+            doc_id=self.doc_id,
+            source_name=self.source_name,
+            format=self.source_format,
+            encoding=self.encoding,
+            sha256=self.sha256,
+            n_chars=len(self.text),
+            n_pages=len(self.pages),
+        )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Span:
+    """A range [start, end) of one document's text with an optional label: a view over
+    `Document.text`, as spaCy's `Span` is over its `Doc`.
+
+    `text` is read from `doc.text` each time it is asked for (a span stores no copy);
+    `source()` is the exportable `SourceSpan` (page, and box for PDF input). Two spans are equal
+    when they are over the same document object with the same offsets and label. A pipeline
+    class that needs a labelled range of the document holds a `Span` (or is one) instead of its
+    own start/end/text fields.
+    """
+
+    doc: Document
+    start: int
+    end: int
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.start <= self.end <= len(self.doc.text):
+            raise ValueError(f"span [{self.start}, {self.end}) outside document of {len(self.doc.text)} chars")
+
+    @property
+    def text(self) -> str:
+        """doc.text[start:end]."""
+        return self.doc.text[self.start:self.end]
+
+    @property
+    def page(self) -> int:
+        """1-based page of the span's first character."""
+        return self.doc.page_of(self.start)
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def source(self) -> SourceSpan:
+        """The exportable source of this span."""
+        return self.doc.span(self.start, self.end)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Span):
+            return NotImplemented
+        return (self.doc is other.doc and self.start == other.start and self.end == other.end
+                and self.label == other.label)
+
+    def __hash__(self) -> int:
+        return hash((id(self.doc), self.start, self.end, self.label))
+
+    def __repr__(self) -> str:
+        label = f", {self.label!r}" if self.label else ""
+        return f"Span({self.doc.doc_id!r}, {self.start}, {self.end}{label}: {self.text[:40]!r})"
+
+
+def input_sha256(sources: Iterable[Document | Path]) -> str:
+    """The content hash of one pipeline input: over its files sorted by name, each file's name and
+    the SHA-256 of its bytes. A loaded `Document` stands for its file (`source_name`, `sha256`), so
+    the hash of the paths before ingest equals the hash of the documents after it; a document made
+    from a string hashes its UTF-8 text. The order in which the files are given does not count."""
+    files = []
+    for src in sources:
+        if isinstance(src, Document):
+            name = Path(src.source_name or src.doc_id).name
+            digest = src.sha256 or hashlib.sha256(src.text.encode("utf-8")).hexdigest()
+        else:
+            name, digest = src.name, hashlib.sha256(Path(src).read_bytes()).hexdigest()
+        files.append((name, digest))
+    h = hashlib.sha256()
+    for name, digest in sorted(files, key=lambda f: f[0]):
+        h.update(name.encode("utf-8") + b"\0")
+        h.update(bytes.fromhex(digest))
+    return h.hexdigest()

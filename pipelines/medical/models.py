@@ -1,5 +1,5 @@
-"""The medical export contract (pydantic v2): patient, documents with sections, entities with
-assertions, time expressions, events on one timeline, relations, conflicts and ranked evidence.
+"""The medical export contract (pydantic v2): patient, documents (the shared `DocumentInfo` with
+the note's kind, date, language and sections beside it), entities with assertions, time expressions, events on one timeline, relations, conflicts and ranked evidence.
 
 Every span is a `SourceSpan` with `doc.text[char_start:char_end] == text`. Lists are ordered and
 ids assigned deterministically, floats rounded, so the same input gives byte-identical JSON.
@@ -12,9 +12,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from pipelines.base import ResultBase
-from pipelines.documents import SourceSpan
+from pipelines.documents import DocumentInfo, SourceSpan
 
-SCHEMA_VERSION = "medical/1.0"
+SCHEMA_VERSION = "medical/2.0"
 
 
 class _M(BaseModel):
@@ -38,14 +38,14 @@ class SectionOut(_M):
     body: SourceSpan | None = None
 
 
-class DocumentOut(_M):
-    doc_id: str
-    source_name: str
+class MedicalDocument(_M):
+    """One of the patient's documents: the shared `DocumentInfo` and what the pipeline found about
+    the note (its kind, date and where that came from, language, sections)."""
+
+    info: DocumentInfo
     kind: str
     date: str | None
     date_source: str
-    n_chars: int
-    sha256: str
     language: str
     sections: list[SectionOut]
 
@@ -133,7 +133,7 @@ class Evidence(_M):
 
 class MedicalResult(ResultBase):
     patient: Patient
-    documents: list[DocumentOut]
+    documents: list[MedicalDocument]
     entities: list[Entity]
     times: list[TimeExpression]
     events: list[Event]

@@ -29,11 +29,11 @@ from pipelines.medical.models import (
     SCHEMA_VERSION,
     Anchor,
     Conflict,
-    DocumentOut,
     Entity,
     Event,
     Evidence,
     EvidenceItem,
+    MedicalDocument,
     MedicalResult,
     Patient,
     Relation,
@@ -258,7 +258,7 @@ class MedicalPipeline(Pipeline):
             warnings.append("no document date found (file name or header): relative times stay unanchored")
         patient = self._patient(prepared, anchors, input_sha256)
         return MedicalResult(
-            **self.header(input_sha256),
+            **self.header(docs, input_sha256),
             patient=patient,
             documents=[self._doc_out(pd) for pd in prepared],
             entities=entities,
@@ -580,13 +580,12 @@ class MedicalPipeline(Pipeline):
                 age = f"{m.group(2)} years"
         return Patient(id=(sha[:12] if sha else "patient"), sex=sex, age=age, anchors=anchors)
 
-    def _doc_out(self, pd: _Doc) -> DocumentOut:
+    def _doc_out(self, pd: _Doc) -> MedicalDocument:
         doc = pd.doc
         secs = [SectionOut(key=s.key, label=s.label, heading=doc.span(s.start, s.end),
                            body=doc.span(s.body_start, s.body_end) if s.body_end > s.body_start else None) for s in pd.sections]
-        return DocumentOut(doc_id=doc.doc_id, source_name=Path(doc.source_name).name, kind=pd.kind,
-                           date=pd.date.isoformat() if pd.date else None, date_source=pd.date_source,
-                           n_chars=len(doc.text), sha256=doc.sha256, language=pd.language, sections=secs)
+        return MedicalDocument(info=doc.info(), kind=pd.kind, date=pd.date.isoformat() if pd.date else None,
+                               date_source=pd.date_source, language=pd.language, sections=secs)
 
 
 # -------------------------------------------------------------------------------------------------

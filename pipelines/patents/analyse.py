@@ -9,6 +9,7 @@ import re
 
 import networkx as nx
 
+from pipelines.base import result_header
 from pipelines.documents import Document, SourceSpan
 from pipelines.patents.antecedent import Missing, check_chinese, check_english, letters_only, words_of
 from pipelines.patents.findings import compute_findings
@@ -16,7 +17,6 @@ from pipelines.patents.model import (
     SCHEMA_VERSION,
     Claim,
     ClaimsSection,
-    DocumentInfo,
     PatentResult,
     Reference,
     Stats,
@@ -141,11 +141,8 @@ def analyse_document(doc: Document, input_sha256: str = "") -> PatentResult:
         section.span = _span(doc, norm, sec.start, sec.end)
 
     return PatentResult(
-        schema_version=SCHEMA_VERSION,
-        pipeline=PIPELINE_NAME,
-        pipeline_version=PIPELINE_VERSION,
-        input_sha256=input_sha256 or doc.sha256,
-        document=DocumentInfo(**{k: v for k, v in doc.info().items() if k in DocumentInfo.model_fields}),
+        **result_header(PIPELINE_NAME, PIPELINE_VERSION, SCHEMA_VERSION, [doc], input_sha256),
+        document=doc.info(),
         language=language,
         claims_section=section,
         claims=claims,

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "patents/1.0"
 
 
 class _Model(BaseModel):

@@ -14,9 +14,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.base import ResultBase
-from pipelines.documents import SourceSpan
+from pipelines.documents import DocumentInfo, SourceSpan
 
-SCHEMA_VERSION = "reports/1.0"
+SCHEMA_VERSION = "reports/1.1"
 
 TargetKind = Literal["figure", "table", "exhibit", "chart", "section", "footnote", "reference", "equation"]
 MentionKind = Literal["figure", "table", "exhibit", "chart", "section", "footnote", "citation", "equation", "deictic", "chain"]
@@ -78,7 +78,7 @@ class Unresolved(_Model):
 class ReportResult(ResultBase):
     """The reports pipeline's export."""
 
-    document: dict
+    document: DocumentInfo
     targets: list[Target]
     mentions: list[Mention]
     unresolved: list[Unresolved]

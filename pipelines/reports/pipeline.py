@@ -41,13 +41,13 @@ def _unique(rid: str, used: set[str], page: int) -> str:
     return cand
 
 
-def analyse_document(doc: Document, pdf_bytes: bytes | None = None, input_sha256: str | None = None) -> ReportResult:
+def analyse_document(doc: Document, pdf_bytes: bytes | None = None, input_sha256: str = "") -> ReportResult:
     """Targets, mentions and their resolution for one document. `pdf_bytes` (the PDF the document
     was read from) adds drawn objects, tables and internal links; without it the text and
     character boxes alone are used."""
     layout = build_layout(doc, pdf_bytes)
     try:
-        return _analyse(doc, layout, input_sha256 if input_sha256 is not None else doc.sha256)
+        return _analyse(doc, layout, input_sha256)
     finally:
         layout.close()
 
@@ -150,7 +150,7 @@ def _analyse(doc: Document, layout, input_sha256: str) -> ReportResult:
         "internal_links": sum(len(p.links) for p in layout.pages.values()),
     }
     return ReportResult(
-        schema_version=SCHEMA_VERSION, pipeline=ReportsPipeline.name, pipeline_version=VERSION, input_sha256=input_sha256,
+        **ReportsPipeline.header([doc], input_sha256),
         document=doc.info(), targets=targets, mentions=mentions, unresolved=unresolved,
         unreferenced_targets=unreferenced, stats=stats, warnings=warnings,
     )
@@ -195,7 +195,7 @@ class ReportsPipeline(Pipeline):
     def run_documents(self, docs: list[Document], input_sha256: str = "") -> ResultBase:
         if len(docs) != 1:
             raise ValueError("the reports pipeline analyses one document at a time")
-        return analyse_document(docs[0], None, input_sha256=input_sha256 or docs[0].sha256)
+        return analyse_document(docs[0], None, input_sha256=input_sha256)
 
     def summary_line(self, result: ResultBase) -> str:
         s = getattr(result, "stats", {})
