@@ -1,6 +1,7 @@
 """longdoc's web UI: `streamlit run streamlit_app.py` (or `longdoc ui`).
 
-Navigation over the pages in app/ui/; each page module exposes `page()`.
+Navigation over the pages in app/ui/ (PAGES: module, title, URL path, whether it is the home
+page); each page module exposes `page()`.
 """
 
 from __future__ import annotations
@@ -24,12 +25,7 @@ PAGES = [
 def _pages() -> list:
     pages = []
     for module_name, title, path, default in PAGES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue  # pipeline page not built yet
-            raise
+        module = importlib.import_module(module_name)
         kwargs = {"title": title, "default": default}
         if not default:
             kwargs["url_path"] = path

@@ -1,10 +1,10 @@
 """The `longdoc` command line.
 
     longdoc batch FOLDER [--pipeline NAME] --out DIR [--jobs N] [--force] [--json]
-    longdoc patents FILE [--json]          (and one command per pipeline)
     longdoc schema PIPELINE
-    longdoc generate "prompt"              (the engine)
     longdoc ui                             (the Streamlit app)
+    longdoc patents|contracts|reports|medical ...   (one document or patient; app/commands/<name>.py)
+    longdoc ask|generate|bench ...         (the engine; app/commands/engine.py)
 
 Human text by default, JSON with --json. Exit codes: 0 success, 1 some input failed, 2 usage
 error, 130 interrupted. Heavy modules are imported inside commands so `--help` stays fast.
@@ -101,15 +101,9 @@ def ui(port: int = typer.Option(8501, help="Port on 127.0.0.1.")) -> None:
 
 
 def _register_commands() -> None:
-    import importlib
+    from app.commands import contracts, engine, medical, patents, reports
 
-    for name in ("patents", "contracts", "reports", "medical", "engine"):
-        try:
-            module = importlib.import_module(f"app.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"app.commands.{name}":
-                continue
-            raise
+    for module in (patents, contracts, reports, medical, engine):
         module.register(app)
 
 
