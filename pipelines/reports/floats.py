@@ -18,6 +18,7 @@ import numpy as np
 from pipelines.documents import Document
 from pipelines.reports.labels import EN_LABEL_RE, NUM_RE, NUM_RE_ZH, ZH_LABEL_RE, label_kind, norm_number
 from pipelines.reports.layout import BBox, Layout, Line, overlaps, union
+from pipelines.text.script import HAN_EXT, count_cjk
 
 _EN_CAPTION = re.compile(rf"^\s*(?P<label>{EN_LABEL_RE})\s*(?P<num>{NUM_RE})(?P<panel>[a-h](?![a-z]))?(?P<sep>\s*[.:|—–]\s*|\s+|$)(?P<rest>.*)$")
 _ZH_CAPTION = re.compile(rf"^\s*(?P<label>{ZH_LABEL_RE})\s*(?P<num>{NUM_RE_ZH})(?P<sep>\s*[.:：、．]\s*|\s*)(?P<rest>.*)$")
@@ -89,11 +90,7 @@ def is_prose(layout: Layout, ln: Line) -> bool:
         return False
     tokens = ln.text.split()
     wordy = [t for t in tokens if sum(ch.isalpha() for ch in t) >= 2]
-    return (len(wordy) >= 6 and len(wordy) >= 0.5 * len(tokens)) or sum(_is_cjk(ch) for ch in ln.text) >= 15
-
-
-def _is_cjk(ch: str) -> bool:
-    return 0x3400 <= ord(ch) <= 0x9FFF
+    return (len(wordy) >= 6 and len(wordy) >= 0.5 * len(tokens)) or count_cjk(ln.text, HAN_EXT) >= 15
 
 
 def _reach(layout: Layout, line: Line, direction: str) -> float:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from pipelines.text.numerals import int_to_roman, roman_to_int
+
 # English label words (case-insensitive) -> kind
 EN_LABELS: dict[str, str] = {
     "figure": "figure", "figures": "figure", "fig": "figure", "fig.": "figure", "figs": "figure", "figs.": "figure",
@@ -29,8 +31,6 @@ NUM_RE = rf"(?:\d{{1,3}}(?:\s?[{DASHES}.．]\s?\d{{1,3}}){{0,2}}|[A-Z][{DASHES}.
 NUM_RE_ZH = rf"(?:\d{{1,3}}(?:\s?[{DASHES}.．]\s?\d{{1,3}}){{0,2}}|[A-Z]\s?[{DASHES}.]\s?\d{{1,3}})"
 PANEL_RE = r"(?:\s?\(([a-h])\)|\s?([a-h])\)|([a-h])(?![\w]))"
 
-_CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-
 
 def label_kind(word: str) -> str | None:
     """Kind of a label word ('Fig.' -> 'figure', '图表' -> 'exhibit')."""
@@ -47,40 +47,10 @@ def norm_number(raw: str) -> str:
     return s.strip("-").upper() if re.fullmatch(r"[ivxlIVXL]+", s) else s.strip("-")
 
 
-def roman_to_int(s: str) -> int | None:
-    vals = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
-    s = s.upper()
-    if not s or any(c not in vals for c in s):
-        return None
-    total = 0
-    for a, b in zip(s, s[1:] + " ", strict=True):
-        v = vals[a]
-        total += -v if b != " " and vals.get(b, 0) > v else v
-    return total
-
-
-def cn_to_int(s: str) -> int | None:
-    """'三' -> 3, '十二' -> 12, '二十一' -> 21, '12' -> 12."""
-    s = s.strip()
-    if s.isdigit():
-        return int(s)
-    if not s or any(c not in _CN_DIGITS and c not in "十百" for c in s):
-        return None
-    if "百" in s:
-        head, _, tail = s.partition("百")
-        rest = cn_to_int(tail.lstrip("零")) if tail else 0
-        return (_CN_DIGITS.get(head, 1) if head else 1) * 100 + (rest or 0)
-    if "十" in s:
-        head, _, tail = s.partition("十")
-        return (_CN_DIGITS.get(head, 1) if head else 1) * 10 + (_CN_DIGITS.get(tail, 0) if tail else 0)
-    if len(s) == 1:
-        return _CN_DIGITS[s]
-    return None
-
-
 def expand_range(a: str, b: str) -> list[str] | None:
     """Numbers from a to b inclusive: ('2', '4') -> 2, 3, 4; ('2-1', '2-3') -> 2-1, 2-2, 2-3;
-    ('II', 'IV') -> II, III, IV. None when the two do not form a short increasing range."""
+    ('II', 'IV') -> II, III, IV (Roman numerals read leniently: IIII is 4). None when the two do not
+    form a short increasing range."""
     if a.isdigit() and b.isdigit():
         i, j = int(a), int(b)
         return [str(k) for k in range(i, j + 1)] if 0 < j - i <= 30 else None
@@ -88,16 +58,7 @@ def expand_range(a: str, b: str) -> list[str] | None:
     if len(pa) == 2 and len(pb) == 2 and pa[0] == pb[0] and pa[1].isdigit() and pb[1].isdigit():
         i, j = int(pa[1]), int(pb[1])
         return [f"{pa[0]}-{k}" for k in range(i, j + 1)] if 0 < j - i <= 30 else None
-    ra, rb = roman_to_int(a), roman_to_int(b)
+    ra, rb = roman_to_int(a, strict=False), roman_to_int(b, strict=False)
     if ra and rb and 0 < rb - ra <= 30:
-        return [to_roman(k) for k in range(ra, rb + 1)]
+        return [int_to_roman(k, upper=True) for k in range(ra, rb + 1)]
     return None
-
-
-def to_roman(n: int) -> str:
-    out = []
-    for v, s in ((50, "L"), (40, "XL"), (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I")):
-        while n >= v:
-            out.append(s)
-            n -= v
-    return "".join(out)

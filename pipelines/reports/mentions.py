@@ -32,12 +32,12 @@ from pipelines.reports.labels import (
     KIN,
     NUM_RE_ZH,
     ZH_LABEL_RE,
-    cn_to_int,
     expand_range,
     label_kind,
     norm_number,
 )
 from pipelines.reports.layout import Layout, overlaps
+from pipelines.text.numerals import parse_number
 
 # ---------------------------------------------------------------------------------------------
 # patterns
@@ -548,7 +548,7 @@ class Resolver:
         for m in SECTION_ZH.finditer(text):
             if self._is_excluded(m.start(), m.end()):
                 continue
-            n = cn_to_int(m.group("num"))
+            n = parse_number(m.group("num"), digit_by_digit=False)
             if n is None:
                 continue
             key = f"{m.group('unit')}{n}"

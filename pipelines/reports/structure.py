@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from pipelines.documents import Document
 from pipelines.reports.floats import is_prose, parse_caption_start
-from pipelines.reports.labels import cn_to_int
 from pipelines.reports.layout import Layout, Line
+from pipelines.text.numerals import parse_number
+from pipelines.text.script import HAN_EXT
 
 _DOT_LEADER = re.compile(r"(?:\.\s?){4,}|…{2,}|·{4,}")
 _NUM_HEADING = re.compile(r"^\s*(?P<num>(?:\d{1,2}|[A-Z])(?:\.\d{1,2}){0,3})\.?\s+(?P<title>[^\W\d_][^\n]{0,90})$")
@@ -53,7 +54,7 @@ def find_sections(doc: Document, layout: Layout) -> list[Item]:
         m = _CN_CHAPTER.match(text)
         number = None
         if m:
-            n = cn_to_int(m.group("num"))
+            n = parse_number(m.group("num"), digit_by_digit=False)
             if n is None:
                 continue
             number = f"{m.group('unit')}{n}"
@@ -62,13 +63,13 @@ def find_sections(doc: Document, layout: Layout) -> list[Item]:
             number = f"appendix-{m.group('num').upper()}"
             label = text[: m.end("num")].strip()
         elif (m := _CN_ENUM.match(text)) and not text.endswith(("。", "；", "，")):
-            number = f"cn{cn_to_int(m.group('num'))}"
+            number = f"cn{parse_number(m.group('num'), digit_by_digit=False)}"
             label = m.group("num")
         elif (m := _NUM_HEADING.match(text)):
             title = m.group("title").strip()
             if is_prose(layout, ln) or title.endswith((".", ",", ";", "。", "，")) or len(title.split()) > 14:
                 continue
-            if not re.search(r"[A-Za-z\u3400-\u9fff]{2}", title) or _MATHY.search(title):
+            if not re.search(rf"[A-Za-z{HAN_EXT}]{{2}}", title) or _MATHY.search(title):
                 continue
             # a heading stands apart: larger type, or a gap / page start above it
             first = m.group("num").split(".")[0]
@@ -119,7 +120,7 @@ def find_footnotes(doc: Document, layout: Layout, exclude: list[tuple[int, int]]
                 ruled = any(g[3] - g[1] < 2 and prev.bbox[3] - 1 <= g[1] <= ln.bbox[1] + 1 for g in pl.graphics)
                 if gap < 0.8 * body and not ruled:
                     continue
-            words = re.findall(r"[A-Za-z]{2,}|[\u3400-\u9fff]", ln.text)
+            words = re.findall(rf"[A-Za-z]{{2,}}|[{HAN_EXT}]", ln.text)
             if len(words) < 3:
                 continue
             # the note runs on over following small-type lines without a marker
@@ -192,7 +193,7 @@ def _entries(doc: Document, layout: Layout, lines: list[Line]) -> list[Item]:
                 cur.append(ln)
         else:
             starts = ln.bbox is not None and indent_x is not None and round(ln.bbox[0]) <= indent_x + 2
-            if starts and (not cur or re.match(r"^[A-Z\u3400-\u9fff]", text)):
+            if starts and (not cur or re.match(rf"^[A-Z{HAN_EXT}]", text)):
                 close()
             cur.append(ln)
         if len(out) > 2000:

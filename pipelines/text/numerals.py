@@ -102,9 +102,12 @@ def int_to_roman(n: int, *, upper: bool = False) -> str:
     return s.upper() if upper else s
 
 
-def parse_number(s: str) -> int | None:
-    """One number token of any kind: 12, １２, 十二, XII (strict); None when it is none of them."""
+def parse_number(s: str, *, digit_by_digit: bool = True) -> int | None:
+    """One number token of any kind: 12, １２, 十二, XII (strict); None when it is none of them.
+    `digit_by_digit` is passed to `chinese_to_int` (一二 -> 12, or None)."""
     s = unicodedata.normalize("NFKC", s).strip()
     if s.isdigit():
         return int(s)
-    return chinese_to_int(s) if s and s[0] in CN_NUMERAL_CHARS else roman_to_int(s)
+    if s and s[0] in CN_NUMERAL_CHARS:
+        return chinese_to_int(s, digit_by_digit=digit_by_digit)
+    return roman_to_int(s)

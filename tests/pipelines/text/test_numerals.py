@@ -71,6 +71,9 @@ def test_parse_number_reads_every_kind() -> None:
     assert parse_number("12") == 12 and parse_number("１２") == 12 and parse_number(" 12 ") == 12
     assert parse_number("十二") == 12 and parse_number("XII") == 12 and parse_number("xii") == 12
     assert parse_number("vv") is None and parse_number("IIII") is None and parse_number("abc") is None
+    # report headings (第三章, 三、) read Chinese digit strings as no number
+    assert parse_number("一二") == 12 and parse_number("一二", digit_by_digit=False) is None
+    assert parse_number("十二", digit_by_digit=False) == 12 and parse_number("12", digit_by_digit=False) == 12
 
 
 # numbers as contracts write them (clause numbers, 第X条, Article XIV)
