@@ -36,8 +36,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.disk_store import DiskStore  # noqa: E402
-from engine.prefix_hash import weights_digest  # noqa: E402
+from engine.kv.block_hash import weights_digest  # noqa: E402
+from engine.kv.cold.disk_store import DiskStore  # noqa: E402
 
 FP = "f" * 64
 

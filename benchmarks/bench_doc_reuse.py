@@ -1,4 +1,4 @@
-"""Benchmark: document reuse at any position (engine/doc_cache.py) against a full recompute, on the
+"""Benchmark: document reuse at any position (engine/kv/document_cache.py) against a full recompute, on the
 real default model (Gemma 3 270M GGUF), CPU, float32.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_doc_reuse.py [--doc-tokens 3000] [--threads 1]

@@ -26,7 +26,6 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "engine"))
 
 
 def timed(fn) -> float:
@@ -39,7 +38,7 @@ def bench_dtype(dtype: str, n_prefill: int, n_decode: int, reps: int) -> dict:
     from engine import LLM, CacheConfig, SamplingParams
 
     llm = LLM(device="cpu", dtype=dtype, cache=CacheConfig(memory_budget=512 * 2**20, max_model_len=8192))
-    from engine_tiny import hf_gemma_from_engine
+    from tests.engine.tiny_models import hf_gemma_from_engine
 
     hf = hf_gemma_from_engine(llm)
     text = (ROOT / "engine" / "__init__.py").read_text() + (ROOT / "engine" / "llm.py").read_text()

@@ -40,11 +40,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.kv_cache import CacheConfig  # noqa: E402
-from engine.loader import build_model  # noqa: E402
-from engine.loader.random_weights import hf_to_engine_config, llm_from_model  # noqa: E402
-from engine.sampling import SamplingParams, sample_batch  # noqa: E402
-from engine.sequence import Sequence  # noqa: E402
+from engine.config import CacheConfig  # noqa: E402
+from engine.core.sampling import SamplingParams, sample_batch  # noqa: E402
+from engine.core.sequence import Sequence  # noqa: E402
+from engine.model.loader import build_model  # noqa: E402
+from engine.model.loader.random_weights import hf_to_engine_config, llm_from_model  # noqa: E402
 
 GiB = 2**30
 
@@ -202,8 +202,8 @@ def engine_llm(eng, cfg, dev, max_len, seqs, chunk, budget=None, graphs=True, st
     """`step_tokens`: the scheduler's tokens per step (None: the scheduler's default, on CUDA 16K
     tokens of prefill a step + the decodes);
     `cache_kw`: more CacheConfig fields (the warm tier's)."""
-    from engine.attention_triton import default_backend
-    from engine.scheduler import SchedulerConfig
+    from engine.attention.triton_backend import default_backend
+    from engine.core.scheduler import SchedulerConfig
 
     cache = CacheConfig(block_size=16, max_num_seqs=max(seqs, 1), max_model_len=max_len, max_prefill_chunk=chunk,
                         memory_budget=budget, **cache_kw)

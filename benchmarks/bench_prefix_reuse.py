@@ -20,7 +20,7 @@ prefill-chunk boundary's KV is written through to disk as the first prompt is co
    TTFT of its first request (model load reported apart), prompt tokens served from the cache.
 4. B, prefix caching off (same process): the full prefill, for the answer check and for scale.
 Greedy answers (`--max-tokens`) of 2, 3 and 4 are compared token for token. Reuse happens at chunk
-boundaries only (engine/prefix_cache.py), so up to one chunk of the document plus the question is
+boundaries only (engine/kv/prefix_cache.py), so up to one chunk of the document plus the question is
 computed in 2 and 3. Every TTFT is GenerationOutput.metrics['ttft_s'] (from the call, prompt already
 tokenized). Note: the disk store's files were just written by step 1, so the new process reads them
 from the OS page cache, not from the disk itself.
@@ -51,7 +51,7 @@ QUESTION_B = "\n\nQuestion: What may GitHub do if a user violates its terms of s
 
 def make_llm(args, store: str, prefix_caching: bool = True):
     from engine import LLM, CacheConfig
-    from engine.scheduler import SchedulerConfig
+    from engine.core.scheduler import SchedulerConfig
 
     ctx = args.context
     kv_bytes = max(256 * 2**20, ctx * 3 * 256 * 2 * 4 * 2)  # global layers' K+V in fp32, x2 headroom

@@ -16,7 +16,7 @@ Modes (one `LLM()` each for full and warm, the packaged GGUF, float32, torch ref
   layers 5, 11, 17 of 18); the sliding layers (window 512) keep their own window at full precision.
   The number of blocks that really are warm is read back from the block tables and the warm pool's
   counters (`blocks_per_tier`) and printed.
-- sparse-kN: warm-int8 plus `sparse_top_k = N` warm blocks per decode query (engine/sparse.py).
+- sparse-kN: warm-int8 plus `sparse_top_k = N` warm blocks per decode query (engine/attention/sparse.py).
   Sparse selection changes decode only, so it reuses the warm-int8 prefill (see below) and has no
   perplexity of its own: scoring a long text by one decode step per token would take hours here.
 
@@ -163,8 +163,8 @@ def build_prompt(llm, filler: list[int], nl_ok: set[int], length: int, depth: fl
 @torch.inference_mode()
 def fork_decode(llm, seq, first: int, n: int) -> list[int]:
     """Greedy-decode n-1 more tokens after `first` on a fork of `seq` (which stays untouched)."""
-    from engine.sampling import SamplingParams
-    from engine.sequence import Sequence
+    from engine.core.sampling import SamplingParams
+    from engine.core.sequence import Sequence
 
     kv = llm.kv
     fork = Sequence(next(llm._ids), list(seq.prompt_ids), SamplingParams(max_tokens=n))

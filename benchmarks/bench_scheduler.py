@@ -54,7 +54,7 @@ def main() -> None:
     torch.set_num_threads(1)
 
     from engine import LLM, CacheConfig, SamplingParams
-    from engine.scheduler import SchedulerConfig
+    from engine.core.scheduler import SchedulerConfig
 
     probe = LLM(device="cpu", dtype="float32",
                 cache=CacheConfig(memory_budget=2**28, max_model_len=8192, max_prefill_chunk=args.chunk, max_num_seqs=1))

@@ -1,4 +1,4 @@
-"""Do the tier copier's copies (engine/tier_copy.py) overlap compute on CUDA, and at what bandwidth?
+"""Do the tier copier's copies (engine/kv/tier_copy.py) overlap compute on CUDA, and at what bandwidth?
 
     python benchmarks/bench_tier_copy_gpu.py [--mib 512] [--json out.json]
     python benchmarks/bench_tier_copy_gpu.py --tiny     # a smoke run of the code path, any device
@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.tier_copy import TierCopier  # noqa: E402
+from engine.kv.tier_copy import TierCopier  # noqa: E402
 
 
 def sync(dev: torch.device) -> None:

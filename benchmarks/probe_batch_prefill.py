@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench_engine_gpu as beg  # noqa: E402
 
-from engine.sampling import SamplingParams  # noqa: E402
+from engine.core.sampling import SamplingParams  # noqa: E402
 
 
 def main() -> None:

@@ -56,9 +56,9 @@ def profile_step(ctx: int, batch: int = 1, tiny: bool = False) -> None:
     from bench_engine_gpu import engine_llm, hf_configs, kv_budget, rand_prompt
     from torch.profiler import ProfilerActivity, profile
 
-    from engine.loader.random_weights import hf_to_engine_config, random_model
-    from engine.sampling import SamplingParams, sample_batch
-    from engine.sequence import Sequence
+    from engine.core.sampling import SamplingParams, sample_batch
+    from engine.core.sequence import Sequence
+    from engine.model.loader.random_weights import hf_to_engine_config, random_model
 
     dev = "cpu" if tiny else "cuda"
     cfg = hf_to_engine_config(hf_configs(tiny)["llama8b"])

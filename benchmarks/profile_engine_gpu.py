@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_engine_gpu import engine_llm, hf_configs, kv_budget, rand_prompt  # noqa: E402
 
-from engine.loader.random_weights import hf_to_engine_config, random_model  # noqa: E402
-from engine.sampling import SamplingParams  # noqa: E402
+from engine.core.sampling import SamplingParams  # noqa: E402
+from engine.model.loader.random_weights import hf_to_engine_config, random_model  # noqa: E402
 
 
 def main() -> None:

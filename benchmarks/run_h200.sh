@@ -12,7 +12,7 @@ STAGES=${1:-tests,llama8b,gemma,kernels}
   python3 -c 'import torch, triton, transformers; print(torch.__version__, triton.__version__, transformers.__version__)'; } 2>&1 | tee "$OUT/env.txt"
 if [[ $STAGES == *tests* ]]; then
   # the engine-level GPU tests first (tier copies, graphs with the warm tier, engine logits), then the kernels'
-  timeout 300 python3 -m pytest tests/engine tests/kernels/test_engine_gpu.py tests/kernels/test_kernels_gpu.py -m gpu -q -s \
+  timeout 300 python3 -m pytest tests/engine tests/longdoc_kernels -m gpu -q -s \
     -p no:cacheprovider 2>&1 | tee "$OUT/tests.txt" | tail -25
 fi
 if [[ $STAGES == *llama8b* ]]; then

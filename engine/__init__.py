@@ -9,9 +9,9 @@ Quick use::
 
 How one request goes through the engine
 ---------------------------------------
-1. Loading (once, `engine.loader`). `LLM(model=...)` reads a GGUF file (`loader.gguf_file`: header
+1. Loading (once, `engine.model.loader`). `LLM(model=...)` reads a GGUF file (`loader.gguf_file`: header
    parsed with numpy, tensors memory-mapped and dequantised by `gguf.quants.dequantize`) or a HF
-   folder (config.json + safetensors). The family module (`engine.models.gemma3|llama|qwen2|qwen3`)
+   folder (config.json + safetensors). The family module (`engine.model.families.gemma3|llama|qwen2|qwen3`)
    turns the metadata into a `ModelConfig` (per-layer sliding windows and RoPE) and renames the
    tensors to HF names; `models.decoder.CausalLM` is built on the meta device and the weights are
    assigned in the chosen dtype. The tokenizer comes from tokenizer.json or is rebuilt from the
@@ -44,6 +44,8 @@ queries and log-sum-exps of the answer's positions at global layers and measures
 probability mass on each prompt span (see `LLM.attribute` for the aggregation).
 """
 
+from engine.config import CacheConfig
+from engine.core.sampling import SamplingParams
 from engine.errors import (
     CacheFullError,
     ContextLengthError,
@@ -52,9 +54,7 @@ from engine.errors import (
     UnsupportedModelError,
 )
 from engine.fallback import FallbackPlan, FallbackPolicy, FallbackReport, LongRequest, fit, run_with_fallback
-from engine.kv_cache import CacheConfig
 from engine.llm import LLM, AttributionOutput, GenerationOutput, ScoreOutput, StreamDelta
-from engine.sampling import SamplingParams
 
 __all__ = [
     "LLM",

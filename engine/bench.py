@@ -5,7 +5,7 @@ generator, so no tokenizer effects and no accidental prefix sharing between them
 `max_new_tokens` greedy tokens, and repeats that `repeat` times with the same prompts: the second
 and later rounds show the prefix cache (their prompts are already cached). Reported:
 
-- per round: `engine.metrics.summarize` over its requests (TTFT mean/p50/p99, inter-token latency
+- per round: `engine.core.metrics.summarize` over its requests (TTFT mean/p50/p99, inter-token latency
   mean/p50/p99, output tokens/s) and the prompt tokens served from a cache;
 - the engine's counters after the run (`LLM.counters()`: blocks per tier, prefix hit rate, swaps,
   preemptions, fallbacks, fragmentation) and the scheduler's;
@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from engine.metrics import RequestMetrics, summarize
-from engine.sampling import SamplingParams
+from engine.core.metrics import RequestMetrics, summarize
+from engine.core.sampling import SamplingParams
 
 
 def _prompts(vocab: int, n: int, batch: int, seed: int) -> list[list[int]]:

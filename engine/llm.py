@@ -18,19 +18,20 @@ from pathlib import Path
 
 import torch
 
-from engine.attention import AttentionBackend
-from engine.attention_triton import default_backend
-from engine.context import Capture
-from engine.doc_cache import DocumentCache
+from engine.attention.backend import AttentionBackend
+from engine.attention.triton_backend import default_backend
+from engine.config import CacheConfig
+from engine.core.metrics import EngineCounters
+from engine.core.sampling import SamplingParams, sample_batch
+from engine.core.scheduler import Scheduler, SchedulerConfig, SchedulerCounters, next_prefill_end
+from engine.core.sequence import Sequence
 from engine.errors import CacheFullError, ContextLengthError, EngineError
-from engine.kv_cache import CacheConfig, PagedKVCache
-from engine.metrics import EngineCounters
-from engine.prefix_cache import PrefixCache
-from engine.prefix_hash import model_fingerprint, weights_digest
-from engine.runner import ModelRunner
-from engine.sampling import SamplingParams, sample_batch
-from engine.scheduler import Scheduler, SchedulerConfig, SchedulerCounters, next_prefill_end
-from engine.sequence import Sequence
+from engine.kv.block_hash import model_fingerprint, weights_digest
+from engine.kv.document_cache import DocumentCache
+from engine.kv.paged_cache import PagedKVCache
+from engine.kv.prefix_cache import PrefixCache
+from engine.runner.forward_context import Capture
+from engine.runner.model_runner import ModelRunner
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ class LLM:
     device: "cpu", "cuda" (or None: CUDA if available). dtype: float32 / bfloat16 / float16
     (None: bfloat16 on CUDA, float32 on CPU). cache: KV cache sizing (CacheConfig).
     backend: attention backend (None: Triton on CUDA, the torch reference elsewhere).
-    cuda_graphs: replay decode steps from CUDA graphs (None: on where they can run; engine/cuda_graph.py).
+    cuda_graphs: replay decode steps from CUDA graphs (None: on where they can run; engine/runner/cuda_graph.py).
     """
 
     def __init__(
@@ -132,14 +133,14 @@ class LLM:
         cuda_graphs: bool | None = None,
         scheduler: SchedulerConfig | None = None,
     ) -> None:
-        from engine.loader import load_model
+        from engine.model.loader import load_model
         from engine.paths import default_model_path
 
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
         self.model_path = Path(model) if model is not None else default_model_path()
         self.model, self.config, self.tokenizer = load_model(self.model_path, self.device, self.dtype)
-        self.cuda_graphs = cuda_graphs  # None: on for CUDA with the Triton backend (engine/cuda_graph.py)
+        self.cuda_graphs = cuda_graphs  # None: on for CUDA with the Triton backend (engine/runner/cuda_graph.py)
         self.scheduler_config = scheduler or SchedulerConfig()
         self._init_cache(cache, backend, max_model_len)
 
@@ -152,7 +153,7 @@ class LLM:
         self.kv = PagedKVCache(self.config, self.cache_config, self.device, self.dtype)
         self.backend = backend or default_backend(self.device)
         self.runner = ModelRunner(self.model, self.kv, self.backend, self.device)
-        from engine.cuda_graph import attach_graphs
+        from engine.runner.cuda_graph import attach_graphs
 
         attach_graphs(self.runner, getattr(self, "cuda_graphs", None))
         self._ids = itertools.count()
@@ -164,7 +165,7 @@ class LLM:
         self.sched_counters = SchedulerCounters()
         self.fallbacks = 0  # requests served through a fallback strategy (generate_long)
         self._occupancy = [0, 0]  # [tokens stored, slots allocated] of finished requests' tables
-        self.doc_cache = DocumentCache(self)  # document reuse at any position (engine/doc_cache.py)
+        self.doc_cache = DocumentCache(self)  # document reuse at any position (engine/kv/document_cache.py)
         self._doc_store = None  # its own host store when no cold tier is configured (doc_tier)
 
     def clear_prefix_cache(self) -> None:
@@ -175,7 +176,9 @@ class LLM:
         c = self.cache_config
         if not c.host_cache_bytes and not c.disk_cache_dir:
             return None
-        from engine.block_store import ColdTier, DiskStore, HostStore
+        from engine.kv.cold.disk_store import DiskStore
+        from engine.kv.cold.host_store import HostStore
+        from engine.kv.cold.tier import ColdTier
 
         host = HostStore(c.host_cache_bytes, pin=self.device.type == "cuda") if c.host_cache_bytes else None
         disk = DiskStore(Path(c.disk_cache_dir), c.disk_cache_bytes) if c.disk_cache_dir else None
@@ -512,7 +515,7 @@ class LLM:
                       fallback: object | None = None) -> tuple[GenerationOutput, object]:
         """Generate for a request that may not fit (a `fallback.LongRequest`, a string or token ids):
         served as `fallback` (a `FallbackPolicy`; default truncate the middle) says; returns the output
-        and a `FallbackReport`. See engine/fallback.py."""
+        and a `FallbackReport`. See engine/fallback/."""
         from engine.fallback import run_with_fallback
 
         out, report = run_with_fallback(self, request, fallback, params)
@@ -531,7 +534,7 @@ class LLM:
                     self._occupancy[0] += max(0, min(bs, s.num_cached - b * bs))
 
     def counters(self) -> EngineCounters:
-        """Engine-wide counters (engine.metrics.EngineCounters): blocks in use per tier now (hot and
+        """Engine-wide counters (engine.core.metrics.EngineCounters): blocks in use per tier now (hot and
         warm summed over cache groups; host and disk as block-equivalents: stored bytes over the
         full-precision bytes of one block of every layer), prefix lookups and hits in blocks (device
         and cold tier), swaps, preemptions, fallbacks, the bytes the tier copier moved each way, and
@@ -562,15 +565,16 @@ class LLM:
 
     # ------------------------------------------------------------------ document reuse at any position
     def doc_tier(self):
-        """The cold tier that stores documents' KV (engine/doc_cache.py): the prefix cache's when one
+        """The cold tier that stores documents' KV (engine/kv/document_cache.py): the prefix cache's when one
         is configured (CacheConfig.host_cache_bytes / disk_cache_dir; with a disk, a new process
         reuses them), else a host-memory store of its own, made on first use, of min(2 GiB, 1/8 of
         the available host memory)."""
         if self.prefix.cold is not None:
             return self.prefix.cold
         if self._doc_store is None:
-            from engine.block_store import ColdTier, HostStore
-            from engine.kv_cache import free_memory_bytes
+            from engine.kv.cold.host_store import HostStore
+            from engine.kv.cold.tier import ColdTier
+            from engine.kv.paged_cache import free_memory_bytes
 
             cap = max(64 * 2**20, min(2 * 2**30, free_memory_bytes(torch.device("cpu")) // 8))
             self._doc_store = ColdTier(HostStore(cap, pin=self.device.type == "cuda"), None)
@@ -611,7 +615,7 @@ class LLM:
                                params: SamplingParams | None = None) -> GenerationOutput:
         """Generate for [instructions][document][question] with the document's KV computed once on
         its own ([BOS] + document), kept in `doc_tier()`, and placed behind these instructions with
-        its keys re-rotated (engine/doc_cache.py). An approximation of `generate` on the same
+        its keys re-rotated (engine/kv/document_cache.py). An approximation of `generate` on the same
         tokens: the document did not attend to the instructions (its cost is measured in
         benchmarks/bench_doc_reuse.py). Strings: the instructions are tokenized with BOS, the
         document and the question without special tokens. metrics: ttft_s counts from this call

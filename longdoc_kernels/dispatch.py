@@ -53,7 +53,7 @@ _STATIC_MAX_KV_LEN: list[int] = []
 def static_max_kv_len(n: int) -> Iterator[None]:
     """Inside this block, Triton decode calls that are not given `max_kv_len` use `n` (an upper
     bound of every kv_len of the calls): the kernel then sizes its context splits without reading
-    kv_lens back to the host, so the call can be captured in a CUDA graph (engine/cuda_graph.py)
+    kv_lens back to the host, so the call can be captured in a CUDA graph (engine/runner/cuda_graph.py)
     whatever backend code sits between the graph runner and this dispatch."""
     _STATIC_MAX_KV_LEN.append(int(n))
     try:

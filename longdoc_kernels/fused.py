@@ -3,7 +3,7 @@ it, and the gated MLP's activation times up-projection.
 
 At batch 1 a decoder layer's elementwise ops are microsecond kernels; each costs a launch slot
 inside the CUDA graph whatever its size. These fuse them without changing a single rounding:
-every intermediate is rounded to the activation dtype exactly where engine.layers' unfused torch
+every intermediate is rounded to the activation dtype exactly where engine.model.layers' unfused torch
 code rounds it (that code is the reference, see longdoc_kernels/reference.py).
 """
 

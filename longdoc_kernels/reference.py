@@ -136,7 +136,7 @@ def attention_mass(
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, gemma: bool) -> torch.Tensor:
-    """engine.layers.RMSNorm's arithmetic: Gemma's `weight` is the float32 multiplier 1 + w."""
+    """engine.model.layers.RMSNorm's arithmetic: Gemma's `weight` is the float32 multiplier 1 + w."""
     xf = x.float()
     xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
     if gemma:
@@ -145,7 +145,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, gemma: bool) -> 
 
 
 def add_rms_norm(x, h, w_post, w_next, eps: float, gemma: bool):
-    """engine.layers.DecoderLayer's residual step: x + norm(h, w_post) (or x + h), then the next
+    """engine.model.layers.DecoderLayer's residual step: x + norm(h, w_post) (or x + h), then the next
     norm of the sum (None without w_next)."""
     if w_post is not None:
         h = rms_norm(h, w_post, eps, gemma)
@@ -154,7 +154,7 @@ def add_rms_norm(x, h, w_post, w_next, eps: float, gemma: bool):
 
 
 def act_mul(gu, gelu: bool):
-    """engine.layers.MLP's act(gate) * up from the fused [gate | up] projection output."""
+    """engine.model.layers.MLP's act(gate) * up from the fused [gate | up] projection output."""
     g, u = gu.chunk(2, dim=-1)
     g = torch.nn.functional.gelu(g, approximate="tanh") if gelu else torch.nn.functional.silu(g)
     return g * u

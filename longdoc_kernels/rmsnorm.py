@@ -2,7 +2,7 @@
 two multiplies, downcast), for the decode step where every layer runs 2 (Llama) to 6 (Gemma 3:
 sandwich norms and q/k norms) of them on a handful of rows and launch count, not bytes, is the cost.
 
-Same arithmetic as `engine.layers.RMSNorm` (see `longdoc_kernels.reference.rms_norm`): the row upcast to
+Same arithmetic as `engine.model.layers.RMSNorm` (see `longdoc_kernels.reference.rms_norm`): the row upcast to
 float32, x * rsqrt(mean(x^2) + eps), then Gemma: times the float32 multiplier (1 + w), cast once;
 Llama: cast to the input dtype, times the weight (rounded again, as torch's bf16 product does).
 The mean's summation order differs from torch's, so results may differ from the torch path by one

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_tiny import FAMILIES, tiny_hf_model
+
+from tests.engine.tiny_models import FAMILIES, tiny_hf_model
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,1 @@
+"""Attention backends (interface, torch reference, Triton), sparse block selection and attribution."""

@@ -1,0 +1,282 @@
+"""The attention backend interface and its torch reference implementation.
+
+A backend reads queries for the new tokens and keys/values from the paged KV cache of one layer
+(`k_cache`, `v_cache`: [num_blocks, block_size, kv_heads, head_dim]) through a block table, and
+returns the attention output and, on request, the per-row log-sum-exp of the scaled scores (after
+soft-capping), which attribution reuses to turn a query-key score into a probability:
+p = exp(scale * q.k - lse).
+
+Two entry points, the same for the torch reference (here) and the Triton kernels (longdoc_kernels/, later):
+
+- `prefill`: the queries of one sequence's chunk at global positions q_offset .. q_offset+Tq-1,
+  attending to cached positions 0 .. kv_len-1 (the chunk's own keys already written), causal,
+  optionally limited to a sliding window (key allowed iff q - window < k <= q).
+- `decode`: one query per sequence for a batch of sequences of different lengths.
+
+Block table entries of blocks a sliding window can no longer see may be -1 (freed); a backend
+never reads them. Entries <= -2 name INT8 blocks of the warm tier (block -entry - 2 of the layer's
+`WarmPages`, passed as `warm`); a caller passes `warm=None` when no table of the call has such an
+entry, and the backend then runs its plain full-precision path.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+
+from longdoc_kernels import dispatch
+
+if TYPE_CHECKING:
+    from engine.kv.warm_tier import WarmPages
+
+
+@dataclass
+class AttentionOutput:
+    """out: [rows, heads, head_dim] in the query dtype; lse: [rows, heads] float32, or None."""
+
+    out: torch.Tensor
+    lse: torch.Tensor | None = None
+
+
+class AttentionBackend(ABC):
+    """What a model layer needs from an attention implementation over the paged KV cache."""
+
+    name: str = "abstract"
+
+    @abstractmethod
+    def prefill(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_table: torch.Tensor,
+        *,
+        q_offset: int,
+        kv_len: int,
+        scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
+        return_lse: bool = False,
+        warm: WarmPages | None = None,
+    ) -> AttentionOutput:
+        """Attention of q [Tq, heads, head_dim] (positions q_offset..) over one sequence's cache."""
+
+    @abstractmethod
+    def decode(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_tables: torch.Tensor,
+        kv_lens: torch.Tensor,
+        *,
+        scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
+        return_lse: bool = False,
+        warm: WarmPages | None = None,
+    ) -> AttentionOutput:
+        """One query per sequence: q [B, heads, head_dim], block_tables [B, max_blocks] (-1 padded),
+        kv_lens [B] (including the token being decoded, whose K/V is already in the cache)."""
+
+    def prefill_fresh(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, window: int | None = None,
+        softcap: float | None = None,
+    ) -> torch.Tensor | None:
+        """Optional fast path for a chunk with nothing cached before it (q_offset 0): causal
+        attention of q [T, heads, D] over the chunk's own k, v [T, kv_heads, D], which are also in
+        the cache. Returns out [T, heads, D], or None when this backend has no faster way than
+        `prefill` for the case (the default)."""
+        return None
+
+
+def gather_blocks(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, blocks: torch.Tensor, warm: WarmPages | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """K and V of the table entries `blocks` [n] as [n, block_size, kv_heads, head_dim] in the pool's
+    dtype: hot entries copied, warm entries (<= -2) dequantised, -1 entries read as hot block 0
+    (the caller masks them). Without `warm` this is one index_select each."""
+    if warm is None:
+        return k_cache.index_select(0, blocks), v_cache.index_select(0, blocks)
+    k = k_cache.index_select(0, blocks.clamp(min=0))
+    v = v_cache.index_select(0, blocks.clamp(min=0))
+    rows = torch.nonzero(blocks <= -2).squeeze(1)
+    if rows.numel():
+        w = -blocks.index_select(0, rows) - 2
+        k.index_copy_(0, rows, dispatch.dequantize_blocks(warm.kq.index_select(0, w), warm.ks.index_select(0, w), k.dtype))
+        v.index_copy_(0, rows, dispatch.dequantize_blocks(warm.vq.index_select(0, w), warm.vs.index_select(0, w), v.dtype))
+    return k, v
+
+
+def _explicit(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float, softcap: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention with materialised scores. q [B, H, Tq, D], k/v [B, KVH, L, D], mask broadcastable
+    to [B, H, Tq, L] (True = allowed). Returns out [B, H, Tq, D] and lse [B, H, Tq] (float32)."""
+    b, h, tq, d = q.shape
+    kvh = k.shape[1]
+    qg = q.float().reshape(b, kvh, h // kvh, tq, d)
+    s = torch.einsum("bgrqd,bgkd->bgrqk", qg, k.float()) * scale
+    if softcap is not None:
+        s = torch.tanh(s / softcap) * softcap
+    s = s.reshape(b, h, tq, -1)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.exp(s - lse[..., None]).to(q.dtype)
+    pg = p.reshape(b, kvh, h // kvh, tq, -1)
+    out = torch.einsum("bgrqk,bgkd->bgrqd", pg, v).reshape(b, h, tq, d)
+    return out, lse
+
+
+class TorchAttentionBackend(AttentionBackend):
+    """Reference backend: gathers the sequence's blocks into contiguous K/V (index_select on the block
+    table) and calls torch's scaled_dot_product_attention; materialises scores only when the
+    log-sum-exp or soft-capping is asked for. Sliding-window prefill is tiled so that blocks a tile
+    cannot see are never gathered or computed."""
+
+    name = "torch"
+
+    def __init__(self, window_tile: int | None = None) -> None:
+        self.window_tile = window_tile
+
+    def prefill(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_table: torch.Tensor,
+        *,
+        q_offset: int,
+        kv_len: int,
+        scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
+        return_lse: bool = False,
+        warm: WarmPages | None = None,
+    ) -> AttentionOutput:
+        tq = q.shape[0]
+        if window is not None and tq > window:
+            tile = self.window_tile or window
+            outs, lses = [], []
+            for s in range(0, tq, tile):
+                e = min(tq, s + tile)
+                r = self._prefill_tile(
+                    q[s:e], k_cache, v_cache, block_table, q_offset + s, q_offset + e, scale, window, softcap, return_lse,
+                    warm,
+                )
+                outs.append(r.out)
+                lses.append(r.lse)
+            return AttentionOutput(torch.cat(outs), torch.cat(lses) if return_lse else None)
+        return self._prefill_tile(
+            q, k_cache, v_cache, block_table, q_offset, kv_len, scale, window, softcap, return_lse, warm
+        )
+
+    def _prefill_tile(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_table: torch.Tensor,
+        q_offset: int,
+        kv_len: int,
+        scale: float,
+        window: int | None,
+        softcap: float | None,
+        return_lse: bool,
+        warm: WarmPages | None = None,
+    ) -> AttentionOutput:
+        bs = k_cache.shape[1]
+        tq = q.shape[0]
+        first = 0 if window is None else max(0, q_offset - window + 1)  # first key the tile can see
+        b0, b1 = first // bs, (kv_len + bs - 1) // bs
+        blocks = block_table[b0:b1]
+        kb, vb = gather_blocks(k_cache, v_cache, blocks, warm)
+        k = kb.flatten(0, 1)[first - b0 * bs : kv_len - b0 * bs]
+        v = vb.flatten(0, 1)[first - b0 * bs : kv_len - b0 * bs]
+        qh = q.transpose(0, 1).unsqueeze(0)  # [1, H, Tq, D]
+        kh = k.transpose(0, 1).unsqueeze(0)
+        vh = v.transpose(0, 1).unsqueeze(0)
+        mask = None
+        causal_plain = window is None and q_offset == 0 and tq == kv_len
+        # a single query (decode) sees every key in [first, kv_len): no mask at all
+        if (tq > 1 and not causal_plain) or return_lse or softcap is not None:
+            qpos = torch.arange(q_offset, q_offset + tq, device=q.device)
+            kpos = torch.arange(first, kv_len, device=q.device)
+            mask = kpos[None, :] <= qpos[:, None]
+            if window is not None:
+                mask &= kpos[None, :] > (qpos[:, None] - window)
+        if return_lse or softcap is not None:
+            out, lse = _explicit(qh, kh, vh, mask, scale, softcap)
+            return AttentionOutput(out[0].transpose(0, 1), lse[0].transpose(0, 1) if return_lse else None)
+        gqa = kh.shape[1] != qh.shape[1]
+        out = F.scaled_dot_product_attention(
+            qh, kh, vh, attn_mask=mask, is_causal=causal_plain, scale=scale, enable_gqa=gqa
+        )
+        return AttentionOutput(out[0].transpose(0, 1))
+
+    def decode(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_tables: torch.Tensor,
+        kv_lens: torch.Tensor,
+        *,
+        scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
+        return_lse: bool = False,
+        warm: WarmPages | None = None,
+    ) -> AttentionOutput:
+        bs = k_cache.shape[1]
+        b = q.shape[0]
+        dev = q.device
+        if b == 1:  # one sequence: gather exactly its visible keys, no padding, no mask
+            n = int(kv_lens[0])
+            r = self._prefill_tile(
+                q, k_cache, v_cache, block_tables[0], n - 1, n, scale, window, softcap, return_lse, warm
+            )
+            return r
+        if window is None:
+            first_blk = torch.zeros_like(kv_lens)
+        else:
+            first_blk = torch.clamp(kv_lens - window, min=0) // bs
+        last_blk = (kv_lens + bs - 1) // bs
+        counts = last_blk - first_blk
+        j = int(counts.max())
+        cols = first_blk[:, None] + torch.arange(j, device=dev)[None, :]
+        valid_col = cols < last_blk[:, None]
+        cols = cols.clamp(max=block_tables.shape[1] - 1)
+        blk = block_tables.gather(1, cols)
+        present = (blk >= 0) | (blk <= -2) if warm is not None else blk >= 0
+        blk = torch.where(valid_col & present, blk, torch.zeros_like(blk))
+        flat = blk.reshape(-1)  # index_select: advanced indexing k_cache[blk] is far slower on CPU
+        k, v = gather_blocks(k_cache, v_cache, flat, warm)
+        k = k.view(b, j * bs, *k_cache.shape[2:])  # [B, J*bs, KVH, D]
+        v = v.view(b, j * bs, *v_cache.shape[2:])
+        kpos = first_blk[:, None] * bs + torch.arange(j * bs, device=dev)[None, :]
+        qpos = (kv_lens - 1)[:, None]
+        mask = kpos <= qpos
+        if window is not None:
+            mask &= kpos > qpos - window
+        # Slots past a sequence's length may never have been written (the pools are allocated with
+        # torch.empty): zero K and V there, so that garbage (NaN, inf) cannot leak through the mask.
+        zero = torch.zeros((), dtype=v.dtype, device=dev)
+        k = torch.where(mask[:, :, None, None], k, zero)
+        v = torch.where(mask[:, :, None, None], v, zero)
+        mask = mask[:, None, None, :]  # [B, 1, 1, L]
+        qh = q.unsqueeze(2)  # [B, H, 1, D]
+        kh, vh = k.transpose(1, 2), v.transpose(1, 2)
+        if return_lse or softcap is not None:
+            out, lse = _explicit(qh, kh, vh, mask, scale, softcap)
+            return AttentionOutput(out[:, :, 0], lse[:, :, 0] if return_lse else None)
+        gqa = kh.shape[1] != qh.shape[1]
+        if b == 1 and bool(mask.all()):
+            mask = None
+        out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=scale, enable_gqa=gqa)
+        return AttentionOutput(out[:, :, 0])

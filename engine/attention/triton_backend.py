@@ -1,0 +1,116 @@
+"""The Triton attention backend: the engine's `AttentionBackend` over the kernels in longdoc_kernels/.
+
+On CUDA tensors it runs `longdoc_kernels.paged_attention` (flash-style prefill that skips the tiles a
+sliding window cannot see; split-context decode); anywhere else (CPU, no Triton) it hands the
+call to the torch reference backend, so a model built with it runs everywhere. Both return the
+per-row log-sum-exp when asked, so attribution works the same on either path.
+
+Warm (INT8) blocks: decode hands the layer's INT8 pools and scales to the decode kernel, which
+dequantises them in registers. The prefill kernel reads one full-precision pool only, so a prefill
+chunk whose visible blocks include warm ones first gathers every visible block (hot blocks copied,
+warm ones dequantised) into a temporary contiguous buffer with an identity block table and runs
+the kernel on that: one extra read and write of the visible K/V per layer and chunk, which is small
+next to the prefill's O(T * L) compute, and exact with respect to the dequantised values.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from engine.attention.backend import AttentionBackend, AttentionOutput, TorchAttentionBackend, gather_blocks
+from engine.kv.warm_tier import WarmPages
+from longdoc_kernels import dispatch
+
+
+class TritonAttentionBackend(AttentionBackend):
+    """`sdpa_prefill`: causal chunks with nothing cached before them (a prompt's first chunk, or a
+    whole prompt prefilled in one chunk) run through torch's fused SDPA (cuDNN or flash) over the
+    chunk's own K/V instead of the paged Triton kernel: on an H200 those reach ~570 TFLOP/s on
+    causal attention where our paged kernel reaches ~420-450 (BENCHMARKS.md, "Kernels (H200)"). Sliding-window
+    layers, soft-capping, chunks after a cached prefix and attribution keep the Triton kernels
+    (which skip what a window cannot see and return the log-sum-exp)."""
+
+    name = "triton"
+    SDPA_MIN_TOKENS = 256  # below this a chunk's attention costs next to nothing either way
+
+    def __init__(self, sdpa_prefill: bool = True) -> None:
+        self.fallback = TorchAttentionBackend()
+        self.sdpa_prefill = sdpa_prefill
+        self._sdpa_failed: set[tuple] = set()  # (head_dim, dtype) torch had no fused kernel for
+
+    def prefill_fresh(self, q, k, v, *, scale, window=None, softcap=None):
+        if (not self.sdpa_prefill or q.device.type != "cuda" or window is not None or softcap is not None
+                or q.shape[0] < self.SDPA_MIN_TOKENS or q.dtype not in (torch.bfloat16, torch.float16)):
+            return None
+        key = (q.shape[-1], q.dtype)
+        if key in self._sdpa_failed:
+            return None
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        try:  # fused kernels only: never the math path, which would materialise T x T scores
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
+                return sdpa_causal(q, k, v, scale)
+        except RuntimeError:
+            self._sdpa_failed.add(key)
+            return None
+
+    def prefill(self, q, k_cache, v_cache, block_table, *, q_offset, kv_len, scale, window=None, softcap=None,
+                return_lse=False, warm: WarmPages | None = None):
+        if not dispatch.use_triton(q.device):
+            return self.fallback.prefill(q, k_cache, v_cache, block_table, q_offset=q_offset, kv_len=kv_len, scale=scale,
+                                         window=window, softcap=softcap, return_lse=return_lse, warm=warm)
+        if warm is not None:
+            k_cache, v_cache, block_table = _dequantised_view(k_cache, v_cache, block_table, q_offset, kv_len, window, warm)
+        out, lse = dispatch.paged_prefill(q, k_cache, v_cache, block_table, q_offset=q_offset, kv_len=kv_len, scale=scale,
+                                          window=window, softcap=softcap)
+        return AttentionOutput(out, lse if return_lse else None)
+
+    def decode(self, q, k_cache, v_cache, block_tables, kv_lens, *, scale, window=None, softcap=None, return_lse=False,
+               warm: WarmPages | None = None):
+        if not dispatch.use_triton(q.device):
+            return self.fallback.decode(q, k_cache, v_cache, block_tables, kv_lens, scale=scale, window=window,
+                                        softcap=softcap, return_lse=return_lse, warm=warm)
+        extra = {}
+        if warm is not None:
+            extra = dict(k_cache_int8=warm.kq, v_cache_int8=warm.vq, k_scale=warm.ks, v_scale=warm.vs)
+        out, lse = dispatch.paged_decode(q, k_cache, v_cache, block_tables, kv_lens, scale=scale, window=window,
+                                         softcap=softcap, **extra)
+        return AttentionOutput(out, lse if return_lse else None)
+
+
+def sdpa_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """Causal attention of q [T, H, D] over k, v [T, KVH, D] (positions 0..T-1) through
+    torch's scaled_dot_product_attention; K/V heads are repeated for grouped-query attention (a
+    transient copy of T x H x D each, small next to the attention itself). Returns [T, H, D]."""
+    h, kvh = q.shape[1], k.shape[1]
+    if kvh != h:
+        k = k.repeat_interleave(h // kvh, dim=1)
+        v = v.repeat_interleave(h // kvh, dim=1)
+    out = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
+                                         is_causal=True, scale=scale)
+    return out[0].transpose(0, 1).contiguous()
+
+
+def _dequantised_view(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor, q_offset: int, kv_len: int,
+    window: int | None, warm: WarmPages,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A temporary full-precision pool holding the blocks a prefill chunk can see (warm ones
+    dequantised), and the block table that reads it: logical block b >= b0 (the first visible one)
+    -> buffer block b - b0, blocks it cannot see -> -1."""
+    bs = k_cache.shape[1]
+    first = 0 if window is None else max(0, q_offset - window + 1)
+    b0, b1 = first // bs, (kv_len + bs - 1) // bs
+    seen = block_table[b0:b1]
+    k, v = gather_blocks(k_cache, v_cache, seen, warm)  # buffer block i = logical block b0 + i
+    table = torch.full((b1,), -1, dtype=block_table.dtype, device=block_table.device)
+    table[b0:] = torch.where(seen != -1, torch.arange(b1 - b0, dtype=table.dtype, device=table.device), -1)
+    return k, v, table
+
+
+def default_backend(device: torch.device) -> AttentionBackend:
+    """Triton on CUDA when it is installed, the torch reference elsewhere."""
+    if device.type == "cuda" and dispatch.triton_installed():
+        return TritonAttentionBackend()
+    return TorchAttentionBackend()

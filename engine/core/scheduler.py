@@ -1,0 +1,373 @@
+"""The scheduler: continuous batching with chunked prefill mixed into decode steps, admission
+control against a KV-cache watermark, and preemption by swap (to host memory) or by recompute.
+
+Every step builds one batch for `ModelRunner.forward`:
+1. every running sequence that is decoding gets its next token (a slot is made for it first; when
+   the cache has no free block, the most recently admitted sequence is preempted);
+2. sequences still prefilling get their next chunk, while the step's token budget lasts. Chunks
+   are cut on the global grid 0, C, 2C, ... (C = max_prefill_chunk) and never split by the
+   budget, so a prompt is computed in the same pieces whatever else shares the step — the basis of
+   the prefix cache's bit-exact reuse;
+3. swapped-out sequences come back first, then waiting ones are admitted, in arrival order, while
+   the projected use of every block pool (blocks in use + the newcomer's prompt blocks after its
+   prefix-cache hit + one block of growth per running sequence) stays under `watermark` of the pool.
+
+Preemption frees a victim's device blocks. "swap" copies them to host memory first and copies
+them back on resume (exact: the same tokens as an uninterrupted run); "recompute" drops them and
+prefills prompt + generated tokens again on resume (blocks that are still cached-free come back
+through the prefix cache instead of being recomputed). Swap falls back to recompute when the
+host swap budget is full.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+
+from engine.core.sequence import Sequence
+from engine.errors import CacheFullError
+from engine.kv.paged_cache import PagedKVCache
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SchedulerConfig:
+    """max_num_batched_tokens: tokens per forward. None: on CUDA, max(max_prefill_chunk,
+    `gpu_step_tokens`) + max_num_seqs, so several sequences' chunks share a step (Gemma 3 270M,
+    16 prompts of 32K in 2K chunks on the H200: the last first token after 1.78 s instead of
+    4.83 s with one chunk a step, BENCHMARKS.md "KV tiers on the H200"); elsewhere one prefill
+    chunk + max_num_seqs decodes (a CPU step already takes seconds, and a longer one would stall
+    the running sequences' next tokens).
+    watermark: admit while projected KV use stays under this share of each block pool.
+    preemption: "swap" (to host memory, up to swap_budget bytes) or "recompute".
+    prefix_caching: reuse the KV of identical prefixes across requests."""
+
+    max_num_batched_tokens: int | None = None
+    gpu_step_tokens: int = 16384
+    watermark: float = 0.85
+    preemption: str = "swap"
+    swap_budget: int = 4 * 2**30
+    prefix_caching: bool = True
+
+
+@dataclass
+class Batch:
+    prefills: list[tuple[Sequence, int]] = field(default_factory=list)
+    decodes: list[Sequence] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.prefills and not self.decodes
+
+
+@dataclass
+class SchedulerCounters:
+    steps: int = 0
+    preempted_swap: int = 0
+    preempted_recompute: int = 0
+    swapped_in: int = 0
+    swap_bytes_out: int = 0
+    admitted: int = 0
+    queued_steps: int = 0  # steps that ended with requests still waiting for memory
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class Scheduler:
+    def __init__(self, kv: PagedKVCache, config: SchedulerConfig, max_num_seqs: int, chunk: int, prefix=None) -> None:
+        if config.preemption not in ("swap", "recompute"):
+            raise ValueError(f"preemption must be 'swap' or 'recompute', not {config.preemption!r}")
+        self.kv = kv
+        self.cfg = config
+        self.max_num_seqs = max_num_seqs
+        self.chunk = chunk
+        on_gpu = kv.device.type == "cuda"
+        self.budget = config.max_num_batched_tokens or (
+            max(chunk, config.gpu_step_tokens if on_gpu else 0) + max_num_seqs
+        )
+        if self.budget < chunk:
+            raise ValueError(f"max_num_batched_tokens ({self.budget}) must be >= max_prefill_chunk ({chunk})")
+        self.prefix = prefix  # PrefixCache or None
+        self.on_place = lambda s: None  # set by the LLM: engine.kv.document_cache placement
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.swapped: deque[Sequence] = deque()
+        self.swap_bytes = 0
+        self.counters = SchedulerCounters()
+        self._pending: list[int] = [0] * len(kv.groups)
+
+    # ------------------------------------------------------------------ queues
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running or self.swapped)
+
+    def finish(self, seq: Sequence) -> None:
+        if seq in self.running:
+            self.running.remove(seq)
+        self._drop(seq)
+
+    def abort_all(self) -> None:
+        for s in list(self.running):
+            self._drop(s)
+        for s in self.swapped:
+            self._release_swap(s)
+        self.running.clear()
+        self.swapped.clear()
+        self.waiting.clear()
+
+    def _drop(self, seq: Sequence) -> None:
+        self.kv.free(seq.tables)
+        if self.prefix is not None:
+            self.prefix.release(seq)
+
+    # ------------------------------------------------------------------ block accounting
+    def _new_blocks(self, seq: Sequence, upto: int) -> list[int]:
+        """Blocks each group must allocate for `seq` to hold tokens 0..upto-1."""
+        bs = self.kv.block_size
+        end = (upto + bs - 1) // bs
+        return [max(0, end - len(t)) for t in seq.tables]
+
+    def _fits_now(self, need: list[int]) -> bool:
+        """Whether `need` blocks per group are free, after what this step already scheduled."""
+        return all(n + p <= g.allocator.num_free for n, p, g in zip(need, self._pending, self.kv.groups, strict=True))
+
+    def _reserve(self, need: list[int]) -> None:
+        self._pending = [p + n for p, n in zip(self._pending, need, strict=True)]
+
+    def _committed(self) -> list[int]:
+        """Blocks per group that running sequences still have to allocate for their prompts."""
+        out = [0] * len(self.kv.groups)
+        for s in self.running:
+            if s.prefilling:
+                peak = self.kv.blocks_needed(s.prefill_len)
+                out = [o + max(0, n - sum(1 for b in t if b >= 0))
+                       for o, n, t in zip(out, peak, s.tables, strict=True)]
+        return out
+
+    def _prompt_need(self, seq: Sequence) -> list[int]:
+        """Blocks per group the sequence's whole prefill will hold at its peak (before any hit)."""
+        return self.kv.blocks_needed(seq.prefill_len)
+
+    def _under_watermark(self, need: list[int]) -> bool:
+        """Projected use (in use + scheduled this step + running prompts' remaining blocks + one
+        block of growth per running sequence + `need`) within the watermark of every pool."""
+        growth = len(self.running)
+        for n, p, c, g in zip(need, self._pending, self._committed(), self.kv.groups, strict=True):
+            if g.allocator.num_used + p + c + n + growth > self.cfg.watermark * g.num_blocks:
+                return False
+        return True
+
+    def _chunk_len(self, s: Sequence) -> int:
+        """The next prefill chunk: up to the next grid boundary, the prompt's end, or the position
+        where a stored document is to be placed (which happens first, see `on_place`)."""
+        if s.doc is not None and s.num_cached == s.doc[0]:
+            self.on_place(s)
+        return next_prefill_end(s, self.chunk) - s.num_cached
+
+    # ------------------------------------------------------------------ one step
+    def schedule(self) -> Batch:
+        self.counters.steps += 1
+        self._pending = [0] * len(self.kv.groups)
+        self._relieved = False  # pressure demotion runs at most once a step (nothing new to move after)
+        batch = Batch()
+        budget = self.budget
+        # 1. decodes, oldest first; preempt the newest when out of blocks
+        for s in list(self.running):
+            if s not in self.running or s.prefilling:
+                continue
+            while True:
+                need = self._new_blocks(s, s.num_tokens)
+                if self._fits_now(need) or (self._relieve() and self._fits_now(need)):
+                    break
+                victim = self._pick_victim(exclude=s)
+                if victim is None:
+                    self._preempt(s)
+                    break
+                self._preempt(victim)
+            if s in self.running:
+                batch.decodes.append(s)
+                self._reserve(self._new_blocks(s, s.num_tokens))
+                budget -= 1
+        # 2. prefill chunks of admitted sequences, grid-aligned, whole chunks only
+        for s in self.running:
+            if not s.prefilling:
+                continue
+            n = self._chunk_len(s)
+            if n == 0:  # the document filled the rest of the prompt
+                continue
+            if n > budget and (batch.prefills or batch.decodes):
+                break
+            need = self._new_blocks(s, s.num_cached + n)
+            if not self._fits_now(need) and not (self._relieve() and self._fits_now(need)):
+                if not batch.prefills and not batch.decodes and len(self.running) == 1:
+                    raise CacheFullError(
+                        f"KV cache too small to prefill {s.prefill_len} tokens; raise the cache memory budget"
+                    )
+                break
+            batch.prefills.append((s, n))
+            self._reserve(need)
+            budget -= n
+        # 3. resume swapped sequences, then admit waiting ones
+        self._admit(batch)
+        if self.waiting:
+            self.counters.queued_steps += 1
+        if batch.empty and self.has_work:
+            s = self.waiting[0] if self.waiting else (self.swapped[0] if self.swapped else None)
+            raise CacheFullError(
+                "KV cache too small for a single request"
+                + (f" of {s.prefill_len} tokens + {s.params.max_tokens} new tokens" if s is not None else "")
+                + "; raise the cache memory budget or lower max_tokens"
+            )
+        return batch
+
+    def _admit(self, batch: Batch) -> None:
+        while self.swapped and len(self.running) < self.max_num_seqs:
+            s = self.swapped[0]
+            need = [sum(1 for b in t if b >= 0) for t in s.swapped["tables"]]
+            warm_ok = all(
+                g.warm is None or sum(1 for b in t if b <= -2) <= g.warm.allocator.num_free
+                for g, t in zip(self.kv.groups, s.swapped["tables"], strict=True)
+            )
+            if not (warm_ok and self._fits_now(need) and (self._under_watermark(need) or not self.running)):
+                return  # swapped sequences keep priority over new ones
+            self.swapped.popleft()
+            self._swap_in(s)
+            self.running.append(s)
+            need = self._new_blocks(s, s.num_tokens)
+            if not s.prefilling and self._fits_now(need):
+                batch.decodes.append(s)
+                self._reserve(need)
+        budget_left = self.budget - sum(n for _, n in batch.prefills) - len(batch.decodes)
+        while self.waiting and len(self.running) < self.max_num_seqs:
+            s = self.waiting[0]
+            need = self._prompt_need(s)
+            if not self._under_watermark(need) and self.running:
+                return
+            s.tables = self.kv.new_tables()
+            if self.prefix is not None and self.cfg.prefix_caching:
+                self.prefix.match_and_attach(s)  # a document request: its instructions only
+            need = [max(0, n - sum(1 for b in t if b >= 0)) for n, t in zip(need, s.tables, strict=True)]
+            if not self._fits_now(need) and self.running:
+                self._drop(s)
+                s.tables = self.kv.new_tables()
+                s.num_cached = s.cached_tokens = 0
+                return
+            self.waiting.popleft()
+            self.running.append(s)
+            self.counters.admitted += 1
+            if not s.prefilling:  # a recomputed sequence served whole from the prefix cache
+                need = self._new_blocks(s, s.num_tokens)
+                if self._fits_now(need):
+                    batch.decodes.append(s)
+                    self._reserve(need)
+                continue
+            n = self._chunk_len(s)
+            if n == 0:
+                continue
+            need = self._new_blocks(s, s.num_cached + n)
+            if (n <= budget_left or batch.empty) and self._fits_now(need):
+                batch.prefills.append((s, n))
+                self._reserve(need)
+                budget_left -= n
+
+    def _relieve(self) -> bool:
+        """Under block pressure with a demotion watermark: demote every running sequence's
+        demotable blocks (the watermark ignored) before anything is preempted; True if any moved."""
+        if self._relieved or self.kv.demote_watermark is None or not self.kv.has_warm():
+            return False
+        self._relieved = True
+        return sum(self.kv.demote(s.tables, s.num_cached, force=True) for s in self.running) > 0
+
+    # ------------------------------------------------------------------ preemption
+    def _pick_victim(self, exclude: Sequence) -> Sequence | None:
+        """The most recently admitted sequence not yet scheduled in this step (those after
+        `exclude`, which is being scheduled; the ones before it already hold their slots)."""
+        later = self.running[self.running.index(exclude) + 1 :]
+        return later[-1] if later else None
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.running.remove(seq)
+        seq.preemptions += 1
+        # a sequence holding a placed document cannot be recomputed the normal way: always swapped
+        if self.cfg.preemption == "swap" or seq.holds_placed_document:
+            nbytes = self._swap_bytes(seq)
+            if self.swap_bytes + nbytes <= self.cfg.swap_budget or seq.holds_placed_document:
+                self._swap_out(seq, nbytes)
+                self.swapped.appendleft(seq)
+                self.counters.preempted_swap += 1
+                return
+        # recompute: drop the blocks; prefill prompt + output (all but the last token) on resume
+        self._drop(seq)
+        seq.tables = []
+        seq.num_cached = 0
+        seq.prefill_target = max(seq.num_tokens - 1, len(seq.prompt_ids)) if seq.output_ids else -1
+        self.waiting.appendleft(seq)
+        self.counters.preempted_recompute += 1
+        log.info("preempted request %d by recompute (%d tokens)", seq.seq_id, seq.num_tokens)
+
+    def _swap_bytes(self, seq: Sequence) -> int:
+        total = 0
+        for g, t in zip(self.kv.groups, seq.tables, strict=True):
+            per = g.k[:, 0].numel() * g.k.element_size() * 2
+            total += per * sum(1 for b in t if b >= 0)
+            if g.warm is not None:
+                per_warm = (g.warm.kq[:, 0].numel() + g.warm.kmin[:, 0].numel()) * 2 + g.warm.ks[:, 0].numel() * 8
+                total += per_warm * sum(1 for b in t if b <= -2)
+        return total
+
+    def _swap_out(self, seq: Sequence, nbytes: int) -> None:
+        """Copy the sequence's device blocks to host memory and free them."""
+        saved = {"tables": [list(t) for t in seq.tables], "hot": [], "warm": []}
+        for gi, (g, t) in enumerate(zip(self.kv.groups, seq.tables, strict=True)):
+            hot = [(j, b) for j, b in enumerate(t) if b >= 0]
+            if hot:  # to pinned host memory on the copy stream (engine/kv/tier_copy.py)
+                k, v = self.kv.copier.gather([g.k, g.v], 1, [b for _, b in hot])
+                saved["hot"].append((gi, [j for j, _ in hot], k, v))
+            warm = [(j, b) for j, b in enumerate(t) if b <= -2]
+            if warm:
+                saved["warm"].append((gi, [j for j, _ in warm], self.kv.save_warm(gi, [-b - 2 for _, b in warm])))
+        self.kv.free(seq.tables)
+        if self.prefix is not None:
+            self.prefix.release(seq)
+        seq.swapped = saved
+        seq.swapped["bytes"] = nbytes
+        self.swap_bytes += nbytes
+        self.counters.swap_bytes_out += nbytes
+        log.info("preempted request %d by swap (%d bytes)", seq.seq_id, nbytes)
+
+    def _swap_in(self, seq: Sequence) -> None:
+        saved = seq.swapped
+        tables = [[-1] * len(t) for t in saved["tables"]]
+        for gi, cols, k, v in saved["hot"]:
+            g = self.kv.groups[gi]
+            blocks = [g.allocator.allocate() for _ in cols]
+            self.kv.copier.scatter([g.k, g.v], 1, blocks, [k, v])
+            for j, b in zip(cols, blocks, strict=True):
+                tables[gi][j] = b
+        for gi, cols, payload in saved["warm"]:
+            for j, w in zip(cols, self.kv.load_warm(gi, payload), strict=True):
+                tables[gi][j] = -w - 2
+        seq.tables = tables
+        self._release_swap(seq)
+        if self.prefix is not None:
+            self.prefix.registered[seq.seq_id] = seq.num_cached // self.kv.block_size
+        self.counters.swapped_in += 1
+
+    def _release_swap(self, seq: Sequence) -> None:
+        if seq.swapped is not None:
+            self.swap_bytes -= seq.swapped.get("bytes", 0)
+            seq.swapped = None
+
+
+def next_prefill_end(s: Sequence, chunk: int) -> int:
+    """Where a sequence's next prefill chunk ends: the next multiple of `chunk` (the grid that makes
+    cached and computed prefixes identical), the prompt's end, or the offset where a stored
+    document is still to be placed, whichever comes first."""
+    end = min((s.num_cached // chunk + 1) * chunk, s.prefill_len)
+    return min(end, s.doc[0]) if s.doc is not None else end

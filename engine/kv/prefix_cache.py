@@ -1,0 +1,302 @@
+"""Prefix reuse across requests: full KV blocks indexed by chained content hashes.
+
+Every full block of a sequence gets a hash chained over all token ids before and in it and over
+the model fingerprint (`engine.kv.block_hash`), so a hash names one exact prefix of one model. After
+each forward the blocks a sequence has completed are registered: hash -> block id in each cache
+group. A finished sequence's blocks go back to the allocator's free list with their contents (the
+allocator frees in least-recently-used order and tells us when it hands a block out again), so a
+later request with the same prefix takes them back instead of recomputing them.
+
+Reuse happens at prefill-chunk boundaries only. Chunked prefill always cuts the prompt on the
+global grid 0, C, 2C, ... (C = max_prefill_chunk), so a request whose first P tokens come from the
+cache computes exactly the same chunks with exactly the same shapes as a run that computed them
+all: its logits and tokens are bit-identical (audit reproducibility), not merely close.
+
+Shared blocks are never written: only full blocks are registered, and a sequence writes only at
+positions >= its cached length, which lie in blocks of its own (copy-on-write is never needed).
+
+A sliding-window group needs only the blocks the window still sees at the resume point: a hit at P
+needs the global groups' blocks 0..P/bs-1 and each sliding group's blocks covering positions
+P-window+1..P-1; the sliding blocks before that stay absent (-1) in the table as usual.
+
+The cold tier (`engine.kv.cold`) extends this beyond device memory: at chunk boundaries the
+prefix's blocks are written to host memory and, when a disk store is configured, to disk, keyed by
+the hash of the chunk's last block; a later request (in this process or a new one) reads them
+back into fresh device blocks.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+from dataclasses import dataclass
+
+import torch
+
+from engine.core.sequence import Sequence
+from engine.kv.block_hash import chain_block_hashes
+from engine.kv.paged_cache import PagedKVCache
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PrefixStats:
+    queries: int = 0  # requests looked up
+    query_tokens: int = 0  # prompt tokens looked up
+    hit_tokens: int = 0  # prompt tokens served from the device cache
+    cold_hit_tokens: int = 0  # ... from the cold tier (host memory or disk)
+    cold_writes: int = 0  # chunk entries written to the cold tier
+
+    @property
+    def hit_rate(self) -> float:
+        return (self.hit_tokens + self.cold_hit_tokens) / self.query_tokens if self.query_tokens else 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "queries": self.queries, "query_tokens": self.query_tokens, "hit_tokens": self.hit_tokens,
+            "cold_hit_tokens": self.cold_hit_tokens, "cold_writes": self.cold_writes,
+            "hit_rate": round(self.hit_rate, 4),
+        }
+
+
+class PrefixCache:
+    def __init__(self, kv: PagedKVCache, fingerprint: str, chunk: int, cold=None, persist_boundaries: int = 2) -> None:
+        # reuse needs chunk boundaries on block boundaries; otherwise the cache stays inert
+        self.enabled = chunk % kv.block_size == 0
+        if not self.enabled:
+            log.warning("prefix reuse off: max_prefill_chunk %d is not a multiple of block_size %d",
+                        chunk, kv.block_size)
+        self.kv = kv
+        self.fingerprint = fingerprint
+        self.bs = kv.block_size
+        self.chunk = chunk
+        self.cold = cold  # engine.kv.cold.ColdTier or None
+        self.persist_boundaries = persist_boundaries
+        self.maps: list[dict[str, int]] = [{} for _ in kv.groups]  # hash -> block
+        self.owner: list[dict[int, str]] = [{} for _ in kv.groups]  # block -> hash
+        self.registered: dict[int, int] = {}  # seq_id -> blocks registered so far
+        self.stats = PrefixStats()
+        for gi, g in enumerate(kv.groups):
+            g.allocator.on_reuse = functools.partial(self._forget, gi)
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _forget(self, gi: int, block: int) -> None:
+        h = self.owner[gi].pop(block, None)
+        if h is not None and self.maps[gi].get(h) == block:
+            del self.maps[gi][h]
+
+    def update_hashes(self, seq: Sequence, upto: int | None = None) -> list[str]:
+        """Extend seq.block_hashes to every full block of its first `upto` tokens (default: all)."""
+        ids = seq.all_ids
+        n_full = (len(ids) if upto is None else upto) // self.bs
+        have = len(seq.block_hashes)
+        if n_full > have:
+            parent = seq.block_hashes[-1] if have else None
+            seq.block_hashes += chain_block_hashes(
+                ids[have * self.bs : n_full * self.bs], self.bs, self.fingerprint, parent=parent
+            )
+        return seq.block_hashes
+
+    def _needed(self, gi: int, p: int) -> range:
+        """Block indices of group gi that a sequence resuming at position p must hold."""
+        w = self.kv.groups[gi].window
+        first = 0 if w is None else max(0, p - w + 1) // self.bs
+        return range(first, p // self.bs)
+
+    def _device_has(self, seq: Sequence, p: int) -> bool:
+        return all(seq.block_hashes[b] in self.maps[gi] for gi in range(len(self.maps)) for b in self._needed(gi, p))
+
+    # ------------------------------------------------------------------ lookup
+    def match_and_attach(self, seq: Sequence) -> int:
+        """Give `seq` the longest cached prefix (a multiple of the chunk, leaving at least one token
+        to compute unless the sequence only re-prefills after a preemption); returns its length.
+        A document request (engine/kv/document_cache.py) looks up its instructions only: the prefix stops
+        at the document's offset (its question is computed after the placed document)."""
+        target = seq.prefill_len
+        limit = target if seq.prefill_target >= 0 else target - 1
+        if seq.doc is not None:
+            target = limit = min(target, seq.doc[0])
+        top = (max(limit, 0) // self.chunk) * self.chunk
+        self.stats.queries += 1
+        self.stats.query_tokens += target
+        if top <= 0 or not self.enabled:
+            return 0
+        self.update_hashes(seq, top)
+        # the global groups need every block: find the first missing one
+        n_glob = top // self.bs
+        for gi, g in enumerate(self.kv.groups):
+            if g.window is None:
+                m = self.maps[gi]
+                n_glob = next((b for b in range(n_glob) if seq.block_hashes[b] not in m), n_glob)
+        p = (n_glob * self.bs // self.chunk) * self.chunk
+        while p > 0 and not self._device_has(seq, p):
+            p -= self.chunk
+        cold_p = self._cold_match(seq, p, top) if self.cold is not None else p
+        if cold_p > p:
+            if self._cold_attach(seq, p, cold_p):
+                self.stats.cold_hit_tokens += cold_p - p
+                self.stats.hit_tokens += p
+                return cold_p
+        if p > 0:
+            self._attach(seq, p)
+            self.stats.hit_tokens += p
+        return p
+
+    def _attach(self, seq: Sequence, p: int) -> None:
+        nb = p // self.bs
+        for gi, g in enumerate(self.kv.groups):
+            table = seq.tables[gi]
+            assert not table, "attach to a sequence without blocks"
+            table.extend([-1] * nb)
+            for b in self._needed(gi, p):
+                blk = self.maps[gi][seq.block_hashes[b]]
+                g.allocator.take(blk)
+                table[b] = blk
+        seq.num_cached = p
+        seq.cached_tokens = p
+        self.registered[seq.seq_id] = nb
+
+    def register(self, seq: Sequence) -> None:
+        """Index the full blocks `seq` has completed since the last call (call before the sliding
+        groups release what their window no longer sees)."""
+        done = min(seq.num_cached, seq.register_limit) // self.bs
+        start = self.registered.get(seq.seq_id, 0)
+        if done <= start or not self.enabled:
+            return
+        self.update_hashes(seq, done * self.bs)
+        for gi in range(len(self.maps)):
+            table, m, own = seq.tables[gi], self.maps[gi], self.owner[gi]
+            for b in range(start, done):
+                blk = table[b]
+                h = seq.block_hashes[b]
+                if blk >= 0 and h not in m and blk not in own:
+                    m[h] = blk
+                    own[blk] = h
+        self.registered[seq.seq_id] = done
+        if self.cold is not None:
+            self._persist(seq, start * self.bs, done * self.bs)
+
+    def clear(self) -> None:
+        """Forget every device block (the cold tier is left alone)."""
+        for m, own in zip(self.maps, self.owner, strict=True):
+            m.clear()
+            own.clear()
+
+    def release(self, seq: Sequence) -> None:
+        self.registered.pop(seq.seq_id, None)
+
+    def num_cached_blocks(self) -> list[int]:
+        return [len(m) for m in self.maps]
+
+    # ------------------------------------------------------------------ cold tier
+    # Entry "chunk ending at p" (key: hash of the block ending at p) holds the global groups' blocks
+    # of that chunk; entry "window at p" (key derived from the same hash) holds what each sliding
+    # group's window sees at p. A resume at q needs every chunk entry up to q and the window at q.
+    def _chunk_key(self, seq: Sequence, p: int) -> str:
+        return seq.block_hashes[p // self.bs - 1]
+
+    def _window_key(self, seq: Sequence, p: int) -> str:
+        return hashlib.sha256(b"window:" + bytes.fromhex(self._chunk_key(seq, p))).hexdigest()
+
+    def _persist(self, seq: Sequence, lo: int, hi: int) -> None:
+        """Write the chunk boundaries in (lo, hi] of the prompt to the cold tier: the chunk's global
+        blocks, and, for the last `persist_boundaries` boundaries of the prompt only, the sliding
+        windows there (what a next question over the same document resumes from; window-sized
+        each, so storing one per boundary would multiply the bytes by the sliding layer count)."""
+        prompt_end = (seq.prefill_len // self.chunk) * self.chunk
+        first = (lo // self.chunk + 1) * self.chunk
+        sliding = [gi for gi, g in enumerate(self.kv.groups) if g.window is not None]
+        glob = [gi for gi, g in enumerate(self.kv.groups) if g.window is None]
+        for p in range(first, min(hi, prompt_end) + 1, self.chunk):
+            tokens = seq.all_ids[:p]
+            key = self._chunk_key(seq, p)
+            if glob and not self.cold.contains(key):
+                t = self._gather(seq, glob, range((p - self.chunk) // self.bs, p // self.bs))
+                if t is not None and self.cold.put(key, tokens, t, fingerprint=self.fingerprint,
+                                                   meta={"kind": "chunk", "tokens": p}, persist=True):
+                    self.stats.cold_writes += 1
+            if sliding and p > prompt_end - self.persist_boundaries * self.chunk:
+                wkey = self._window_key(seq, p)
+                if not self.cold.contains(wkey):
+                    t = self._gather(seq, sliding, None, p)
+                    if t is not None and self.cold.put(wkey, tokens, t, fingerprint=self.fingerprint,
+                                                       meta={"kind": "window", "tokens": p}, persist=True):
+                        self.stats.cold_writes += 1
+
+    def _gather(self, seq: Sequence, groups: list[int], rng: range | None, p: int = 0) -> dict[str, torch.Tensor] | None:
+        out = {}
+        for gi in groups:
+            g = self.kv.groups[gi]
+            blocks = [seq.tables[gi][b] for b in (rng if rng is not None else self._needed(gi, p))]
+            if any(b < 0 for b in blocks):
+                return None  # a block is warm (INT8) or released: not kept at full precision
+            idx = torch.tensor(blocks, dtype=torch.long, device=g.k.device)
+            out[f"g{gi}.k"] = g.k.index_select(1, idx).to("cpu")
+            out[f"g{gi}.v"] = g.v.index_select(1, idx).to("cpu")
+        return out
+
+    def _cold_match(self, seq: Sequence, p_dev: int, top: int) -> int:
+        """Longest boundary q > p_dev reachable from the cold tier (unverified: `get` checks)."""
+        has_glob = any(g.window is None for g in self.kv.groups)
+        has_sliding = any(g.window is not None for g in self.kv.groups)
+        best = p_dev
+        q = p_dev + self.chunk
+        while q <= top:
+            if has_glob and not self.cold.contains(self._chunk_key(seq, q)):
+                break
+            if not has_sliding or self.cold.contains(self._window_key(seq, q)):
+                best = q
+            q += self.chunk
+        return best
+
+    def _cold_attach(self, seq: Sequence, p_dev: int, q: int) -> bool:
+        """Attach the device blocks up to p_dev, then read the cold entries p_dev..q into fresh
+        blocks. Returns False (nothing attached) if an entry fails to verify or does not fit."""
+        loads: list[tuple[int, int, torch.Tensor, torch.Tensor]] = []  # (group, block index, k, v)
+        for gi, g in enumerate(self.kv.groups):
+            if g.window is None:
+                for p in range(p_dev + self.chunk, q + 1, self.chunk):
+                    e = self.cold.get(self._chunk_key(seq, p), tokens=seq.all_ids[:p], fingerprint=self.fingerprint)
+                    if e is None or f"g{gi}.k" not in e.tensors:
+                        return False
+                    for j, b in enumerate(range((p - self.chunk) // self.bs, p // self.bs)):
+                        loads.append((gi, b, e.tensors[f"g{gi}.k"][:, j], e.tensors[f"g{gi}.v"][:, j]))
+        window_groups = [gi for gi, g in enumerate(self.kv.groups) if g.window is not None]
+        if window_groups:
+            e = self.cold.get(self._window_key(seq, q), tokens=seq.all_ids[:q], fingerprint=self.fingerprint)
+            if e is None:
+                return False
+            for gi in window_groups:
+                if f"g{gi}.k" not in e.tensors:
+                    return False
+                for j, b in enumerate(self._needed(gi, q)):
+                    loads.append((gi, b, e.tensors[f"g{gi}.k"][:, j], e.tensors[f"g{gi}.v"][:, j]))
+        need = [sum(1 for x in loads if x[0] == gi) for gi in range(len(self.kv.groups))]
+        for gi, g in enumerate(self.kv.groups):  # device blocks taken back off the free list
+            if g.window is None:
+                need[gi] += sum(1 for b in self._needed(gi, p_dev)
+                                if g.allocator.ref_counts[self.maps[gi][seq.block_hashes[b]]] == 0)
+        if any(n > g.allocator.num_free for n, g in zip(need, self.kv.groups, strict=True)):
+            return False
+        nb = q // self.bs
+        for table in seq.tables:
+            table.extend([-1] * nb)
+        for gi, g in enumerate(self.kv.groups):
+            if g.window is None:
+                for b in self._needed(gi, p_dev):
+                    blk = self.maps[gi][seq.block_hashes[b]]
+                    g.allocator.take(blk)
+                    seq.tables[gi][b] = blk
+        pairs = []
+        for gi, b, k, v in loads:
+            g = self.kv.groups[gi]
+            blk = g.allocator.allocate()
+            pairs += [(g.k[:, blk], k), (g.v[:, blk], v)]
+            seq.tables[gi][b] = blk
+        self.kv.copier.write(pairs)  # host -> device on the copy stream (engine/kv/tier_copy.py)
+        seq.num_cached = q
+        seq.cached_tokens = q
+        self.registered[seq.seq_id] = p_dev // self.bs
+        return True

@@ -1,0 +1,169 @@
+"""What one forward pass needs to know about its batch: which rows of the flat token batch belong to
+which sequence, where their K/V go in the paged cache (slot mappings), which blocks they read
+(block tables), and the attention backend. Built by the model runner, read by every attention layer.
+
+A chunk with nothing cached before it (q_offset 0, no attribution capture) is first offered to
+the backend's `prefill_fresh` (the Triton backend runs torch's fused SDPA kernels there for causal
+layers); `prefill` runs when it declines.
+
+Warm tier: `attend` hands the backend the layer's INT8 warm pages (`PagedKVCache.layer_warm`) only
+when some block table of the call has a warm entry (checked once per group and forward), so calls
+without warm blocks take the backends' plain path. With `CacheConfig.sparse_top_k` set, decode rows
+of global layers attend over a compacted block table (engine.attention.sparse: top-k warm blocks by their
+key bounds plus every hot block); prefill and attribution captures stay dense.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.attention import sparse
+from engine.attention.backend import AttentionBackend, AttentionOutput
+from engine.kv.paged_cache import PagedKVCache
+from engine.kv.warm_tier import WarmPages
+
+
+@dataclass
+class PrefillItem:
+    """A chunk of one sequence's prompt: rows start..start+length-1 of the batch, at global positions
+    q_offset..q_offset+length-1; kv_len = q_offset + length tokens are cached after the write."""
+
+    start: int
+    length: int
+    q_offset: int
+    block_tables: list[torch.Tensor]  # one per cache group
+
+
+@dataclass
+class Capture:
+    """Attribution: keep q and the log-sum-exp of rows `rows` (batch rows) at layers `layers`."""
+
+    layers: set[int]
+    rows: slice
+    q: dict[int, torch.Tensor] = field(default_factory=dict)
+    lse: dict[int, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class ForwardContext:
+    cache: PagedKVCache
+    backend: AttentionBackend
+    slot_mappings: list[torch.Tensor]  # per group: slot id of every batch row
+    prefills: list[PrefillItem]
+    decode_start: int = 0  # rows decode_start.. are decode rows, one per sequence
+    decode_block_tables: list[torch.Tensor] | None = None  # per group: [B, max_blocks], -1 padded
+    decode_kv_lens: torch.Tensor | None = None  # [B]
+    rope_seq_lens: torch.Tensor | None = None  # [T], dynamic NTK RoPE only
+    capture: Capture | None = None
+    warm_always: bool = False  # decode: hand the backend the warm pages without looking at the tables
+    _warm_prefill: dict[tuple[int, int], bool] = field(default_factory=dict, init=False, repr=False)
+    _warm_decode: dict[int, bool] = field(default_factory=dict, init=False, repr=False)
+
+    def _prefill_warm(self, i: int, gi: int, warm: WarmPages | None) -> WarmPages | None:
+        """`warm` if prefill item i's table of group gi has a warm entry, else None."""
+        if warm is None:
+            return None
+        key = (i, gi)
+        if key not in self._warm_prefill:
+            self._warm_prefill[key] = bool((self.prefills[i].block_tables[gi] <= -2).any())
+        return warm if self._warm_prefill[key] else None
+
+    def _decode(
+        self, gi: int, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, warm: WarmPages | None,
+        scale: float, window: int | None, softcap: float | None, return_lse: bool,
+    ) -> AttentionOutput:
+        tables, lens = self.decode_block_tables[gi], self.decode_kv_lens
+        if warm is not None and not self.warm_always:  # (the check reads the tables back to the host)
+            if gi not in self._warm_decode:
+                self._warm_decode[gi] = bool((tables <= -2).any())
+            if not self._warm_decode[gi]:
+                warm = None
+        top_k = self.cache.sparse_top_k
+        if warm is not None and top_k is not None and window is None and not return_lse:
+            tables, lens = sparse.select_blocks(q, tables, lens, warm, top_k, self.cache.block_size)
+        return self.backend.decode(
+            q, k_cache, v_cache, tables, lens, scale=scale, window=window, softcap=softcap, return_lse=return_lse,
+            warm=warm,
+        )
+
+    def rope_write(
+        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+    ) -> torch.Tensor | None:
+        """For a batch of decode tokens only, on the Triton path: rotate q and k and write k and v
+        into this layer's cache slots in one launch (longdoc_kernels/rope_kv.py, float32 rotation), and
+        return the rotated q; the caller then calls `attend(..., k=None, v=None)`. None where the
+        unfused path must run (prefill chunks, whose fresh rotated k the fused SDPA path reads;
+        attribution capture; the CPU)."""
+        if self.prefills or (self.capture is not None and layer in self.capture.layers):
+            return None
+        from longdoc_kernels import dispatch
+
+        if not dispatch.fused_path(q):
+            return None
+        gi, k_cache, v_cache = self.cache.layer_cache(layer)
+        half = q.shape[-1] // 2
+        return dispatch.rope_and_cache_write(q, k, v, cos[:, :half], sin[:, :half], k_cache, v_cache,
+                                             self.slot_mappings[gi])
+
+    def attend(
+        self,
+        layer: int,
+        window: int | None,
+        scale: float,
+        softcap: float | None,
+        q: torch.Tensor,
+        k: torch.Tensor | None,
+        v: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """Write this layer's new K/V into the cache (unless `rope_write` did: k and v None) and
+        return attention output [T, heads, head_dim]."""
+        gi, k_cache, v_cache = self.cache.layer_cache(layer)
+        warm = self.cache.layer_warm(layer)
+        if k is not None:
+            slots = self.slot_mappings[gi]
+            k_cache.view(-1, *k.shape[1:]).index_copy_(0, slots, k)
+            v_cache.view(-1, *v.shape[1:]).index_copy_(0, slots, v)
+        capture = self.capture is not None and layer in self.capture.layers
+        t = q.shape[0]
+        n_decode = t - self.decode_start
+        if len(self.prefills) == 1 and n_decode == 0 and not capture:
+            p = self.prefills[0]
+            if p.q_offset == 0:
+                fresh = self.backend.prefill_fresh(q, k, v, scale=scale, window=window, softcap=softcap)
+                if fresh is not None:
+                    return fresh
+            return self.backend.prefill(
+                q, k_cache, v_cache, p.block_tables[gi], q_offset=p.q_offset, kv_len=p.q_offset + p.length,
+                scale=scale, window=window, softcap=softcap, warm=self._prefill_warm(0, gi, warm),
+            ).out
+        if not self.prefills and not capture:
+            return self._decode(gi, q, k_cache, v_cache, warm, scale, window, softcap, False).out
+        out = torch.empty_like(q)
+        lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if capture else None
+        for i, p in enumerate(self.prefills):
+            rows = slice(p.start, p.start + p.length)
+            if p.q_offset == 0 and not capture:
+                fresh = self.backend.prefill_fresh(q[rows], k[rows], v[rows], scale=scale, window=window, softcap=softcap)
+                if fresh is not None:
+                    out[rows] = fresh
+                    continue
+            r = self.backend.prefill(
+                q[rows], k_cache, v_cache, p.block_tables[gi], q_offset=p.q_offset,
+                kv_len=p.q_offset + p.length, scale=scale, window=window, softcap=softcap, return_lse=capture,
+                warm=self._prefill_warm(i, gi, warm),
+            )
+            out[rows] = r.out
+            if capture:
+                lse[rows] = r.lse
+        if n_decode:
+            r = self._decode(gi, q[self.decode_start :], k_cache, v_cache, warm, scale, window, softcap, capture)
+            out[self.decode_start :] = r.out
+            if capture:
+                lse[self.decode_start :] = r.lse
+        if capture:
+            rows = self.capture.rows
+            self.capture.q[layer] = q[rows].detach().clone()
+            self.capture.lse[layer] = lse[rows].clone()
+        return out

@@ -1,0 +1,102 @@
+"""The model runner: turns scheduled work (prefill chunks and decode steps of sequences) into one
+flat batch, allocates cache slots, builds the ForwardContext and runs the model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from engine.attention.backend import AttentionBackend
+from engine.core.sequence import Sequence
+from engine.kv.paged_cache import PagedKVCache
+from engine.model.decoder import CausalLM
+from engine.runner.forward_context import Capture, ForwardContext, PrefillItem
+
+
+class ModelRunner:
+    def __init__(self, model: CausalLM, cache: PagedKVCache, backend: AttentionBackend, device: torch.device) -> None:
+        self.model, self.cache, self.backend, self.device = model, cache, backend, device
+        self.dynamic_rope = any(r.rope_type == "dynamic" for r in model.config.layer_ropes)
+        self.graphs = None  # CudaGraphRunner for decode steps (engine/runner/cuda_graph.py), set by attach_graphs
+        self.on_computed: Callable[[Sequence], None] | None = None  # set by the LLM: prefix cache
+
+    @torch.inference_mode()
+    def forward(
+        self, prefills: list[tuple[Sequence, int]], decodes: list[Sequence], capture: Capture | None = None
+    ) -> torch.Tensor:
+        """Run prefill chunks (sequence, n new prompt tokens) then one decode token per sequence in
+        `decodes`; return the final hidden states of every row [T, hidden] (prefill rows first)."""
+        # --- CUDA graph hook (engine/runner/cuda_graph.py): a decode-only step replays a captured graph;
+        # run() returns None (having done nothing) for any step it does not cover.
+        if self.graphs is not None and not prefills and capture is None:
+            hidden = self.graphs.run(decodes)
+            if hidden is not None:
+                return hidden
+        # --- end of hook
+        dev = self.device
+        ids: list[int] = []
+        pos: list[int] = []
+        rope_lens: list[int] = []
+        groups = len(self.cache.groups)
+        slots: list[list[torch.Tensor]] = [[] for _ in range(groups)]
+        items: list[PrefillItem] = []
+        for seq, n in prefills:
+            start = seq.num_cached
+            toks = seq.all_ids[start : start + n]
+            items.append(PrefillItem(len(ids), n, start, []))
+            ids += toks
+            pos += range(start, start + n)
+            rope_lens += [seq.rope_seq_len] * n
+            for g, s in enumerate(self.cache.allocate_slots(seq.tables, start, n)):
+                slots[g].append(s)
+            items[-1].block_tables = [torch.tensor(t, dtype=torch.long, device=dev) for t in seq.tables]
+        decode_start = len(ids)
+        for seq in decodes:
+            p = seq.num_tokens - 1
+            assert seq.num_cached == p, "a decoding sequence has exactly one uncached token"
+            ids.append(seq.all_ids[-1])
+            pos.append(p)
+            rope_lens.append(seq.rope_seq_len)
+            for g, s in enumerate(self.cache.allocate_slots(seq.tables, p, 1)):
+                slots[g].append(s)
+        dec_tables = None
+        dec_lens = None
+        if decodes:
+            dec_tables = []
+            for g in range(groups):
+                width = max(len(s.tables[g]) for s in decodes)
+                t = torch.full((len(decodes), width), -1, dtype=torch.long)
+                for i, s in enumerate(decodes):
+                    t[i, : len(s.tables[g])] = torch.tensor(s.tables[g], dtype=torch.long)
+                dec_tables.append(t.to(dev))
+            dec_lens = torch.tensor([s.num_tokens for s in decodes], dtype=torch.long, device=dev)
+        ctx = ForwardContext(
+            cache=self.cache,
+            backend=self.backend,
+            slot_mappings=[torch.cat(s).to(dev) for s in slots],
+            prefills=items,
+            decode_start=decode_start,
+            decode_block_tables=dec_tables,
+            decode_kv_lens=dec_lens,
+            rope_seq_lens=torch.tensor(rope_lens, device=dev) if self.dynamic_rope else None,
+            capture=capture,
+        )
+        hidden = self.model(
+            torch.tensor(ids, dtype=torch.long, device=dev), torch.tensor(pos, dtype=torch.long, device=dev), ctx
+        )
+        for seq, n in prefills:
+            seq.num_cached += n
+        for seq in decodes:
+            seq.num_cached += 1
+        self.after_forward([s for s, _ in prefills] + list(decodes))
+        return hidden
+
+    def after_forward(self, seqs: list[Sequence]) -> None:
+        """Tell the prefix cache which blocks are complete (`on_computed`), then free the blocks
+        the sliding windows no longer see (in that order: a sliding block must be indexed before it
+        is freed, so a later request can take it back)."""
+        for seq in seqs:
+            if self.on_computed is not None:
+                self.on_computed(seq)
+            self.cache.release_out_of_window(seq.tables, seq.num_cached)

@@ -1,0 +1,1 @@
+"""Tests of the engine, one subfolder per room of engine/."""

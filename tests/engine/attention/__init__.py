@@ -1,0 +1,1 @@
+"""Tests of engine.attention: backends, sparse selection, attribution."""

@@ -1,0 +1,57 @@
+"""Attribution against transformers' own attention probabilities (eager attention, output_attentions)
+on a tiny Llama with a character-level tokenizer: the engine's log-sum-exp route gives the same mass."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+
+from engine import LLM, CacheConfig, EngineError
+from engine.model.tokenizer import Tokenizer as EngineTokenizer
+from tests.engine.tiny_models import tiny_hf_model
+
+
+def char_tokenizer() -> EngineTokenizer:
+    vocab = {chr(i): i for i in range(32, 127)}
+    vocab["<unk>"] = 0
+    fast = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    fast.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    return EngineTokenizer(fast)
+
+
+@pytest.mark.parametrize("chunk", [1024, 5])
+def test_attribution_equals_transformers_attention(tmp_path, chunk):
+    hf = tiny_hf_model("llama", seed=9)
+    hf.save_pretrained(tmp_path)
+    llm = LLM(model=tmp_path, device="cpu", dtype="float32",
+              cache=CacheConfig(block_size=4, memory_budget=2**24, max_model_len=256, max_prefill_chunk=chunk))
+    llm.tokenizer = char_tokenizer()
+    prompt = "Alpha beta gamma. Delta epsilon zeta! Eta theta"
+    answer = "beta zeta"
+    spans = [(0, 17), (18, 37), (38, len(prompt)), (6, 10)]
+    res = llm.attribute(prompt, answer, spans)
+
+    ids = [ord(c) for c in prompt + answer]
+    p, a = len(prompt), len(answer)
+    hf.set_attn_implementation("eager")
+    with torch.no_grad():
+        att = hf(torch.tensor([ids]), output_attentions=True).attentions  # per layer [1, H, T, T]
+    rows = slice(p - 1, p + a - 1)  # the positions that predict each answer token
+    mass = torch.stack([x[0, :, rows, :p].mean(0) for x in att]).mean(0)  # [A, P]
+    expect = torch.stack([mass[:, s:e].sum(1) for s, e in spans], 1)
+    torch.testing.assert_close(res.per_token, expect, rtol=1e-4, atol=1e-5)
+    assert res.layers == list(range(hf.config.num_hidden_layers))
+    assert [(s.token_start, s.token_end) for s in res.spans] == [(s, e) for s, e in spans]
+    assert res.spans[0].mass == pytest.approx(float(expect[:, 0].mean()), rel=1e-4)
+    assert sum(s.share for s in res.spans) == pytest.approx(1.0)
+    assert all(g.allocator.num_free == g.num_blocks for g in llm.kv.groups)
+
+
+def test_attribution_needs_global_layers(tmp_path):
+    hf = tiny_hf_model("mistral", seed=9)  # every layer has a sliding window
+    hf.save_pretrained(tmp_path)
+    llm = LLM(model=tmp_path, device="cpu", cache=CacheConfig(block_size=4, memory_budget=2**22))
+    llm.tokenizer = char_tokenizer()
+    with pytest.raises(EngineError, match="global-attention"):
+        llm.attribute("some text", "x", [(0, 4)])

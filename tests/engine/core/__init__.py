@@ -1,0 +1,1 @@
+"""Tests of engine.core: the scheduler and request metrics."""

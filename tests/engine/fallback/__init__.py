@@ -1,0 +1,1 @@
+"""Tests of engine.fallback: requests that do not fit."""

@@ -1,0 +1,165 @@
+"""The GPU-side engine paths, checked where they can be on the CPU: batched sampling (the CUDA
+path's algorithm runs on CPU tensors too), the CUDA-graph runner's bucketing and its fallback to
+eager on the CPU, and the random-weight model helper behind the GPU benchmark."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.core.sampling import SamplingParams, sample_batch, sample_rows, sample_token
+
+
+def test_sample_batch_on_cpu_is_sample_token():
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 50, generator=gen) * 3
+    params = [SamplingParams(), SamplingParams(temperature=0.8, top_k=5, seed=1),
+              SamplingParams(temperature=1.2, top_p=0.7), SamplingParams(repetition_penalty=1.5)]
+    seen = [[1, 2], [3], [], [int(logits[3].argmax()), 7]]
+    gens_a = [None] + [torch.Generator().manual_seed(9 + i) for i in range(2)] + [None]
+    gens_b = [None] + [torch.Generator().manual_seed(9 + i) for i in range(2)] + [None]
+    got = sample_batch(logits, params, seen, gens_a)
+    want = [sample_token(logits[i], p, s, g) for i, (p, s, g) in enumerate(zip(params, seen, gens_b, strict=True))]
+    assert got == want
+    assert got[3] != int(logits[3].argmax())  # the penalty moved the greedy pick
+
+
+def test_sample_rows_greedy_and_penalty_match_sample_token():
+    gen = torch.Generator().manual_seed(1)
+    logits = torch.randn(5, 40, generator=gen)
+    params = [SamplingParams(repetition_penalty=1.0 + 0.5 * i) for i in range(5)]
+    seen = [logits[i].topk(2).indices.tolist() for i in range(5)]
+    got = sample_rows(logits, params, seen, [None] * 5)
+    assert got == [sample_token(logits[i], params[i], seen[i], None) for i in range(5)]
+
+
+def test_sample_rows_top_k_top_p_support():
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    logits = probs.log().repeat(3, 1)
+    params = [SamplingParams(temperature=1.0, top_k=2), SamplingParams(temperature=1.0, top_p=0.75),
+              SamplingParams(temperature=1.0)]
+    gens = [torch.Generator().manual_seed(i) for i in range(3)]
+    counts = torch.zeros(3, 4)
+    for _ in range(3000):
+        for r, t in enumerate(sample_rows(logits, params, [[], [], []], gens)):
+            counts[r, t] += 1
+    freq = counts / counts.sum(1, keepdim=True)
+    # top-k 2 and top-p 0.75 both keep {0, 1}, renormalised to 0.625 / 0.375
+    for r in (0, 1):
+        assert counts[r, 2:].sum() == 0
+        assert abs(float(freq[r, 0]) - 0.625) < 0.04
+    # no filter: the original distribution
+    assert float((freq[2] - probs).abs().max()) < 0.04
+
+
+def test_sample_rows_seeded_alone_or_batched():
+    gen = torch.Generator().manual_seed(2)
+    logits = torch.randn(3, 100, generator=gen)
+    p = SamplingParams(temperature=0.9, top_p=0.9, seed=5)
+    alone = [sample_rows(logits[1:2], [p], [[]], [torch.Generator().manual_seed(5)])[0]]
+    g = torch.Generator().manual_seed(5)
+    batched = [sample_rows(logits, [SamplingParams(), p, SamplingParams()], [[]] * 3,
+                           [None, g, None])[1]]
+    for _ in range(5):  # several steps: the sequence's generator advances the same way
+        alone.append(sample_rows(logits[1:2], [p], [[]], [torch.Generator().manual_seed(5)])[0])
+    assert alone[0] == batched[0]
+
+
+def test_graph_buckets():
+    from engine.runner.cuda_graph import bucket_of, len_bucket
+
+    assert [bucket_of(n, (1, 2, 4, 8)) for n in (1, 2, 3, 5, 8, 9)] == [1, 2, 4, 8, 8, None]
+    assert len_bucket(10, 32768) == 1024
+    assert len_bucket(1025, 32768) == 2048
+    assert len_bucket(20000, 32768) == 32768
+    assert len_bucket(20000, 24000) == 24000
+
+
+def test_random_llm_on_cpu_runs_eagerly():
+    """A random-weight model wrapped in a full LLM: on the CPU the torch backend is the default and
+    no graph runner is attached, even when asked for; generation works and is deterministic."""
+    from engine.attention.backend import TorchAttentionBackend
+    from engine.config import CacheConfig
+    from engine.model.config import ModelConfig
+    from engine.model.loader.random_weights import llm_from_model, random_model
+    from engine.model.rope import RopeConfig
+
+    n = 3
+    cfg = ModelConfig(
+        architecture="llama", vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=n, num_heads=4,
+        num_kv_heads=2, head_dim=8, rms_norm_eps=1e-6, max_position_embeddings=256, layer_windows=[None, 8, None],
+        layer_ropes=[RopeConfig()] * n, attn_scale=8**-0.5, tie_word_embeddings=False,
+    )
+    model = random_model(cfg, "cpu", torch.float32, seed=3, std=0.2)
+    llm = llm_from_model(model, cfg, device="cpu", dtype="float32", cuda_graphs=True,
+                         cache=CacheConfig(block_size=4, memory_budget=2**20, max_num_seqs=2))
+    assert isinstance(llm.backend, TorchAttentionBackend)
+    assert llm.runner.graphs is None
+    outs = llm.generate([[1, 2, 3, 4, 5], [7, 8]], SamplingParams(max_tokens=6, ignore_eos=True))
+    again = llm.generate([[1, 2, 3, 4, 5], [7, 8]], SamplingParams(max_tokens=6, ignore_eos=True))
+    assert [o.token_ids for o in outs] == [o.token_ids for o in again]
+    assert all(len(o.token_ids) == 6 for o in outs)
+    assert len({t for o in outs for t in o.token_ids}) > 1  # random weights, not a constant output
+
+
+def _tiny(gemma: bool):
+    from engine.model.config import ModelConfig
+    from engine.model.rope import RopeConfig
+
+    n = 3
+    return ModelConfig(
+        architecture="gemma3" if gemma else "llama", vocab_size=64, hidden_size=32, intermediate_size=48,
+        num_layers=n, num_heads=4, num_kv_heads=2, head_dim=8, rms_norm_eps=1e-6, max_position_embeddings=256,
+        layer_windows=[None, 8, None], layer_ropes=[RopeConfig()] * n, attn_scale=8**-0.5,
+        tie_word_embeddings=gemma, qk_norm=gemma, sandwich_norms=gemma, gemma_norm=gemma,
+        embed_scale=32**0.5 if gemma else None, hidden_act="gelu_tanh" if gemma else "silu",
+    )
+
+
+
+@pytest.mark.parametrize("gemma", [False, True])
+def test_fused_layer_path_matches_unfused(gemma, monkeypatch):
+    """The decoder layers' fused path (residual + norms, act * up, RoPE + KV write in decode),
+    which runs on CUDA, switched on here under the Triton interpreter: the same greedy tokens as
+    the torch path (float32; the two differ by rounding noise only), for Llama's pre-norm and
+    Gemma's sandwich norms."""
+    import os
+
+    from longdoc_kernels import dispatch
+
+    if os.environ.get("TRITON_INTERPRET") != "1" or not dispatch.triton_installed():
+        pytest.skip("needs Triton's interpreter (the CPU test setup)")
+    from engine.config import CacheConfig
+    from engine.model.loader.random_weights import llm_from_model, random_model
+
+    cfg = _tiny(gemma)
+    model = random_model(cfg, "cpu", torch.float32, seed=4, std=0.2)
+
+    def run():
+        """Logits of a prefill, then of 4 greedy decode steps driven through the runner."""
+        llm = llm_from_model(model, cfg, device="cpu", dtype="float32",
+                             cache=CacheConfig(block_size=4, memory_budget=2**20, max_num_seqs=2))
+        ids = [1, 2, 3, 4, 5, 6, 7, 9, 11, 3, 5]
+        seq, hidden, _ = llm._prefill_collect(ids, len(ids) - 1)
+        logits = [llm.model.logits(hidden)[-1]]
+        for _ in range(4):
+            seq.output_ids.append(int(logits[-1].argmax()))
+            logits.append(llm.model.logits(llm.runner.forward([], [seq]))[-1])
+            seq.num_cached = seq.num_tokens
+        llm._free_seq(seq)
+        return torch.stack(logits), llm.prompt_logits(ids)
+
+    calls = {"n": 0}
+    real = dispatch.fused_path
+
+    def forced(x):
+        calls["n"] += 1
+        return True
+
+    want_dec, want_pre = run()
+    assert real(torch.zeros(2, 32)) is False  # CPU tensors take the torch path by default
+    monkeypatch.setattr(dispatch, "fused_path", forced)
+    got_dec, got_pre = run()
+    assert calls["n"] > 0
+    torch.testing.assert_close(got_pre, want_pre, atol=1e-4, rtol=0)
+    torch.testing.assert_close(got_dec, want_dec, atol=1e-4, rtol=0)
