@@ -5,8 +5,6 @@ Deterministic: no clocks, no sets in the output, every list sorted.
 
 from __future__ import annotations
 
-import re
-
 import networkx as nx
 
 from pipelines.base import result_header
@@ -27,19 +25,16 @@ from pipelines.patents.splitter import RawClaim, split_claims
 from pipelines.patents.structure import analyse_structure
 from pipelines.patents.text import mask_furniture, normalise, trim
 from pipelines.patents.tree import build_graph, build_trees
+from pipelines.text.script import detect_language
 
-_CJK = re.compile(r"[\u4e00-\u9fff]")
-_LATIN = re.compile(r"[A-Za-z]")
 PIPELINE_NAME = "patents"
 PIPELINE_VERSION = "0.1.0"
 
 
-def detect_language(text: str) -> str:
-    """'zh' when CJK ideographs make up a good share of the letters, else 'en'."""
-    sample = text[:4000]
-    cjk = len(_CJK.findall(sample))
-    latin = len(_LATIN.findall(sample))
-    return "zh" if cjk and cjk * 3 >= latin else "en"
+def claims_language(text: str) -> str:
+    """ "zh" when Han characters are at least a quarter of the Han and ASCII letters in the first
+    4000 characters of `text` (Chinese claims keep Latin reference signs and names), else "en"."""
+    return detect_language(text[:4000], 0.25, "latin", inclusive=True)
 
 
 def _claim_text(doc: Document, start: int, end: int, blanked: list[tuple[int, int]]) -> str:
@@ -71,7 +66,7 @@ def analyse_document(doc: Document, input_sha256: str = "") -> PatentResult:
     if sec.method != "none":
         norm, blanked = mask_furniture(norm, sec.start, sec.end, protect=CLAIM_START_LINE)
         raws = split_claims(norm, sec.start, sec.end)
-    language = detect_language(norm[sec.start : sec.end] if sec.end > sec.start else norm)
+    language = claims_language(norm[sec.start : sec.end] if sec.end > sec.start else norm)
     zh = language == "zh"
     wrapped = doc.source_format == "pdf"
 

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from pipelines.patents.text import is_furniture_line
+from pipelines.text.script import HAN
 
 _START_HEADING = re.compile(
     r"^[ \t]*(?:"
@@ -45,7 +46,7 @@ CLAIM_START_LINE = re.compile(
     re.IGNORECASE,
 )
 _FIRST_CLAIM = re.compile(
-    r"^[ \t]*(?:\[\s*claim\s+1\s*\]|claim\s+1\s*[.:\]]?|1\s?[.、](?!\d))[ \t]*(?:\([^)\n]{1,40}\)\s*)?(?=[A-Z\"'(\[\u4e00-\u9fff])",
+    rf"^[ \t]*(?:\[\s*claim\s+1\s*\]|claim\s+1\s*[.:\]]?|1\s?[.、](?!\d))[ \t]*(?:\([^)\n]{{1,40}}\)\s*)?(?=[A-Z\"'(\[{HAN}])",
     re.IGNORECASE | re.MULTILINE,
 )
 

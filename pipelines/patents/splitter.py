@@ -17,6 +17,8 @@ import bisect
 import re
 from dataclasses import dataclass, field
 
+from pipelines.text.script import is_han
+
 _STATUS_START = r"(?:cancell?ed|original|new|withdrawn|currently|previously|presently|amended|not\s+entered)"
 _CANDIDATE = re.compile(
     r"(?P<tok>"
@@ -151,7 +153,7 @@ def _candidates(norm: str, start: int, end: int) -> list[_Cand]:
             continue  # "claim 1, wherein" after a line break is a reference, not a claim
         if status is not None or explicit:
             q += 1
-        elif nxt and (nxt.isupper() or nxt in "(\"'[" or "\u4e00" <= nxt <= "\u9fff"):
+        elif nxt and (nxt.isupper() or nxt in "(\"'[" or is_han(nxt)):
             q += 1
         elif nxt and nxt.islower():
             q -= 1
