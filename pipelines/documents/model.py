@@ -177,8 +177,8 @@ class Span:
     `text` is read from `doc.text` each time it is asked for (a span stores no copy);
     `source()` is the exportable `SourceSpan` (page, and box for PDF input). Two spans are equal
     when they are over the same document object with the same offsets and label. A pipeline
-    class that needs a labelled range of the document holds a `Span` (or is one) instead of its
-    own start/end/text fields.
+    class that needs a labelled range of the document holds a `Span` or is one (a frozen
+    dataclass subclass adding keyword-only fields) instead of its own start/end/text fields.
     """
 
     doc: Document
@@ -194,11 +194,6 @@ class Span:
     def text(self) -> str:
         """doc.text[start:end]."""
         return self.doc.text[self.start:self.end]
-
-    @property
-    def page(self) -> int:
-        """1-based page of the span's first character."""
-        return self.doc.page_of(self.start)
 
     def __len__(self) -> int:
         return self.end - self.start

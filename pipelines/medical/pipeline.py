@@ -44,6 +44,7 @@ from pipelines.medical.models import (
 from pipelines.medical.sections import Section, find_sections
 from pipelines.medical.text import Sentence, sentences
 from pipelines.medical.timex import TimeMention, TimeValue, absolute_date, find_times, normalize
+from pipelines.text.script import detect_language
 
 _DOC_KINDS = [
     ("discharge_summary", r"discharge summary|出院小结|出院记录|discharge_summary|discharge"),
@@ -274,13 +275,13 @@ class MedicalPipeline(Pipeline):
     def _prepare(self, docs: list[Document]) -> list[_Doc]:
         out = []
         for doc in docs:
-            times = find_times(doc.text)
+            times = find_times(doc)
             kind = _doc_kind(doc)
             d, src = _doc_date(doc, times, kind)
             sections = find_sections(doc.text)
             sents = sentences(doc.text)
-            mentions = extract(doc.text, sections, sents)
-            lang = "zh" if len(re.findall(r"[\u4e00-\u9fff]", doc.text)) > 0.1 * max(1, len(doc.text.strip())) else "en"
+            mentions = extract(doc, sections, sents)
+            lang = detect_language(doc.text, 0.1, "text")  # Han > 10% of all characters: notes are full of digits
             out.append(_Doc(doc, 0, kind, d, src, lang, sections, sents, mentions, times))
         out.sort(key=lambda p: (p.date or date.max, p.doc.doc_id))
         for i, p in enumerate(out):
@@ -488,19 +489,18 @@ class MedicalPipeline(Pipeline):
             ents = by_doc.get(pd.doc.doc_id, [])
             heads = {(s.start, s.end) for s in pd.sections}
             for s in pd.sents:
-                seg = pd.doc.text[s.start:s.end]
-                if len(seg.strip()) < 3 or any(h0 <= s.start and s.end <= h1 + 1 for h0, h1 in heads):
+                if len(pd.doc.text[s.start:s.end].strip()) < 3 or any(h0 <= s.start and s.end <= h1 + 1 for h0, h1 in heads):
                     continue
                 ms = [(e.id, c, e.assertion, e.type, e.time.end if e.time else None) for e in ents
                       if s.start <= e.span.char_start < s.end
                       for c in _evidence_concepts(e)]
                 sec = next((x.key for x in reversed(pd.sections) if x.start <= s.start), None)
-                cands.append(Candidate(pd.doc.doc_id, s.start, s.end, seg, sec, pd.order, ms))
+                cands.append(Candidate(pd.doc, s.start, s.end, section=sec, doc_order=pd.order, mentions=ms))
         self._docs = {pd.doc.doc_id: pd.doc for pd in prepared}
         return cands
 
     def _claim_concepts(self, claim: str) -> dict[str, float]:
-        ms = extract(claim, [], None)
+        ms = extract(Document.from_text(claim, doc_id="claim"), [], None)
         concepts = {m.canonical: 1.0 for m in ms if m.type not in ("lab", "vital")}
         low = claim.lower()
         if re.search(r"antibiotic|抗生素|抗菌", low):

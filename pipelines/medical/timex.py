@@ -20,12 +20,14 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
+from pipelines.documents import Document, Span
+from pipelines.text.numerals import CN_DIGITS, CN_UNITS
+
 MONTHS = {m: i + 1 for i, m in enumerate(
     ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"])}
 MONTHS.update({k[:3]: v for k, v in list(MONTHS.items())})
 MONTHS["sept"] = 9
 _MON = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
-_ZHNUM = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10, "半": 0.5}
 _QTY = r"(?:\d+(?:\.\d+)?|[一二两三四五六七八九十半]{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|several|few)"
 _EN_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
            "nine": 9, "ten": 10, "several": 3, "few": 3}
@@ -77,7 +79,16 @@ def _unit(u: str) -> str:
     return "year"
 
 
+def _zh_digit(s: str, default: float) -> float:
+    """One Chinese digit's value (十 is 10, 半 is 0.5); `default` for anything else."""
+    if s == "半":
+        return 0.5
+    return CN_UNITS["十"] if s == "十" else CN_DIGITS.get(s, default)
+
+
 def _qty(n: str) -> float:
+    """A quantity as written: 3, 2.5, three, 三, 十二, 二十, 半 (0.5); digits side by side add up
+    (两三 -> 5)."""
     n = n.strip().lower()
     if re.fullmatch(r"\d+(?:\.\d+)?", n):
         return float(n)
@@ -87,22 +98,22 @@ def _qty(n: str) -> float:
         return 0.5
     if "十" in n:
         a, _, b = n.partition("十")
-        return float((_ZHNUM.get(a, 1) if a else 1) * 10 + (_ZHNUM.get(b, 0) if b else 0))
-    return float(sum(_ZHNUM.get(c, 0) for c in n)) or 1.0
+        return float((_zh_digit(a, 1) if a else 1) * 10 + (_zh_digit(b, 0) if b else 0))
+    return float(sum(_zh_digit(c, 0) for c in n)) or 1.0
 
 
-@dataclass
-class TimeMention:
-    start: int
-    end: int
-    text: str
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+class TimeMention(Span):
+    """A time expression: a `Span` of the document's text with what it says."""
+
     kind: str  # date | datetime | month | year | anchored | document_relative | duration
     pattern: str
     value: dict = field(default_factory=dict)  # y/m/d/hh/mm, or n/unit/anchor/direction
 
 
-def find_times(text: str) -> list[TimeMention]:
-    """All time expressions in `text`, longest first, non-overlapping, in order."""
+def find_times(doc: Document) -> list[TimeMention]:
+    """All time expressions in the document's text, longest first, non-overlapping, in order."""
+    text = doc.text
     hits: list[TimeMention] = []
     for name, rx in PATTERNS:
         for m in rx.finditer(text):
@@ -173,7 +184,7 @@ def find_times(text: str) -> list[TimeMention]:
             elif name in ("for_dur", "zh_dur"):
                 val = {"n": _qty(g["n"]), "unit": _unit(g["u"]), "approx": bool(g.get("yu"))}
                 kind = "duration"
-            hits.append(TimeMention(s, e, text[s:e], kind, name, val))
+            hits.append(TimeMention(doc, s, e, kind=kind, pattern=name, value=val))
     hits.sort(key=lambda h: (h.start, -(h.end - h.start)))
     out: list[TimeMention] = []
     for h in hits:

@@ -210,7 +210,8 @@ def _side_by_side(doc: Document, ln: Line) -> list[Line]:
     for a, b in zip(cuts, cuts[1:] + [ln.end], strict=True):
         while b > a and doc.text[b - 1].isspace():
             b -= 1
-        out.append(Line(ln.index, a, b, ln.page, doc.text[a:b], doc.bbox_of(a, b), ln.height, ln.blank_before))
+        out.append(Line(doc, a, b, index=ln.index, page=ln.page, bbox=doc.bbox_of(a, b), height=ln.height,
+                        blank_before=ln.blank_before))
     return out
 
 

@@ -16,22 +16,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipelines.documents import Document
+from pipelines.documents import Document, Span
 
 log = logging.getLogger(__name__)
 
 BBox = tuple[float, float, float, float]
 
 
-@dataclass
-class Line:
-    """One line of the document text (a layout line in reading order)."""
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+class Line(Span):
+    """One line of the document text (a layout line in reading order): a `Span` of `doc.text`."""
 
     index: int
-    start: int
-    end: int
     page: int
-    text: str
     bbox: BBox | None
     height: float  # median character height (0 when unknown)
     blank_before: bool  # an empty line (paragraph gap) precedes it
@@ -123,7 +120,8 @@ def build_layout(doc: Document, pdf_bytes: bytes | None = None) -> Layout:
             if len(hb):
                 h = float(np.median(hb))
                 heights.append(h)
-        lines.append(Line(len(lines), start, end, doc.page_of(start), raw, doc.bbox_of(start, end), h, blank))
+        lines.append(Line(doc, start, end, index=len(lines), page=doc.page_of(start), bbox=doc.bbox_of(start, end),
+                          height=h, blank_before=blank))
         blank = False
     body = statistics.median(heights) if heights else 0.0
     pages = {p.number: PageLayout(p.number, p.width or 0.0, p.height or 0.0) for p in doc.pages}

@@ -24,7 +24,7 @@ def test_source_is_the_exportable_span():
     assert isinstance(src, SourceSpan)
     assert src == doc.span(11, 17)
     assert (src.doc_id, src.char_start, src.char_end, src.page, src.text) == ("d", 11, 17, 2, "second")
-    assert span.page == 2 and Span(doc, 0, 5).page == 1
+    assert Span(doc, 0, 5).source().page == 1
 
 
 def test_source_carries_the_pdf_box():

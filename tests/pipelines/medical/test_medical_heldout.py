@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipelines.documents import Document
 from pipelines.medical.entities import extract
 from pipelines.medical.sections import find_sections
 
@@ -28,7 +29,7 @@ def test_heldout_assertion_accuracy(record_property):
         n += 1
         start = sentence.index(term)
         end = start + len(term)
-        ms = [m for m in extract(sentence, find_sections(sentence)) if m.start < end and start < m.end]
+        ms = [m for m in extract(Document.from_text(sentence), find_sections(sentence)) if m.start < end and start < m.end]
         if ms and ms[0].assertion == expected:
             ok += 1
         else:
@@ -55,7 +56,7 @@ def test_heldout_time_normalisation(record_property):
             continue
         text, expr, start, anchored = line.split("\t")
         n += 1
-        hits = [t for t in find_times(text) if t.text == expr]
+        hits = [t for t in find_times(Document.from_text(text)) if t.text == expr]
         tv = normalize(hits[0], date(2024, 7, 15), {"admission": date(2024, 7, 12), "surgery": date(2024, 7, 13)}) if hits else None
         if tv is not None and (tv.start, tv.anchored_to) == (start, anchored):
             ok += 1

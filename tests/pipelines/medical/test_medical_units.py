@@ -7,6 +7,7 @@ from datetime import date
 
 import pytest
 
+from pipelines.documents import Document
 from pipelines.medical.entities import extract
 from pipelines.medical.labs import find_labs, find_vitals
 from pipelines.medical.sections import find_sections
@@ -50,14 +51,14 @@ ANCHORS = {"admission": date(2024, 3, 4), "surgery": date(2024, 3, 5)}
     ("2周前", "2024-02-23", "week", "document"),
 ])
 def test_time_formats(text, start, gran, anchor):
-    times = find_times(f"Seen {text} by the team.")
+    times = find_times(Document.from_text(f"Seen {text} by the team."))
     assert len(times) == 1 and times[0].text == text, [t.text for t in times]
     tv = normalize(times[0], DOC, ANCHORS)
     assert (tv.start, tv.granularity, tv.anchored_to) == (start, gran, anchor)
 
 
 def test_durations_and_non_times():
-    got = {t.text: t for t in find_times("Cough for 2 weeks, 腹痛2周来, 发热3小时. Vancomycin every 12 hours. 餐后2小时血糖.")}
+    got = {t.text: t for t in find_times(Document.from_text("Cough for 2 weeks, 腹痛2周来, 发热3小时. Vancomycin every 12 hours. 餐后2小时血糖."))}
     assert set(got) == {"for 2 weeks", "2周来", "3小时"}
     tv = normalize(got["for 2 weeks"], DOC, ANCHORS)
     assert (tv.start, tv.end, tv.anchored_to) == ("2024-02-23", "2024-03-09", "document")
@@ -65,10 +66,10 @@ def test_durations_and_non_times():
 
 
 def test_unanchorable_times_stay_marked():
-    t = find_times("POD 3: febrile.")[0]
+    t = find_times(Document.from_text("POD 3: febrile."))[0]
     tv = normalize(t, DOC, {})
     assert (tv.start, tv.anchored_to) == (None, "unanchored")
-    t = find_times("昨日发热")[0]
+    t = find_times(Document.from_text("昨日发热"))[0]
     assert normalize(t, None, {}).anchored_to == "unanchored"
 
 
@@ -98,8 +99,8 @@ def test_unanchorable_times_stay_marked():
     ("腹痛，无发热。", "腹痛", "present"),
 ])
 def test_assertions(sentence, term, expected):
-    ms = [m for m in extract(sentence, find_sections(sentence)) if m.text == term]
-    assert ms, [m.text for m in extract(sentence, find_sections(sentence))]
+    ms = [m for m in extract(Document.from_text(sentence), find_sections(sentence)) if m.text == term]
+    assert ms, [m.text for m in extract(Document.from_text(sentence), find_sections(sentence))]
     assert ms[0].assertion == expected
 
 
@@ -134,6 +135,6 @@ def test_sections_en_zh():
 
 
 def test_medication_details():
-    ms = [m for m in extract("Started ceftriaxone 2 g IV daily and metoprolol 25 mg PO BID.", []) if m.type == "medication"]
+    ms = [m for m in extract(Document.from_text("Started ceftriaxone 2 g IV daily and metoprolol 25 mg PO BID."), []) if m.type == "medication"]
     got = [(m.normalized["drug"], m.normalized.get("dose"), m.normalized.get("route"), m.normalized.get("frequency")) for m in ms]
     assert got == [("ceftriaxone", "2", "intravenous", "daily"), ("metoprolol", "25", "oral", "twice daily")]
