@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pipelines.text.script import HAN
+
 NEGATED, POSSIBLE, HISTORICAL, FAMILY, HYPOTHETICAL, PRESENT = (
     "negated", "possible", "historical", "family", "hypothetical", "present")
 _PRECEDENCE = [NEGATED, FAMILY, HYPOTHETICAL, POSSIBLE, HISTORICAL]
@@ -117,7 +119,7 @@ for _p, _c, _d, _n in _ZH:
 _ZH_PSEUDO_RX = _compile(_ZH_PSEUDO, True)
 _ZH_TERM_RX = _compile(_ZH_TERM, True)
 _ZH_NEG_TERM_RX = _compile(_ZH_NEG_TERM, True)
-_WORD = re.compile(r"[A-Za-z0-9]+|[\u4e00-\u9fff]")
+_WORD = re.compile(f"[A-Za-z0-9]+|[{HAN}]")
 
 
 @dataclass(frozen=True)

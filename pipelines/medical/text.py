@@ -11,20 +11,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pipelines.text.script import has_cjk
+
 _END = re.compile(r"(?<![A-Z][a-z])(?<!\b[A-Za-z])(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bvs)(?<!\bq)[.!?](?=\s+[A-Z\d\-•*(\[\"'])"
                   r"|[。！？；;](?=.)|[.!?](?=\s*$)", re.M)
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d{1,2}[.)、]|[（(]\d{1,2}[）)]|[一二三四五六七八九十]+、)\s*")
-CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 @dataclass(frozen=True)
 class Sentence:
     start: int
     end: int
-
-
-def has_cjk(text: str) -> bool:
-    return bool(CJK.search(text))
 
 
 def _line_breaks(text: str) -> list[int]:
