@@ -1,14 +1,10 @@
-"""Shared test configuration: GPU tests skip without CUDA; tests/ is importable for helpers."""
+"""Shared test configuration: GPU tests skip without CUDA; `__main__` is restored after each test."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def pytest_collection_modifyitems(config, items):
