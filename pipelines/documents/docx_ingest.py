@@ -11,19 +11,9 @@ from __future__ import annotations
 import io
 
 from pipelines.documents.model import Document
+from pipelines.text.numerals import int_to_chinese, int_to_roman
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-_CN_DIGITS = "零一二三四五六七八九"
-
-
-def _roman(n: int) -> str:
-    vals = [(1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"), (50, "l"), (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")]
-    out = ""
-    for v, s in vals:
-        while n >= v:
-            out += s
-            n -= v
-    return out
 
 
 def _letter(n: int) -> str:
@@ -34,27 +24,6 @@ def _letter(n: int) -> str:
     return s
 
 
-def chinese_numeral(n: int) -> str:
-    """1 -> 一, 10 -> 十, 12 -> 十二, 20 -> 二十, 105 -> 一百零五 (up to 9999)."""
-    if n <= 0:
-        return str(n)
-    if n < 10:
-        return _CN_DIGITS[n]
-    parts = []
-    units = [(1000, "千"), (100, "百"), (10, "十"), (1, "")]
-    zero = False
-    for value, name in units:
-        d = (n // value) % 10
-        if d == 0:
-            zero = bool(parts)
-            continue
-        if zero:
-            parts.append("零")
-            zero = False
-        parts.append(("" if (value == 10 and d == 1 and not parts) else _CN_DIGITS[d]) + name)
-    return "".join(parts)
-
-
 def format_number(n: int, fmt: str) -> str:
     if fmt in ("decimal", "decimalZero"):
         return f"{n:02d}" if fmt == "decimalZero" else str(n)
@@ -63,11 +32,11 @@ def format_number(n: int, fmt: str) -> str:
     if fmt == "upperLetter":
         return _letter(n).upper()
     if fmt == "lowerRoman":
-        return _roman(n)
+        return int_to_roman(n)
     if fmt == "upperRoman":
-        return _roman(n).upper()
+        return int_to_roman(n, upper=True)
     if fmt in ("chineseCounting", "chineseCountingThousand", "chineseLegalSimplified", "ideographTraditional", "taiwaneseCounting"):
-        return chinese_numeral(n)
+        return int_to_chinese(n) if n > 0 else str(n)
     if fmt == "decimalFullWidth":
         return "".join(chr(ord(c) + 0xFEE0) for c in str(n))
     if fmt == "bullet":

@@ -21,17 +21,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipelines.documents.model import Document, Furniture, Page
+from pipelines.text.script import is_cjk_wide
 
 _LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl", "\ufb05": "st", "\ufb06": "st"}
 _PAGE_NUMBER = re.compile(
     r"^(?:(?:page|p\.)\s*\d+(?:\s*(?:of|/)\s*\d+)?|[-–—]?\s*\d{1,4}\s*[-–—]?|\d+\s*/\s*\d+|第\s*\d+\s*页(?:\s*[,，/]?\s*共\s*\d+\s*页)?|[ivxlcdm]{1,6})$",
     re.IGNORECASE,
 )
-
-
-def _is_cjk(ch: str) -> bool:
-    o = ord(ch)
-    return 0x3000 <= o <= 0x9FFF or 0xF900 <= o <= 0xFAFF or 0xFF00 <= o <= 0xFFEF or 0x20000 <= o <= 0x2FFFF
 
 
 @dataclass
@@ -478,7 +474,7 @@ def load_pdf(data: bytes, name: str, doc_id: str, max_pages: int = 2000) -> Docu
                 emit("\n\n" if typical and gap > 1.6 * typical else "\n")
             last = ""
             for w in ln.words:
-                if last and not (_is_cjk(last) and _is_cjk(w.text[0])):
+                if last and not (is_cjk_wide(last) and is_cjk_wide(w.text[0])):
                     emit(" ")
                 for ch, box in w.chars:
                     emit(ch, box)
