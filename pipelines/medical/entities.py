@@ -22,7 +22,7 @@ from pipelines.medical import context
 from pipelines.medical.labs import find_labs, find_vitals
 from pipelines.medical.lexicon import DRUGS, FREQUENCIES, ROUTES, VACCINES, concept_table
 from pipelines.medical.sections import Section, section_at
-from pipelines.medical.text import Sentence, find_sentence, sentences, word_boundary_ok
+from pipelines.medical.text import find_sentence, sentences, word_boundary_ok
 from pipelines.text.script import HAN, HAN_RUN_RE
 
 
@@ -233,7 +233,7 @@ class _Collector:
         return True
 
 
-def _list_slots(text: str, col: _Collector, sents: list[Sentence], sections: list[Section]) -> None:
+def _list_slots(text: str, col: _Collector, sents: list[Span], sections: list[Section]) -> None:
     for m in _LIST_RX.finditer(text):
         if any(sec.start <= m.start() < sec.end for sec in sections):
             continue  # "History of Present Illness" is a heading, not a list
@@ -439,10 +439,10 @@ def _lexicon(text: str, col: _Collector) -> None:
             col.add("problem", s, e, "lexicon", can)
 
 
-def extract(doc: Document, sections: list[Section], sents: list[Sentence] | None = None) -> list[Mention]:
+def extract(doc: Document, sections: list[Section], sents: list[Span] | None = None) -> list[Mention]:
     """All entity mentions of one document, with sections, sentences and assertions."""
     text = doc.text
-    sents = sents if sents is not None else sentences(text)
+    sents = sents if sents is not None else sentences(doc)
     col = _Collector(doc)
     for meas in find_vitals(text):
         col.add("vital", meas.start, meas.end, "vital", meas.analyte, meas.normalized())

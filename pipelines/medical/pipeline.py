@@ -20,7 +20,7 @@ from pathlib import Path
 import networkx as nx
 
 from pipelines.base import Pipeline, PipelineInput, is_candidate_file
-from pipelines.documents import Document
+from pipelines.documents import Document, Span
 from pipelines.medical import context
 from pipelines.medical.entities import Mention, extract
 from pipelines.medical.evidence import Candidate, EvidenceIndex
@@ -42,7 +42,7 @@ from pipelines.medical.models import (
     TimeInterval,
 )
 from pipelines.medical.sections import Section, find_sections
-from pipelines.medical.text import Sentence, sentences
+from pipelines.medical.text import sentences
 from pipelines.medical.timex import TimeMention, TimeValue, absolute_date, find_times, normalize
 from pipelines.text.script import detect_language
 
@@ -103,7 +103,7 @@ class _Doc:
     date_source: str
     language: str
     sections: list[Section]
-    sents: list[Sentence]
+    sents: list[Span]
     mentions: list[Mention]
     times: list[TimeMention]
     time_values: list[TimeValue] = field(default_factory=list)
@@ -278,8 +278,8 @@ class MedicalPipeline(Pipeline):
             times = find_times(doc)
             kind = _doc_kind(doc)
             d, src = _doc_date(doc, times, kind)
-            sections = find_sections(doc.text)
-            sents = sentences(doc.text)
+            sections = find_sections(doc)
+            sents = sentences(doc)
             mentions = extract(doc, sections, sents)
             lang = detect_language(doc.text, 0.1, "text")  # Han > 10% of all characters: notes are full of digits
             out.append(_Doc(doc, 0, kind, d, src, lang, sections, sents, mentions, times))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pipelines.documents import Document, Span
 from pipelines.medical.lexicon import SECTION_HEADINGS
 
 _LOOKUP: dict[str, str] = {}
@@ -28,12 +29,12 @@ _BOLD = re.compile(r"^[ \t]*(?:\*\*|__)(?P<label>[^*_\n:：]{1,40}?)[ \t]*[:：]
 _CAPS = re.compile(r"^[ \t]*(?P<label>[A-Z][A-Z0-9 &/,\-()']{2,60}?)[ \t]*:", re.M)
 
 
-@dataclass(frozen=True)
-class Section:
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+class Section(Span):
+    """A section: a `Span` of its heading (start incl. any number, end at the label's end), labelled
+    with the heading text without number or colon, and where its body runs."""
+
     key: str  # canonical key or "other"
-    label: str  # heading text without number/colon
-    start: int  # heading start (incl. any number)
-    end: int  # heading end (label end)
     body_start: int
     body_end: int
     level: int
@@ -44,8 +45,9 @@ def canonical(label: str) -> str | None:
     return _LOOKUP.get(lab)
 
 
-def find_sections(text: str) -> list[Section]:
-    """All sections of `text`, in order; bodies run to the next heading."""
+def find_sections(doc: Document) -> list[Section]:
+    """All sections of the document, in order; bodies run to the next heading."""
+    text = doc.text
     heads: dict[int, tuple[int, int, str, str, int, int]] = {}  # start -> (end, body_start, label, key, level, prio)
 
     def add(start: int, end: int, body_start: int, label: str, key: str | None, level: int, prio: int) -> None:
@@ -98,7 +100,7 @@ def find_sections(text: str) -> list[Section]:
         bs = body_start
         while bs < body_end and text[bs] in " \t":
             bs += 1
-        out.append(Section(key, label, s, end, bs, body_end, level))
+        out.append(Section(doc, s, end, label, key=key, body_start=bs, body_end=body_end, level=level))
     return out
 
 

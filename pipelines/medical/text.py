@@ -1,4 +1,4 @@
-"""Sentence spans for English and Chinese clinical text, and small helpers.
+"""Sentence spans (`Span`s labelled "sentence") for English and Chinese clinical text, and small helpers.
 
 Clinical text wraps lines mid-sentence (dictated notes at ~75 columns), lists one item a line,
 and mixes English and Chinese punctuation. A newline ends a sentence unless the text clearly
@@ -9,19 +9,13 @@ punctuation). Offsets always point into the original text.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from pipelines.documents import Document, Span
 from pipelines.text.script import has_cjk
 
 _END = re.compile(r"(?<![A-Z][a-z])(?<!\b[A-Za-z])(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bvs)(?<!\bq)[.!?](?=\s+[A-Z\d\-•*(\[\"'])"
                   r"|[。！？；;](?=.)|[.!?](?=\s*$)", re.M)
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d{1,2}[.)、]|[（(]\d{1,2}[）)]|[一二三四五六七八九十]+、)\s*")
-
-
-@dataclass(frozen=True)
-class Sentence:
-    start: int
-    end: int
 
 
 def _line_breaks(text: str) -> list[int]:
@@ -47,12 +41,13 @@ def _line_breaks(text: str) -> list[int]:
     return breaks
 
 
-def sentences(text: str) -> list[Sentence]:
-    """Sentence spans (whitespace trimmed, empty ones dropped)."""
+def sentences(doc: Document) -> list[Span]:
+    """The document's sentences (whitespace trimmed, empty ones dropped)."""
+    text = doc.text
     cuts = set(_line_breaks(text))
     for m in _END.finditer(text):
         cuts.add(m.end())
-    out: list[Sentence] = []
+    out: list[Span] = []
     start = 0
     for cut in sorted(cuts) + [len(text)]:
         s, e = start, cut
@@ -61,12 +56,12 @@ def sentences(text: str) -> list[Sentence]:
         while e > s and text[e - 1].isspace():
             e -= 1
         if e > s:
-            out.append(Sentence(s, e))
+            out.append(Span(doc, s, e, "sentence"))
         start = cut
     return out
 
 
-def find_sentence(sents: list[Sentence], offset: int) -> Sentence | None:
+def find_sentence(sents: list[Span], offset: int) -> Span | None:
     """The sentence holding `offset` (binary search)."""
     lo, hi = 0, len(sents) - 1
     while lo <= hi:

@@ -29,7 +29,7 @@ def test_heldout_assertion_accuracy(record_property):
         n += 1
         start = sentence.index(term)
         end = start + len(term)
-        ms = [m for m in extract(Document.from_text(sentence), find_sections(sentence)) if m.start < end and start < m.end]
+        ms = [m for m in extract(Document.from_text(sentence), find_sections(Document.from_text(sentence))) if m.start < end and start < m.end]
         if ms and ms[0].assertion == expected:
             ok += 1
         else:

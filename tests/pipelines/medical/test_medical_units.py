@@ -99,8 +99,8 @@ def test_unanchorable_times_stay_marked():
     ("腹痛，无发热。", "腹痛", "present"),
 ])
 def test_assertions(sentence, term, expected):
-    ms = [m for m in extract(Document.from_text(sentence), find_sections(sentence)) if m.text == term]
-    assert ms, [m.text for m in extract(Document.from_text(sentence), find_sections(sentence))]
+    ms = [m for m in extract(Document.from_text(sentence), find_sections(Document.from_text(sentence))) if m.text == term]
+    assert ms, [m.text for m in extract(Document.from_text(sentence), find_sections(Document.from_text(sentence)))]
     assert ms[0].assertion == expected
 
 
@@ -127,9 +127,9 @@ def test_vital_signs():
 
 def test_sections_en_zh():
     en = "CHIEF COMPLAINT: cough.\n\nPast Medical History:\nHTN\n\n# Assessment and Plan\nPneumonia.\n"
-    assert [s.key for s in find_sections(en)] == ["chief_complaint", "past_history", "assessment_plan"]
+    assert [s.key for s in find_sections(Document.from_text(en))] == ["chief_complaint", "past_history", "assessment_plan"]
     zh = "主诉：咳嗽3天。\n现病史：患者3天前受凉后出现咳嗽。\n既往史：体健。\n体格检查\nT 36.8℃\n辅助检查\n（1）实验室检查\nWBC 12×10^9/L\n出院诊断：社区获得性肺炎\n"
-    secs = find_sections(zh)
+    secs = find_sections(Document.from_text(zh))
     assert [s.key for s in secs] == ["chief_complaint", "hpi", "past_history", "exam", "labs", "labs", "discharge_diagnosis"]
     assert zh[secs[0].body_start:secs[0].body_end] == "咳嗽3天。"
 
