@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from pipelines.contracts.redline import Op
 from pipelines.contracts.structure import Clause
+from pipelines.text.entities import MONTH
 from pipelines.text.numerals import CN_NUMERAL_CHARS, chinese_to_int
 from pipelines.text.script import HAN, to_halfwidth
 
@@ -25,7 +26,7 @@ CNN = f"[{CN_NUMERAL_CHARS}]"
 NUM = r"\d[\d,]*(?:\.\d+)?"
 WORDNUM = (r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|forty-five|"
            r"fifty|sixty|ninety|hundred|a|an)")
-MONTHS = r"(?:January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?"
+MONTHS = MONTH + r"\.?"
 
 PATTERNS: list[tuple[str, re.Pattern]] = [
     ("date", re.compile(

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
 from pipelines.documents import Document, Span
+from pipelines.text.entities import MONTH
 from pipelines.text.numerals import CN_DIGITS, CN_UNITS
 
 MONTHS = {m: i + 1 for i, m in enumerate(
     ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"])}
 MONTHS.update({k[:3]: v for k, v in list(MONTHS.items())})
 MONTHS["sept"] = 9
-_MON = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
+_MON = MONTH + r"\.?"
 _QTY = r"(?:\d+(?:\.\d+)?|[一二两三四五六七八九十半]{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|several|few)"
 _EN_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
            "nine": 9, "ten": 10, "several": 3, "few": 3}

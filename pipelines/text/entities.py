@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 from pipelines.text.script import CJK
 
-_MONTH = (
+# an English month name or its abbreviation (Sept too), as a regex group without the trailing dot
+MONTH = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
     r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
 )
@@ -42,7 +43,7 @@ _NUM = r"\d+(?:[.,]\d+)*"
 _ENTITY_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("date", re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b")),
     ("date", re.compile(r"\b\d{1,2}/\d{1,2}/\d{2,4}\b")),
-    ("date", re.compile(rf"\b(?:\d{{1,2}}\s+)?{_MONTH}\.?(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?,?\s+\d{{4}}\b")),
+    ("date", re.compile(rf"\b(?:\d{{1,2}}\s+)?{MONTH}\.?(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?,?\s+\d{{4}}\b")),
     ("date", re.compile(r"\d{2,4}\s*年(?:\s*\d{1,2}\s*月)?(?:\s*\d{1,2}\s*[日号])?|\d{1,2}\s*月\s*\d{1,2}\s*[日号]")),
     ("money", re.compile(
         rf"(?:[$€£¥]|\b(?:US\$|USD|EUR|GBP|RMB|CNY|JPY)\s?)\s?{_NUM}"
