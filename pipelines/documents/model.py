@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -176,7 +176,8 @@ class Span:
 
     `text` is read from `doc.text` each time it is asked for (a span stores no copy);
     `source()` is the exportable `SourceSpan` (page, and box for PDF input). Two spans are equal
-    when they are over the same document object with the same offsets and label. A pipeline
+    when they are of the same class, over the same document object, and agree in every other
+    field (offsets, label, and a subclass's own fields). A pipeline
     class that needs a labelled range of the document holds a `Span` or is one (a frozen
     dataclass subclass adding keyword-only fields) instead of its own start/end/text fields.
     """
@@ -203,10 +204,10 @@ class Span:
         return self.doc.span(self.start, self.end)
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Span):
+        if type(other) is not type(self):
             return NotImplemented
-        return (self.doc is other.doc and self.start == other.start and self.end == other.end
-                and self.label == other.label)
+        return self.doc is other.doc and all(
+            getattr(self, f.name) == getattr(other, f.name) for f in fields(self) if f.name != "doc")
 
     def __hash__(self) -> int:
         return hash((id(self.doc), self.start, self.end, self.label))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pipelines.documents import Document, Span
 from pipelines.text.script import HAN
 
 NEGATED, POSSIBLE, HISTORICAL, FAMILY, HYPOTHETICAL, PRESENT = (
@@ -122,10 +123,11 @@ _ZH_NEG_TERM_RX = _compile(_ZH_NEG_TERM, True)
 _WORD = re.compile(f"[A-Za-z0-9]+|[{HAN}]")
 
 
-@dataclass(frozen=True)
-class Trigger:
-    start: int
-    end: int
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+class Trigger(Span):
+    """A ConText trigger phrase: a `Span` of the document's text, with its category, the direction
+    it acts in and how many tokens it reaches."""
+
     category: str
     direction: str
     max_tokens: int
@@ -150,9 +152,9 @@ def _overlapping(rx: re.Pattern, seg: str):
     return [x for x in out if not any(o[0] < x[0] and x[1] <= o[1] and o[2].lower().endswith(x[2].lower()) for o in out)]
 
 
-def find_triggers(text: str, start: int, end: int) -> list[Trigger]:
-    """Triggers inside text[start:end] (one sentence), pseudo-triggers removed."""
-    seg = text[start:end]
+def find_triggers(doc: Document, start: int, end: int) -> list[Trigger]:
+    """Triggers inside doc.text[start:end] (one sentence), pseudo-triggers removed."""
+    seg = doc.text[start:end]
     out: list[Trigger] = []
     for rx, pseudo, info, cjk in ((_EN_TRIG, _EN_PSEUDO_RX, _EN_INFO, False), (_ZH_TRIG, _ZH_PSEUDO_RX, _ZH_INFO, True)):
         blocked = [(m.start(), m.end()) for m in pseudo.finditer(seg)]
@@ -161,7 +163,7 @@ def find_triggers(text: str, start: int, end: int) -> list[Trigger]:
                 continue
             key = mt if cjk else mt.lower()
             for cat, d, n in info.get(key, []):
-                out.append(Trigger(start + ms, start + me, cat, d, n, cjk))
+                out.append(Trigger(doc, start + ms, start + me, category=cat, direction=d, max_tokens=n, cjk=cjk))
     return out
 
 

@@ -347,7 +347,7 @@ def _section_items(text: str, col: _Collector, sections: list[Section]) -> None:
                     if pb - pa < 2 or _NON_ENTITY_ITEMS.match(text[pa:pb].strip()):
                         continue
                     if any(t.category in (context.NEGATED, context.POSSIBLE, context.FAMILY)
-                           for t in context.find_triggers(text, pa, pb)):
+                           for t in context.find_triggers(col.doc, pa, pb)):
                         continue  # "否认糖尿病史", "r/o sepsis": the lexicon finds the term, ConText its assertion
                     if sec.key == "past_history" and not _plausible_problem(text[pa:pb]):
                         continue
@@ -424,7 +424,7 @@ def _lexicon(text: str, col: _Collector) -> None:
                 continue
             e = a + last.end()
             s = max(a, e - 10)
-            inner_trig = [t for t in context.find_triggers(text, s, e) if t.cjk]
+            inner_trig = [t for t in context.find_triggers(col.doc, s, e) if t.cjk]
             if inner_trig:
                 s = max(s, max(t.end for t in inner_trig))  # "不除外胆总管结石": the trigger is not part of the name
             if e - s < 2:
@@ -462,7 +462,7 @@ def extract(doc: Document, sections: list[Section], sents: list[Span] | None = N
             m.sentence = (sent.start, sent.end)
             key = (sent.start, sent.end)
             if key not in trig_cache:
-                trig_cache[key] = context.find_triggers(text, sent.start, sent.end)
+                trig_cache[key] = context.find_triggers(doc, sent.start, sent.end)
             if m.type in ("lab", "vital"):
                 m.assertion = context.PRESENT
                 continue

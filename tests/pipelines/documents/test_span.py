@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 
@@ -55,6 +57,20 @@ def test_equality_is_over_the_same_document_object():
     assert Span(a, 0, 4, "x") != Span(a, 0, 4, "y")
     assert Span(a, 0, 4) != Span(b, 0, 4)
     assert len({Span(a, 0, 4), Span(a, 0, 4), Span(a, 5, 9)}) == 2
+
+
+def test_a_subclass_adds_fields_and_compares_them():
+    @dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+    class Tagged(Span):
+        kind: str
+
+    doc = Document.from_text("take aspirin daily", doc_id="d")
+    t = Tagged(doc, 5, 12, kind="drug")
+    assert t.text == "aspirin" and t.source().text == "aspirin" and not hasattr(t, "__dict__")
+    assert t == Tagged(doc, 5, 12, kind="drug") and t != Tagged(doc, 5, 12, kind="food")
+    assert t != Span(doc, 5, 12)
+    with pytest.raises(ValueError):
+        Tagged(doc, 5, 99, kind="drug")
 
 
 def test_span_is_immutable_and_short_in_repr():
