@@ -20,15 +20,18 @@ from pipelines.patents.text import trim
 
 CATEGORIES = ("method", "apparatus", "composition", "medium", "use", "unknown")
 
+# the category each English subject noun names
 _EN_CATEGORY_WORDS = {
-    "method": "method", "methods": "method", "process": "method", "processes": "method", "procedure": "method",
-    "apparatus": "apparatus", "device": "apparatus", "devices": "apparatus", "system": "apparatus",
-    "systems": "apparatus", "machine": "apparatus", "assembly": "apparatus", "circuit": "apparatus",
-    "composition": "composition", "compositions": "composition", "compound": "composition",
-    "compounds": "composition", "formulation": "composition", "mixture": "composition", "alloy": "composition",
-    "emulsion": "composition", "blend": "composition", "medicament": "composition", "vaccine": "composition",
-    "medium": "medium", "media": "medium", "product": "apparatus", "program": "medium", "software": "medium",
-    "use": "use",
+    word: category
+    for category, words in {
+        "method": "method methods process processes procedure",
+        "apparatus": "apparatus device devices system systems machine assembly circuit product",
+        "composition": "composition compositions compound compounds formulation mixture alloy emulsion blend "
+                       "medicament vaccine",
+        "medium": "medium media program software",
+        "use": "use",
+    }.items()
+    for word in words.split()
 }
 _EN_SUBJECT_STOP = re.compile(
     r"\s(?:for|of|to|in|on|at|by|with|which|that|wherein|whereby|according|as|comprising|comprises|consisting"
@@ -61,12 +64,15 @@ _CN_TRANSITION = re.compile(
     r"(?P<characterized>其特征在于|其特征是|其特征为)|(?P<comprising>包括有?|包含有?|含有)|(?P<consisting_of>由(?=[^,;。]{1,200}?组成))|(?P<wherein>其中)"
 )
 _MARKER = re.compile(r"[\n:;,][ \t]*(?P<m>\([a-z]\)|[a-z]\)|\((?:i|ii|iii|iv|v|vi|vii|viii|ix|x)\))[ \t]")
-_EN_SPLIT = re.compile(r";|\n|:(?=\s)")
-_CN_SPLIT = re.compile(r";|\n|。|:")
+# Element separators by (Chinese, wrapped). Text laid out by a PDF breaks lines wherever the page is
+# full: there only blank lines split.
+_SPLIT = {
+    (False, False): re.compile(r";|\n|:(?=\s)"),
+    (True, False): re.compile(r";|\n|。|:"),
+    (False, True): re.compile(r";|\n[ \t]*\n|:(?=\s)"),
+    (True, True): re.compile(r";|\n[ \t]*\n|。|:"),
+}
 _CN_CLAUSE = re.compile(r",(?=\s*(?:所述|其中|以及|并且))")
-# Text laid out by a PDF breaks lines wherever the page is full: only blank lines split there.
-_EN_SPLIT_WRAPPED = re.compile(r";|\n[ \t]*\n|:(?=\s)")
-_CN_SPLIT_WRAPPED = re.compile(r";|\n[ \t]*\n|。|:")
 _CONJ_ONLY = frozenset({"and", "or", "and/or", "then", "以及", "和", "及"})
 _LEADING_CONJ = re.compile(r"(?:and|or|and/or)\s+", re.IGNORECASE)
 
@@ -201,11 +207,7 @@ def analyse_structure(
 def split_elements(norm: str, start: int, end: int, zh: bool, wrapped: bool = False) -> list[tuple[int, int]]:
     """Body elements of norm[start:end] as trimmed (start, end) pairs."""
     cuts = [start]
-    if wrapped:
-        splitter = _CN_SPLIT_WRAPPED if zh else _EN_SPLIT_WRAPPED
-    else:
-        splitter = _CN_SPLIT if zh else _EN_SPLIT
-    for m in splitter.finditer(norm, start, end):
+    for m in _SPLIT[bool(zh), bool(wrapped)].finditer(norm, start, end):
         cuts.append(m.start())
         cuts.append(m.end())
     if zh and norm.find(";", start, end) < 0:

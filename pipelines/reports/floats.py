@@ -16,19 +16,29 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipelines.documents import Document
-from pipelines.reports.labels import EN_LABEL_RE, NUM_RE, NUM_RE_ZH, ZH_LABEL_RE, label_kind, norm_number
+from pipelines.reports.labels import (
+    DOT_LEADER,
+    EN_LABEL_RE,
+    NUM_RE,
+    NUM_RE_ZH,
+    ZH_LABEL_RE,
+    label_kind,
+    norm_number,
+)
 from pipelines.reports.layout import BBox, Layout, Line, overlaps, union
 from pipelines.text.script import HAN_EXT, count_cjk
 
-_EN_CAPTION = re.compile(rf"^\s*(?P<label>{EN_LABEL_RE})\s*(?P<num>{NUM_RE})(?P<panel>[a-h](?![a-z]))?(?P<sep>\s*[.:|—–]\s*|\s+|$)(?P<rest>.*)$")
-_ZH_CAPTION = re.compile(rf"^\s*(?P<label>{ZH_LABEL_RE})\s*(?P<num>{NUM_RE_ZH})(?P<sep>\s*[.:：、．]\s*|\s*)(?P<rest>.*)$")
+# a caption's start: label, number, separator and the rest (Chinese tried first)
+_CAPTION_STARTS = (
+    re.compile(rf"^\s*(?P<label>{ZH_LABEL_RE})\s*(?P<num>{NUM_RE_ZH})(?P<sep>\s*[.:：、．]\s*|\s*)(?P<rest>.*)$"),
+    re.compile(rf"^\s*(?P<label>{EN_LABEL_RE})\s*(?P<num>{NUM_RE})(?P<panel>[a-h](?![a-z]))?(?P<sep>\s*[.:|—–]\s*|\s+|$)(?P<rest>.*)$"),
+)
 # what follows a number when the line is a sentence that begins with a mention, not a caption
 _EN_SENTENCE = re.compile(r"^(?:[a-z(,;)\]]|and\b|or\b|to\b|in\b|of\b|shows?\b|presents?\b|is\b|are\b|was\b|were\b)")
 _ZH_SENTENCE = re.compile(
     r"^(?:[的为是和及与、，,。；;）)里]|中(?:[的可，,所看显展列给描我各]|$)|所示|可以|可见|可知|给出|显示|表明|表示|展示|列出|列举|"
     r"说明|描述|反映|揭示|呈现|对比|比较|总结|汇总|统计|记录|包含|包括|至|到|-|~|～)"
 )
-_DOT_LEADER = re.compile(r"(?:\.\s?){4,}|…{2,}|·{4,}")
 _CONTINUED = re.compile(r"(?:^续表)|\((?:continued|cont\.?|续)\)|\bcontinued\b", re.IGNORECASE)
 
 
@@ -53,7 +63,7 @@ class Caption:
 
 def parse_caption_start(text: str) -> tuple[str, str, str, str, str] | None:
     """(kind, label, number, separator, rest) when `text` starts with a float label and number."""
-    for rx in (_ZH_CAPTION, _EN_CAPTION):
+    for rx in _CAPTION_STARTS:
         m = rx.match(text)
         if m:
             kind = label_kind(m.group("label"))
@@ -121,7 +131,7 @@ def find_captions(doc: Document, layout: Layout) -> list[Caption]:
     lines = layout.lines
     candidates: list[tuple[int, Line, bool]] = []
     for i, ln in enumerate(lines):
-        if _DOT_LEADER.search(ln.text) or not re.search(rf"{ZH_LABEL_RE}|{EN_LABEL_RE}", ln.text):
+        if DOT_LEADER.search(ln.text) or not re.search(rf"{ZH_LABEL_RE}|{EN_LABEL_RE}", ln.text):
             continue  # nothing to see, or a table of contents / list of figures line
         parts = _side_by_side(doc, ln)
         candidates.extend((i, part, len(parts) > 1) for part in parts)

@@ -29,6 +29,8 @@ ZH_LABEL_RE = r"(?:图表|附图|附表|续表|图|表)"
 # one number: 3 | 2-1 | 2.1 | A-1 | A.1 | II ; with a soft hyphen or any dash inside
 NUM_RE = rf"(?:\d{{1,3}}(?:\s?[{DASHES}.．]\s?\d{{1,3}}){{0,2}}|[A-Z][{DASHES}.]?\d{{1,3}}|[IVXL]{{1,6}}\b)"
 NUM_RE_ZH = rf"(?:\d{{1,3}}(?:\s?[{DASHES}.．]\s?\d{{1,3}}){{0,2}}|[A-Z]\s?[{DASHES}.]\s?\d{{1,3}})"
+# a table of contents' leader between a title and its page: "....", "……", "····"
+DOT_LEADER = re.compile(r"(?:\.\s?){4,}|…{2,}|·{4,}")
 PANEL_RE = r"(?:\s?\(([a-h])\)|\s?([a-h])\)|([a-h])(?![\w]))"
 
 

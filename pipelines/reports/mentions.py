@@ -27,6 +27,7 @@ import numpy as np
 from pipelines.documents import Document
 from pipelines.reports.labels import (
     DASHES,
+    DOT_LEADER,
     EN_MENTION_LABEL_RE,
     FLOAT_KINDS,
     KIN,
@@ -89,7 +90,6 @@ SECTION_ZH = re.compile(r"第\s*(?P<num>[一二三四五六七八九十百零〇
 EQUATION_EN = re.compile(rf"\b(?:Eqs?\.|Equations?|Eqn\.?)\s*\(?(?P<num>\d{{1,3}}[a-z]?(?:[{DASHES}.]\d{{1,3}})?)\)?(?:\s*(?:and|,|&)\s*\(?(?P<num2>\d{{1,3}}[a-z]?)\)?)?")
 EQUATION_ZH = re.compile(rf"(?:公式|式)\s*[(（]\s*(?P<num>(?:\d{{1,3}}|[A-Z])(?:\s?[{DASHES}.]\s?\d{{1,3}})?)\s*[)）]")
 FOOTNOTE_WORD = re.compile(r"\b(?:footnote|脚注|注)\s*(?P<num>\d{1,2})\b", re.IGNORECASE)
-_DOT_LEADER = re.compile(r"(?:\.\s?){4,}|…{2,}|·{4,}")
 
 
 @dataclass
@@ -151,7 +151,7 @@ class Resolver:
         out = []
         for ln in self.layout.lines:
             t = ln.text.strip()
-            if _DOT_LEADER.search(t) or (t in self.heading_texts and not any(r.start == ln.start for r in self.refs)):
+            if DOT_LEADER.search(t) or (t in self.heading_texts and not any(r.start == ln.start for r in self.refs)):
                 out.append((ln.start, ln.end))
         return out
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 from pipelines.documents import Document
 from pipelines.reports.floats import is_prose, parse_caption_start
+from pipelines.reports.labels import DOT_LEADER
 from pipelines.reports.layout import Layout, Line
 from pipelines.text.numerals import parse_number
 from pipelines.text.script import HAN_EXT
 
-_DOT_LEADER = re.compile(r"(?:\.\s?){4,}|…{2,}|·{4,}")
 _NUM_HEADING = re.compile(r"^\s*(?P<num>(?:\d{1,2}|[A-Z])(?:\.\d{1,2}){0,3})\.?\s+(?P<title>[^\W\d_][^\n]{0,90})$")
 _CN_CHAPTER = re.compile(r"^\s*第\s*(?P<num>[一二三四五六七八九十百零〇两\d]{1,4})\s*(?P<unit>[章节部分篇])\s*(?P<title>.{0,60})$")
 _CN_ENUM = re.compile(r"^\s*(?P<num>[一二三四五六七八九十]{1,3})\s*[、．.]\s*(?P<title>\S.{0,60})$")
@@ -49,7 +49,7 @@ def find_sections(doc: Document, layout: Layout) -> list[Item]:
     seen: set[str] = set()
     for i, ln in enumerate(layout.lines):
         text = ln.text.strip()
-        if len(text) > 100 or _DOT_LEADER.search(text) or parse_caption_start(text):
+        if len(text) > 100 or DOT_LEADER.search(text) or parse_caption_start(text):
             continue
         m = _CN_CHAPTER.match(text)
         number = None
