@@ -11,13 +11,14 @@ from rich.text import Text
 from rich.tree import Tree
 
 from pipelines.patents import Claim, PatentResult, TreeNode
+from pipelines.text.script import has_cjk
 
 
 def first_words(text: str, n_words: int = 8, n_cjk: int = 18) -> str:
     """The start of a claim's text for labels, without its number."""
     t = re.sub(r"^\s*(?:\[?\s*claims?\s*)?\d{1,3}\s*[.、．)\]:]*\s*(?:\([^)]{0,40}\)\s*)?", "", text, flags=re.IGNORECASE)
     t = " ".join(t.split())
-    if re.search(r"[\u4e00-\u9fff]", t[:10]):
+    if has_cjk(t[:10]):
         return t[:n_cjk] + ("…" if len(t) > n_cjk else "")
     words = t.split(" ")
     return " ".join(words[:n_words]) + ("…" if len(words) > n_words else "")

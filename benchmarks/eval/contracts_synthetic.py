@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 
 from pipelines.contracts.structure import Clause, parse_structure
+from pipelines.documents import Document
+from pipelines.text.script import is_han
 
 SYNONYMS = {
     "shall": "will", "will": "shall", "agreement": "contract", "terminate": "end", "provide": "supply",
@@ -45,7 +47,7 @@ def make_pair(text: str, foreign: list[str], seed: int, n_each: int = 2,
               ops: tuple[str, ...] = ("delete", "insert", "edit", "reword", "move"), edit_share: float = 0.25) -> Synthetic:
     """Alter `text` with `n_each` of every operation in `ops`; `foreign` supplies inserted clauses."""
     rng = random.Random(seed)
-    st = parse_structure(text)
+    st = parse_structure(Document.from_text(text))
     clauses = st.clauses
     zh = st.language == "zh"
     leaves = [k for k, c in enumerate(clauses)
@@ -128,7 +130,7 @@ def _edit(seg: str, c: Clause, rng: random.Random, words: list[str], share: floa
     if zh:
         chars = list(body)
         for i in rng.sample(range(len(chars)), max(1, int(share * len(chars)))):
-            if "\u4e00" <= chars[i] <= "\u9fff":
+            if is_han(chars[i]):
                 chars[i] = rng.choice(words)
         return head + "".join(chars)
     toks = re.split(r"(\s+)", body)
