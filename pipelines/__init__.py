@@ -1,6 +1,7 @@
 """Domain pipelines of longdoc and the shared document model they all stand on.
 
 `pipelines.documents` holds the document model (Document, Page, SourceSpan) and ingest of
-txt/md/docx/pdf; each subpackage (`patents`, `contracts`, `medical`, `reports`) is one domain
-pipeline registered in `pipelines.registry`.
+txt/md/docx/pdf; `pipelines.text` the text helpers they share (script and language, numerals,
+retrieval, key entities, the engine fallback's text tools); each other subpackage (`patents`,
+`contracts`, `medical`, `reports`) is one domain pipeline registered in `pipelines.registry`.
 """
