@@ -41,7 +41,7 @@ def bodies(lang: str) -> list[str]:
         if not d.is_dir() or not d.name.startswith(lang):
             continue
         text = (d / "v1.txt").read_text(encoding="utf-8")
-        for c in parse_structure(text).clauses:
+        for c in parse_structure(Document.from_text(text)).clauses:
             b = re.sub(r"\s+", " ", c.body(text)).strip()
             if len(b) >= (60 if lang == "en" else 20):
                 out.append(b)
@@ -87,7 +87,7 @@ def run(n: int, lang: str, repeat: int, semantic: bool) -> dict:
         t2 = time.perf_counter()
         times.append(t1 - t0)
         dumps.append(t2 - t1)
-    sa, sb = parse_structure(syn.a), parse_structure(syn.b)
+    sa, sb = parse_structure(Document.from_text(syn.a)), parse_structure(Document.from_text(syn.b))
     al = align(syn.a, sa, syn.b, sb, cfg)
     s = score(syn.truth, sa.clauses, sb.clauses, al.pairs)
     out = {

@@ -26,6 +26,7 @@ from benchmarks.eval.contracts_synthetic import make_pair
 from pipelines.contracts.align import AlignConfig, align, content_scores, score_matrix
 from pipelines.contracts.similarity import ngram_matrix
 from pipelines.contracts.structure import parse_structure
+from pipelines.documents import Document
 
 GRID = [round(x, 2) for x in np.arange(0.20, 0.92, 0.02)]
 
@@ -35,7 +36,7 @@ def _foreign(paths: list[str], lang: str) -> list[str]:
     for p in paths:
         for f in sorted(Path(p).rglob("*.txt")) if Path(p).is_dir() else [Path(p)]:
             text = f.read_text(encoding="utf-8", errors="replace")
-            st = parse_structure(text)
+            st = parse_structure(Document.from_text(text))
             if st.language != lang:
                 continue
             for c in st.clauses:
@@ -53,10 +54,10 @@ def _cases(corpus: Path, foreign: list[str], seeds: int) -> list[tuple[str, str,
         cases.append((d.name, (d / "v1.txt").read_text(encoding="utf-8"), (d / "v2.txt").read_text(encoding="utf-8"), truth, True))
     for d in pairs:
         a = (d / "v1.txt").read_text(encoding="utf-8")
-        lang = parse_structure(a).language
+        lang = parse_structure(Document.from_text(a)).language
         pool = _foreign([str(p / "v1.txt") for p in pairs if p != d] + foreign, lang)
         # a foreign clause must really be foreign: drop any that resembles a clause of this document
-        st = parse_structure(a)
+        st = parse_structure(Document.from_text(a))
         if pool:
             sim = ngram_matrix(pool, [c.body(a) for c in st.clauses], lang)
             pool = [t for t, m in zip(pool, sim.max(axis=1), strict=True) if m < 0.5]
@@ -74,7 +75,7 @@ def run(corpus: Path, foreign: list[str], semantic: bool, seeds: int) -> dict:
     table = {t: [] for t in GRID}
     gaps = []
     for name, a, b, truth, real in _cases(corpus, foreign, seeds):
-        sa, sb = parse_structure(a), parse_structure(b)
+        sa, sb = parse_structure(Document.from_text(a)), parse_structure(Document.from_text(b))
         content, _ = content_scores(a, sa, b, sb, cfg0)
         for t in GRID:
             cfg = AlignConfig(threshold=t, semantic=semantic, w_anchor=cfg0.w_anchor, w_context=cfg0.w_context)
@@ -138,7 +139,7 @@ def compare_paths(corpus: Path, seeds: int = 4) -> list[dict]:
             f = []
             for d in pairs:
                 a = (d / "v1.txt").read_text(encoding="utf-8")
-                st = parse_structure(a)
+                st = parse_structure(Document.from_text(a))
                 if st.language != "en":
                     continue
                 pool = _foreign([str(p / "v1.txt") for p in pairs if p != d], "en")
@@ -147,7 +148,7 @@ def compare_paths(corpus: Path, seeds: int = 4) -> list[dict]:
                 for seed in range(seeds):
                     syn = make_pair(a, pool, 100 + seed, n_each=4, ops=("delete", "insert", "edit", "reword"),
                                     edit_share=share)
-                    sa, sb = parse_structure(syn.a), parse_structure(syn.b)
+                    sa, sb = parse_structure(Document.from_text(syn.a)), parse_structure(Document.from_text(syn.b))
                     al = align(syn.a, sa, syn.b, sb, AlignConfig(semantic=semantic))
                     s = score(syn.truth, sa.clauses, sb.clauses, al.pairs)
                     f.append((s.alignment_f1, s.changed_f1))

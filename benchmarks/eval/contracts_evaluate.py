@@ -148,6 +148,7 @@ def main() -> None:
 
     from pipelines.contracts.align import AlignConfig, align
     from pipelines.contracts.structure import parse_structure
+    from pipelines.documents import Document
 
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("corpus", type=Path)
@@ -158,7 +159,7 @@ def main() -> None:
         truth = json.loads((d / "truth.json").read_text(encoding="utf-8"))
         a, b = (d / "v1.txt").read_text(encoding="utf-8"), (d / "v2.txt").read_text(encoding="utf-8")
         t0 = time.perf_counter()
-        sa, sb = parse_structure(a), parse_structure(b)
+        sa, sb = parse_structure(Document.from_text(a)), parse_structure(Document.from_text(b))
         al = align(a, sa, b, sb, AlignConfig(semantic=args.semantic))
         s = score(truth, sa.clauses, sb.clauses, al.pairs)
         print(json.dumps({"pair": d.name, "seconds": round(time.perf_counter() - t0, 2), **s.as_dict()}))

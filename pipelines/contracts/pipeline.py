@@ -233,8 +233,8 @@ def compare_documents(doc_a: Document, doc_b: Document, cfg: AlignConfig | None 
     """The whole pipeline on two documents."""
     la, lb = contract_language(doc_a.text), contract_language(doc_b.text)
     lang = "zh" if "zh" in (la, lb) else "en"
-    sa = parse_structure(doc_a.text, lang, [p.char_start for p in doc_a.pages[1:]])
-    sb = parse_structure(doc_b.text, lang, [p.char_start for p in doc_b.pages[1:]])
+    sa = parse_structure(doc_a, lang, [p.char_start for p in doc_a.pages[1:]])
+    sb = parse_structure(doc_b, lang, [p.char_start for p in doc_b.pages[1:]])
     return compare_structures(doc_a, sa, doc_b, sb, cfg, input_sha256)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from pipelines.documents import Document, Span
 from pipelines.text.numerals import CN_NUMERAL_CHARS, int_to_chinese, parse_number, roman_to_int
 from pipelines.text.script import HAN, detect_language, to_halfwidth
 
@@ -77,13 +78,11 @@ RE_EXTERNAL_EN = re.compile(r"^\s*(?:\([^)]*\)\s*)?(of|in|under)\s+(the\s+)?(?!t
 TERMINAL = tuple(".;:!?。；：！？")
 
 
-@dataclass
-class CrossRef:
-    """A reference inside a clause to another clause: its text, where it is, what it points to."""
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+class CrossRef(Span):
+    """A reference inside a clause to another clause: a `Span` of the document's text, and what it
+    points to."""
 
-    text: str
-    start: int
-    end: int
     target: str  # normalised label, e.g. "4.2", "B.4", "第十二条"
     anchor: str | None = None  # the clause it resolves to in the same document, if any
     external: bool = False
@@ -91,15 +90,15 @@ class CrossRef:
 
 @dataclass
 class Clause:
-    """One clause: anchor, number as written, heading, span [start, end) and what it contains."""
+    """One clause: anchor, number as written, heading, its `Span` of the document's text and what it
+    contains (`start`/`end` read the span; `label_start`/`label_end` are offsets into the same text)."""
 
     index: int
     anchor: str
     number: str | None
     kind: str  # numbered | heading | preamble | recital | definition | schedule | signature | paragraph
     level: int
-    start: int
-    end: int
+    span: Span
     parent: str | None = None
     heading: str | None = None
     label_start: int | None = None  # the number label as written, e.g. "1.2" or "第十二条"
@@ -108,6 +107,18 @@ class Clause:
     defines: list[str] = field(default_factory=list)
     xrefs: list[CrossRef] = field(default_factory=list)
     path: tuple = ()  # numeric path for cross-reference lookup, e.g. ("b", 4)
+
+    @property
+    def start(self) -> int:
+        return self.span.start
+
+    @property
+    def end(self) -> int:
+        return self.span.end
+
+    def extend_to(self, end: int) -> None:
+        """The clause runs on to `end` (a continuation line)."""
+        self.span = Span(self.span.doc, self.span.start, end)
 
     def body(self, text: str) -> str:
         """The clause text without its own number label (what alignment compares)."""
@@ -130,6 +141,9 @@ class Structure:
 
 @dataclass
 class _Line:
+    """A line while parsing: offsets into the document's text, with a half-width copy of the line
+    (`to_halfwidth`, same length) that the marker and heading patterns read."""
+
     start: int  # offset of the first non-space character
     end: int  # offset after the last non-space character
     text: str  # half-width copy of text[start:end]
@@ -340,12 +354,13 @@ def _first_words(s: str) -> str:
     return " ".join(re.findall(r"\w+", s.lower())[:2]) if s.isascii() else s[:4]
 
 
-def parse_structure(text: str, language: str | None = None, page_starts: list[int] | None = None) -> Structure:
-    """Cut `text` into clauses with anchors, spans, headings, definitions and cross-references.
+def parse_structure(doc: Document, language: str | None = None, page_starts: list[int] | None = None) -> Structure:
+    """Cut the document's text into clauses with anchors, spans, headings, definitions and cross-references.
 
     `page_starts` (character offsets where pages begin, PDF input): the first line of a page starts a
     new paragraph when the last line of the previous page ended a sentence — ingest cannot see a
     paragraph gap across a page break, and a clause that runs on over the break stays one clause."""
+    text = doc.text
     lang = language or contract_language(text)
     lines = _lines(text)
     if page_starts:
@@ -382,7 +397,8 @@ def parse_structure(text: str, language: str | None = None, page_starts: list[in
 
     def new(kind, anchor, number, level, ln, marker=None, heading=None, parent=None, style=""):
         nonlocal current
-        c = Clause(len(clauses), anchor, number, kind, level, ln.start, ln.end, parent=parent, heading=heading, style=style)
+        c = Clause(len(clauses), anchor, number, kind, level, Span(doc, ln.start, ln.end), parent=parent, heading=heading,
+                   style=style)
         if marker is not None:
             lab_off = ln.text.find(marker.label.strip()) if marker.label.strip() else -1
             if lab_off >= 0:
@@ -414,7 +430,7 @@ def parse_structure(text: str, language: str | None = None, page_starts: list[in
         if marker is not None and marker.style == "schedule":
             in_signature = False
         if in_signature and marker is None:
-            current.end = ln.end
+            current.extend_to(ln.end)
             continue
 
         sig = RE_SIGNATURE.search(ln.text) if para_start else None
@@ -481,7 +497,7 @@ def parse_structure(text: str, language: str | None = None, page_starts: list[in
             preamble_n += 1
             new("preamble", f"preamble-{preamble_n}", None, 0, ln)
             continue
-        current.end = ln.end  # continuation of the current clause
+        current.extend_to(ln.end)  # continuation of the current clause
 
     _dedupe_anchors(clauses)
     terms: dict[str, str] = {}
@@ -492,7 +508,7 @@ def parse_structure(text: str, language: str | None = None, page_starts: list[in
             c.defines.insert(0, c.heading)
         for t in c.defines:
             terms.setdefault(t, c.anchor)
-    _find_xrefs(text, clauses, lang)
+    _find_xrefs(doc, clauses, lang)
     return Structure(clauses, lang, terms)
 
 
@@ -625,7 +641,8 @@ def _definition_terms(seg: str, lang: str) -> list[str]:
     return out
 
 
-def _find_xrefs(text: str, clauses: list[Clause], lang: str) -> None:
+def _find_xrefs(doc: Document, clauses: list[Clause], lang: str) -> None:
+    text = doc.text
     paths: dict[tuple, str] = {}
     for c in clauses:
         if c.kind in {"numbered", "schedule", "paragraph"} and c.path:
@@ -646,8 +663,8 @@ def _find_xrefs(text: str, clauses: list[Clause], lang: str) -> None:
             if m.group(4):
                 key += "第" + int_to_chinese(parse_number(m.group(4)) or 0) + "项"
             anchor = None if external else (paths.get(_path_of(key)) or paths.get(_path_of(key)[:1]))
-            c.xrefs.append(CrossRef(text[c.start + m.start():c.start + m.end()], c.start + m.start(), c.start + m.end(),
-                                    key, anchor, external))
+            c.xrefs.append(CrossRef(doc, c.start + m.start(), c.start + m.end(), target=key, anchor=anchor,
+                                    external=external))
         if lang == "zh":
             continue
         for m in RE_XREF_EN.finditer(seg):
@@ -672,4 +689,5 @@ def _find_xrefs(text: str, clauses: list[Clause], lang: str) -> None:
                         rn = roman_to_int(ref)
                         p = (rn,) if rn else p
                     target = paths.get(p)
-                c.xrefs.append(CrossRef(text[s:s + len(ref)], s, s + len(ref), key, None if external else target, external))
+                c.xrefs.append(CrossRef(doc, s, s + len(ref), target=key, anchor=None if external else target,
+                                        external=external))

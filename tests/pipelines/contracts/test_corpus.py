@@ -13,13 +13,14 @@ from benchmarks.eval.contracts_evaluate import score
 from pipelines.contracts.align import Pair, align
 from pipelines.contracts.pipeline import apply_changes, compare_texts
 from pipelines.contracts.structure import parse_structure
+from pipelines.documents import Document
 from tests.pipelines.contracts.data import PAIRS, load_pair
 
 
 @pytest.fixture(scope="module", params=PAIRS)
 def pair(request):
     a, b, truth = load_pair(request.param)
-    sa, sb = parse_structure(a), parse_structure(b)
+    sa, sb = parse_structure(Document.from_text(a)), parse_structure(Document.from_text(b))
     al = align(a, sa, b, sb)
     return request.param, a, b, truth, sa, sb, al
 

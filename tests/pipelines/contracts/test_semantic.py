@@ -9,6 +9,7 @@ from pipelines.contracts.align import AlignConfig, align
 from pipelines.contracts.pipeline import compare_texts
 from pipelines.contracts.similarity import embedding_matrix
 from pipelines.contracts.structure import parse_structure
+from pipelines.documents import Document
 from pipelines.text.retrieval import minilm_folder, minilm_model
 from tests.pipelines.contracts.data import load_pair
 
@@ -31,7 +32,7 @@ def test_semantic_path_keeps_the_alignment() -> None:
     a, b, _ = load_pair("en-commonpaper-csa-1.0-to-1.1")
     cut_a, cut_b = a.index("3. Professional Services"), b.index("3. Professional Services")
     a, b = a[:cut_a], b[:cut_b].replace("promptly notify", "notify without delay")
-    sa, sb = parse_structure(a), parse_structure(b)
+    sa, sb = parse_structure(Document.from_text(a)), parse_structure(Document.from_text(b))
     sem = align(a, sa, b, sb, AlignConfig(semantic=True))
     lex = align(a, sa, b, sb, AlignConfig())
     assert sem.semantic_used and not lex.semantic_used

@@ -4,14 +4,15 @@ schedules, signature blocks, cross-references, tables of contents, and the parti
 from __future__ import annotations
 
 from pipelines.contracts.structure import parse_structure
+from pipelines.documents import Document
 
 
 def anchors(text: str) -> list[str]:
-    return [c.anchor for c in parse_structure(text).clauses]
+    return [c.anchor for c in parse_structure(Document.from_text(text)).clauses]
 
 
 def check_partition(text: str) -> None:
-    st = parse_structure(text)
+    st = parse_structure(Document.from_text(text))
     pos = 0
     for c in st.clauses:
         assert c.start >= pos and text[pos:c.start].strip() == "", (c.anchor, text[pos:c.start])
@@ -53,7 +54,7 @@ ZH_CONTRACT = """房屋租赁合同
 
 
 def test_chinese_numbering_and_kuan() -> None:
-    st = parse_structure(ZH_CONTRACT)
+    st = parse_structure(Document.from_text(ZH_CONTRACT))
     assert st.language == "zh"
     a = [c.anchor for c in st.clauses]
     for expected in ("第一章", "第一条", "第二条", "第二章", "第三条", "第三条第二款", "第十条之一", "第四条",
@@ -118,7 +119,7 @@ SERVICES
 
 
 def test_english_hierarchy() -> None:
-    st = parse_structure(EN_CONTRACT)
+    st = parse_structure(Document.from_text(EN_CONTRACT))
     a = [c.anchor for c in st.clauses]
     for expected in ("Article I", "1.01", "1.02", "Article II", "2.01", "2.01(a)", "2.01(b)", "2.01(c)",
                      "2.01(c)(i)", "2.01(c)(ii)", "2.01(c)(ii)(A)", "2.02", "signature", "Exhibit A", "Exhibit A/1",
@@ -140,7 +141,7 @@ def test_english_hierarchy() -> None:
 def test_roman_versus_letters() -> None:
     text = "(a) one;\n\n(b) two;\n\n(h) eight;\n\n(i) nine, a letter after (h);\n\n(j) ten.\n"
     assert anchors(text) == ["(a)", "(b)", "(h)", "(i)", "(j)"]
-    st = parse_structure(text)
+    st = parse_structure(Document.from_text(text))
     assert st.clauses[3].style == "paren-low-alpha"
     text2 = "1. Terms\n\n(a) first;\n\n(i) sub one;\n\n(ii) sub two;\n\n(b) second.\n"
     assert anchors(text2) == ["1", "1(a)", "1(a)(i)", "1(a)(ii)", "1(b)"]
@@ -150,7 +151,7 @@ def test_page_break_continuation_and_wrapped_lines() -> None:
     text = ("1.1 Term. This Agreement starts on the Effective Date and continues for the period set out\n"
             "in Section 4.2 of the Order Form unless terminated earlier\f under Section 1.2.\n\n"
             "1.2 Termination. Either party may terminate on notice.\n")
-    st = parse_structure(text)
+    st = parse_structure(Document.from_text(text))
     assert [c.anchor for c in st.clauses] == ["1.1", "1.2"]
     assert "under Section 1.2." in text[st.clauses[0].start:st.clauses[0].end]
     check_partition(text)
@@ -162,7 +163,7 @@ def test_table_of_contents_is_not_clauses() -> None:
             "3. Term\n\nOne year.\n")
     a = anchors(text)
     assert a.count("1") == 1 and a.count("2") == 1 and a.count("3") == 1
-    st = parse_structure(text)
+    st = parse_structure(Document.from_text(text))
     assert st.by_anchor()["1"].start == text.index("1. Services\n\nThe")
 
 
