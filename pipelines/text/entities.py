@@ -1,8 +1,8 @@
 """Key entities of a text (dates, money, percentages, numbers, Chinese article references, names,
 quoted terms) and how many of them survive when only parts of the text are kept.
 
-Entities (`extract_entities`) are found by a simple, documented, dependency-free method, run on the text
-after NFKC normalisation (full-width digits and letters become ASCII):
+Entities (`extract_entities`) are found by a simple, documented, dependency-free method, run on the
+text after NFKC normalisation (full-width digits and letters become ASCII):
 
 - dates: ISO `2021-03-04`, `3/4/2021`, `March 3, 2021` / `3 March 2021` / `March 2021`, and Chinese
   or Japanese `2021年3月4日` (year, month, day parts optional after the first);
@@ -70,9 +70,12 @@ _LEADING = {
 
 @dataclass
 class Entity:
-    text: str  # normalised
+    """One key entity: its normalised text (whitespace collapsed), kind and character span in the
+    text it was extracted from."""
+
+    text: str
     kind: str  # date, money, percent, number, article, quoted, name
-    start: int  # span in the normalised text (NFKC keeps offsets only where widths agree; see below)
+    start: int
     end: int
 
 

@@ -2,8 +2,8 @@
 of it they make up.
 
 Character classes are regex class bodies (the text between `[` and `]`), so they can be used on
-their own (`HAN_RE`) or inside larger patterns (`rf"[A-Z{HAN}]"`). There are three because callers
-ask three different questions:
+their own (`HAN_RE`) or inside larger patterns (`rf"[A-Z{HAN}]"`). There are four because callers
+ask four different questions:
 
 - `HAN` — CJK Unified Ideographs, U+4E00–U+9FFF: the common Chinese characters (all of GB2312
   and almost all of GBK's Han characters). The pipelines use it to decide "is this Chinese text"
@@ -23,8 +23,8 @@ ask three different questions:
   space.
 
 Language (`detect_language`) is "zh" or "en" by one rule: the share of Han characters in the text
-(`cjk_share(text, HAN, basis)`) above a threshold. Callers differ in what the share is taken of (`basis`) and where
-the threshold lies, because they read different texts:
+(`cjk_share(text, HAN, basis)`) above a threshold. Callers differ in what the share is taken of
+(`basis`) and where the threshold lies, because they read different texts:
 
 - "latin": Han / (Han + ASCII letters) — patent claims (≥ 0.25: Chinese claims keep Latin
   reference signs and formula names);
