@@ -151,7 +151,7 @@ def main() -> None:
         b = llm.generate(ids, greedy)[0].token_ids  # prefix cache: bit-identical to a full prefill
         st["greedy16_agree"] = common_prefix(a, b)
         st["instr_tokens"] = len(i_ids)
-        st["answer_reuse"], st["answer_full"] = llm._decode(a), llm._decode(b)
+        st["answer_reuse"], st["answer_full"] = llm.decode(a), llm.decode(b)
         results["logits"][name] = st
         print(f"{name:<14} {len(i_ids):>6} {st['max_abs']:>8.4f} {st['rel']:>8.5f} {st['mean_abs']:>8.5f} "
               f"{st['kl_mean']:>8.5f} {st['kl_max']:>8.5f} {st['top1']:>6.3f} {st['greedy16_agree']:>5}/16")

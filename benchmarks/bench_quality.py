@@ -21,7 +21,7 @@ Modes (one `LLM()` each for full and warm, the packaged GGUF, float32, torch ref
   perplexity of its own: scoring a long text by one decode step per token would take hours here.
 
 Perplexity: the text is tokenized with BOS and prefilled in chunks of `--chunk` tokens
-(`LLM._prefill_collect`, what `LLM.score` runs); each chunk's tokens are scored from the final
+(`EngineCore.prefill_collect`, what `LLM.score` runs); each chunk's tokens are scored from the final
 hidden states of that chunk, which attended to the cache holding everything before it. With the
 warm tier the cache is demoted after every chunk, so chunk c attends to INT8 K/V for all of its
 global layers' context except the sinks and the last `hot_window` tokens before the chunk (and the
@@ -35,7 +35,7 @@ contracts, provenance there), started at a different offset per key; the line
 is"; the prompt is exactly L tokens. Greedy decode of `--new-tokens` tokens; correct if the five
 digits appear in the decoded text. Each mode prefills the prompt itself (`_prefill_collect`, chunked,
 demoting like generate() does); the first token comes from the prefill, the others from decode
-steps (`ModelRunner.forward` + `demote` after each, as `LLM._run` does). The warm prefill is shared
+steps (`ModelRunner.forward` + `demote` after each, as `EngineCore.step` does). The warm prefill is shared
 by the dense and sparse decodes: each decode runs on a fork of the sequence (its block tables with
 every block's reference count raised, so nothing it frees or demotes touches the original). `--check`
 (on by default) first confirms that this path gives the same tokens as `LLM.generate`, per mode.
@@ -123,9 +123,9 @@ def warm_count(llm, seq) -> dict:
 @torch.inference_mode()
 def perplexity(llm, ids: list[int]) -> dict:
     t = time.perf_counter()
-    seq, hidden, _ = llm._prefill_collect(ids, 0)  # LLM.score's path; demotes after every chunk
+    seq, hidden, _ = llm.core.prefill_collect(ids, 0)  # LLM.score's path; demotes after every chunk
     counts = warm_count(llm, seq)
-    llm._free_seq(seq)
+    llm.core.free(seq)
     target = torch.tensor(ids[1:])
     lps = []
     for s in range(0, len(ids) - 1, 256):
@@ -167,7 +167,7 @@ def fork_decode(llm, seq, first: int, n: int) -> list[int]:
     from engine.core.sequence import Sequence
 
     kv = llm.kv
-    fork = Sequence(next(llm._ids), list(seq.prompt_ids), SamplingParams(max_tokens=n))
+    fork = Sequence(llm.core.new_id(), list(seq.prompt_ids), SamplingParams(max_tokens=n))
     fork.tables = [list(t) for t in seq.tables]
     fork.num_cached, fork.rope_seq_len = seq.num_cached, seq.rope_seq_len
     fork.block_hashes = list(seq.block_hashes)
@@ -183,10 +183,10 @@ def fork_decode(llm, seq, first: int, n: int) -> list[int]:
         while len(toks) < n and toks[-1] not in eos:
             fork.output_ids.append(toks[-1])
             h = llm.runner.forward([], [fork])
-            kv.demote(fork.tables, fork.num_cached)  # as LLM._run does after every step
+            kv.demote(fork.tables, fork.num_cached)  # as EngineCore.step does after every step
             toks.append(int(llm.model.logits(h[-1:]).argmax()))
     finally:
-        llm._free_seq(fork)
+        llm.core.free(fork)
     return toks
 
 
@@ -194,7 +194,7 @@ def fork_decode(llm, seq, first: int, n: int) -> list[int]:
 def run_prompt(llm, ids: list[int], n: int, sparse: list[int | None]) -> tuple[dict, dict, float]:
     """Prefill once, then one decode per entry of `sparse` (None: dense). Returns ({k: tokens}, counts, prefill s)."""
     t = time.perf_counter()
-    seq, hidden, _ = llm._prefill_collect(ids, len(ids) - 1)
+    seq, hidden, _ = llm.core.prefill_collect(ids, len(ids) - 1)
     dt = time.perf_counter() - t
     counts = warm_count(llm, seq)
     first = int(llm.model.logits(hidden[-1:]).argmax())
@@ -205,7 +205,7 @@ def run_prompt(llm, ids: list[int], n: int, sparse: list[int | None]) -> tuple[d
             res[k] = fork_decode(llm, seq, first, n)
     finally:
         llm.kv.sparse_top_k = None
-        llm._free_seq(seq)
+        llm.core.free(seq)
     return res, counts, dt
 
 

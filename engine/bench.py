@@ -86,7 +86,7 @@ def memory_profile_of(llm, prompt: list[int]) -> dict[str, Any]:
     sequence's blocks by tier, demoted as the warm tier's policy says)."""
     weights = sum(p.numel() * p.element_size() for p in llm.model.parameters())
     kv = llm.kv
-    seq, _, _ = llm._prefill_collect(list(prompt), rows_from=len(prompt))  # demotes between chunks
+    seq, _, _ = llm.core.prefill_collect(list(prompt), rows_from=len(prompt))  # demotes between chunks
     try:
         held = kv.kv_bytes(seq.tables)
         as_bf16 = kv.kv_bytes(seq.tables, hot_elem_size=2)
@@ -95,7 +95,7 @@ def memory_profile_of(llm, prompt: list[int]) -> dict[str, Any]:
             for g, t in zip(kv.groups, seq.tables, strict=True)
         )
     finally:
-        llm._free_seq(seq)
+        llm.core.free(seq)
     n = max(1, len(prompt))
     return {
         "weights_bytes": weights,

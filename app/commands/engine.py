@@ -189,7 +189,7 @@ def register(app: typer.Typer) -> None:
                                 hot_window=hot_window, sink_tokens=sink_tokens, warm_sliding=warm_sliding,
                                 demote_watermark=demote_watermark)
             llm = LLM(model=model, device=device, dtype=dtype, cache=cache)
-            llm._check_len(prompt_length + max_new_tokens)
+            llm.check_len(prompt_length + max_new_tokens)
             res = run_bench(llm, prompt_length, max_new_tokens, batch=batch, repeat=repeat, seed=seed,
                             memory_profile=memory_profile)
         except (EngineError, ValueError) as exc:

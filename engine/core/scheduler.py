@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.core.sequence import Sequence
@@ -77,7 +78,8 @@ class SchedulerCounters:
 
 
 class Scheduler:
-    def __init__(self, kv: PagedKVCache, config: SchedulerConfig, max_num_seqs: int, chunk: int, prefix=None) -> None:
+    def __init__(self, kv: PagedKVCache, config: SchedulerConfig, max_num_seqs: int, chunk: int, prefix=None,
+                 on_place: Callable[[Sequence], None] | None = None) -> None:
         if config.preemption not in ("swap", "recompute"):
             raise ValueError(f"preemption must be 'swap' or 'recompute', not {config.preemption!r}")
         self.kv = kv
@@ -91,7 +93,7 @@ class Scheduler:
         if self.budget < chunk:
             raise ValueError(f"max_num_batched_tokens ({self.budget}) must be >= max_prefill_chunk ({chunk})")
         self.prefix = prefix  # PrefixCache or None
-        self.on_place = lambda s: None  # set by the LLM: engine.kv.document_cache placement
+        self.on_place = on_place or (lambda s: None)  # places a stored document (EngineCore.place_document)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.swapped: deque[Sequence] = deque()
@@ -111,6 +113,17 @@ class Scheduler:
         if seq in self.running:
             self.running.remove(seq)
         self._drop(seq)
+
+    def abort(self, seq: Sequence) -> None:
+        """Drop an unfinished request wherever it is (waiting, running or swapped out)."""
+        if seq in self.running:
+            self.running.remove(seq)
+            self._drop(seq)
+        elif seq in self.swapped:
+            self.swapped.remove(seq)
+            self._release_swap(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
 
     def abort_all(self) -> None:
         for s in list(self.running):

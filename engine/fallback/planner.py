@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine.core.output_processor import GenerationOutput
 from engine.core.sampling import SamplingParams
 from engine.errors import CacheFullError, ContextLengthError, EngineError
 from engine.fallback.token_text import (
@@ -57,7 +58,6 @@ from engine.fallback.token_text import (
     entity_retention_texts,
     minilm_embedder,
 )
-from engine.llm import GenerationOutput
 
 if TYPE_CHECKING:
     from engine.llm import LLM
@@ -462,7 +462,7 @@ def run_with_fallback(
     t0 = time.perf_counter()
     if plan.stage == "single":
         out = llm.generate([plan.prompts[0]], plan.params)[0]
-        out.prompt = llm._decode(out.prompt_token_ids, False) if llm.tokenizer is not None else None
+        out.prompt = llm.decode(out.prompt_token_ids, False) if llm.tokenizer is not None else None
         report.generate_seconds = time.perf_counter() - t0
         return out, report
     partials = llm.generate(plan.prompts, plan.params)
@@ -480,6 +480,6 @@ def run_with_fallback(
     report.reduce_tokens_dropped = rreport.tokens_dropped
     report.prompt_tokens_sent.append(len(rplan.prompts[0]))
     out = llm.generate([rplan.prompts[0]], params)[0]
-    out.prompt = llm._decode(out.prompt_token_ids, False)
+    out.prompt = llm.decode(out.prompt_token_ids, False)
     report.generate_seconds = time.perf_counter() - t0
     return out, report

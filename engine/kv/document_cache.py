@@ -23,13 +23,13 @@ layers store only the last `window` positions, which is all a question after the
 
 Use: `LLM.generate_with_document(instructions, document, question, params)` (and
 `stream_with_document`, `document_logits`). The sequence carries `doc = (offset, DocumentKV)`; the
-scheduler prefills the instructions up to the offset, calls `LLM._place_document` (its `on_place`
-hook), then prefills the question. `register_limit = offset` keeps the prefix cache from indexing
+scheduler prefills the instructions up to the offset, calls `EngineCore.place_document` (its
+`on_place` callback), then prefills the question. `register_limit = offset` keeps the prefix cache from indexing
 any block that holds placed (approximate) KV, and a sequence holding a placed document is always
 preempted by swap (recomputing it would silently turn it into a different, exact computation).
 With a warm tier the document is still computed at full precision (nothing demoted while it is
-read); the placed blocks are demoted like any prefilled ones. The store is `LLM.doc_tier()`: the
-configured cold tier (host memory / disk), else a host-memory store of the document cache's own.
+read); the placed blocks are demoted like any prefilled ones. The store is `DocumentCache.store()`:
+the configured cold tier (host memory / disk), else a host-memory store of the document cache's own.
 An entry that is missing, fails the store's checks or has unexpected shapes is recomputed.
 """
 
@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -45,7 +47,12 @@ from engine.core.sampling import SamplingParams
 from engine.core.sequence import Sequence
 from engine.errors import CacheFullError, EngineError
 from engine.kv.block_hash import encode_tokens
+from engine.kv.cold import ColdTier, HostStore
+from engine.kv.paged_cache import PagedKVCache, free_memory_bytes
 from engine.model.rope import apply_rope
+
+if TYPE_CHECKING:
+    from engine.runner.model_runner import ModelRunner
 
 log = logging.getLogger(__name__)
 
@@ -66,18 +73,45 @@ class DocumentKV:
 
 
 class DocumentCache:
-    def __init__(self, llm) -> None:
-        self.llm = llm
+    """Documents' standalone KV: computed with `runner` into `kv`, kept in a cold tier, placed into
+    sequences.
+
+    fingerprint: the model's (part of every key). chunk: the prefill chunk (it decides the stored
+    parts and the computation's shapes). cold: the engine's cold tier, or None: then a host-memory
+    store of this cache's own, made on first use (`store`). check_len(n, what): raises when a
+    sequence of n tokens cannot run. new_id(): a fresh sequence id. free(seq): releases a
+    sequence's blocks (and its prefix-cache registration)."""
+
+    def __init__(self, kv: PagedKVCache, runner: ModelRunner, fingerprint: str, chunk: int, cold: ColdTier | None,
+                 check_len: Callable[[int, str], None], new_id: Callable[[], int],
+                 free: Callable[[Sequence], None]) -> None:
+        self.kv, self.runner, self.model = kv, runner, runner.model
+        self.fingerprint, self.chunk = fingerprint, chunk
+        self.cold = cold
+        self.check_len, self.new_id, self.free = check_len, new_id, free
+        self._own_store: ColdTier | None = None
         self.computed = 0
         self.loaded = 0
+
+    def store(self) -> ColdTier:
+        """The cold tier that stores documents' KV: the engine's when one is configured
+        (CacheConfig.host_cache_bytes / disk_cache_dir; with a disk, a new process reuses them),
+        else a host-memory store of this cache's own, made on first use, of min(2 GiB, 1/8 of the
+        available host memory)."""
+        if self.cold is not None:
+            return self.cold
+        if self._own_store is None:
+            cap = max(64 * 2**20, min(2 * 2**30, free_memory_bytes(torch.device("cpu")) // 8))
+            self._own_store = ColdTier(HostStore(cap, pin=self.kv.device.type == "cuda"), None)
+        return self._own_store
 
     # ------------------------------------------------------------------ keys
     def doc_key(self, ids: list[int]) -> str:
         """Names one document's standalone KV: model fingerprint, prefill chunk (it decides the
         store's parts and the computation's shapes) and the token ids."""
         h = hashlib.sha256(b"longdoc-document-v1\0")
-        h.update(self.llm.fingerprint.encode())
-        h.update(f"\0chunk={self.llm.cache_config.max_prefill_chunk}\0".encode())
+        h.update(self.fingerprint.encode())
+        h.update(f"\0chunk={self.chunk}\0".encode())
         h.update(encode_tokens(ids))
         return h.hexdigest()
 
@@ -88,8 +122,8 @@ class DocumentCache:
     def _parts(self, n: int) -> list[str]:
         """Store entries of a document of n tokens: "chunk{i}" per prefill chunk for the global
         groups (all of them in one entry), "win{gi}" per sliding group (its last window)."""
-        chunk = self.llm.cache_config.max_prefill_chunk
-        groups = self.llm.kv.groups
+        chunk = self.chunk
+        groups = self.kv.groups
         parts = []
         if any(g.window is None for g in groups):
             parts += [f"chunk{i}" for i in range((n + chunk - 1) // chunk)]
@@ -99,7 +133,7 @@ class DocumentCache:
     # ------------------------------------------------------------------ compute / load
     def get(self, ids: list[int]) -> DocumentKV:
         """The document's KV from the store, or computed (and stored)."""
-        if self.llm.runner.dynamic_rope:
+        if self.runner.dynamic_rope:
             raise EngineError("document reuse needs a RoPE linear in the position; this model uses dynamic NTK scaling")
         if not ids:
             raise EngineError("empty document")
@@ -114,19 +148,19 @@ class DocumentCache:
         return doc
 
     def _tier(self):
-        return self.llm.doc_tier()
+        return self.store()
 
     def _first(self, gi: int, n: int) -> int:
         """First document index group gi stores of a document of n tokens."""
-        w = self.llm.kv.groups[gi].window
+        w = self.kv.groups[gi].window
         return 0 if w is None else max(0, n - w + 1)
 
     def _load(self, key: str, ids: list[int]) -> DocumentKV | None:
         """The stored KV of `ids`, or None when any entry is missing, fails the store's checks
         (tokens, fingerprint, checksum) or does not have the shapes this cache expects."""
         tier = self._tier()
-        fp = self.llm.fingerprint
-        chunk = self.llm.cache_config.max_prefill_chunk
+        fp = self.fingerprint
+        chunk = self.chunk
         n = len(ids)
         pieces: dict[int, list[tuple[int, str, torch.Tensor]]] = {}
         try:
@@ -140,7 +174,7 @@ class DocumentCache:
                     g, kv = name.split(".")
                     pieces.setdefault(int(g[1:]), []).append((first, kv, t))
             groups = []
-            for gi, g in enumerate(self.llm.kv.groups):
+            for gi, g in enumerate(self.kv.groups):
                 items = sorted(pieces.get(gi, []), key=lambda x: (x[0], x[1]))
                 ks = [t for _, kv, t in items if kv == "k"]
                 vs = [t for _, kv, t in items if kv == "v"]
@@ -159,9 +193,9 @@ class DocumentCache:
 
     def _store(self, doc: DocumentKV) -> None:
         tier = self._tier()
-        fp = self.llm.fingerprint
-        chunk = self.llm.cache_config.max_prefill_chunk
-        groups = self.llm.kv.groups
+        fp = self.fingerprint
+        chunk = self.chunk
+        groups = self.kv.groups
         n = doc.num_tokens
         for part in self._parts(n):
             tensors = {}
@@ -186,28 +220,27 @@ class DocumentCache:
         """Prefill [BOS] + document on its own, chunk by chunk, keeping the global layers' K/V of
         every document token and the sliding layers' K/V of the last `window` tokens. Nothing is
         demoted to a warm tier meanwhile: the document is computed at full precision (a sequence
-        must fit the hot pool anyway, `LLM._check_len`), so every block read is hot."""
-        llm = self.llm
-        bos = llm.config.bos_token_id
+        must fit the hot pool anyway, `check_len`), so every block read is hot."""
+        bos = self.model.config.bos_token_id
         full = ([bos] if bos is not None else []) + list(ids)
         shift = len(full) - len(ids)  # 1 with a BOS
-        llm._check_len(len(full), "document (with BOS)")
-        need = llm.kv.blocks_needed(len(full))
-        if any(nb > f for nb, f in zip(need, llm.kv.num_free(), strict=True)):
+        self.check_len(len(full), "document (with BOS)")
+        need = self.kv.blocks_needed(len(full))
+        if any(nb > f for nb, f in zip(need, self.kv.num_free(), strict=True)):
             raise CacheFullError(f"KV cache has no room for a document of {len(ids)} tokens; raise the cache memory budget")
-        seq = Sequence(next(llm._ids), full, SamplingParams(max_tokens=0))
-        seq.tables = llm.kv.new_tables()
+        seq = Sequence(self.new_id(), full, SamplingParams(max_tokens=0))
+        seq.tables = self.kv.new_tables()
         seq.register_limit = 0  # standalone KV must never enter the prefix cache
-        groups = llm.kv.groups
+        groups = self.kv.groups
         glob_k: dict[int, list[torch.Tensor]] = {gi: [] for gi, g in enumerate(groups) if g.window is None}
         glob_v: dict[int, list[torch.Tensor]] = {gi: [] for gi in glob_k}
-        chunk = llm.cache_config.max_prefill_chunk
+        chunk = self.chunk
         result: list[tuple[int, torch.Tensor, torch.Tensor] | None] = [None] * len(groups)
         try:
             while seq.prefilling:
                 start = seq.num_cached
                 n = min(chunk, len(full) - start)
-                llm.runner.forward([(seq, n)], [])
+                self.runner.forward([(seq, n)], [])
                 lo, hi = max(start, shift), start + n  # positions of document tokens in this chunk
                 if hi > lo:
                     for gi in glob_k:
@@ -221,15 +254,15 @@ class DocumentCache:
                             k, v = self._read(gi, seq.tables[gi], first, len(full))
                             result[gi] = (first - shift, k, v)
         finally:
-            llm._free_seq(seq)
+            self.free(seq)
         for gi in glob_k:
             result[gi] = (0, torch.cat(glob_k[gi], dim=1), torch.cat(glob_v[gi], dim=1))
         return DocumentKV(key, list(ids), result)
 
     def _read(self, gi: int, table: list[int], lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
         """K, V of positions lo..hi-1 of a table, as CPU tensors [layers, hi - lo, kvh, d]."""
-        g = self.llm.kv.groups[gi]
-        bs = self.llm.kv.block_size
+        g = self.kv.groups[gi]
+        bs = self.kv.block_size
         pos = torch.arange(lo, hi)
         blocks = torch.tensor(table, dtype=torch.long)[pos // bs]
         assert bool((blocks >= 0).all()), "document KV read from a released or warm block"
@@ -245,12 +278,12 @@ class DocumentCache:
         it, all already cached), keys re-rotated; seq.num_cached becomes offset + L. With a warm
         tier the document is written a prefill chunk at a time and the blocks behind the hot window
         are demoted in between, as between the chunks of a normal prefill."""
-        kv = self.llm.kv
+        kv = self.kv
         assert seq.num_cached == offset, "the document goes right after what is cached"
         n = doc.num_tokens
-        delta = offset - 1 if self.llm.config.bos_token_id is not None else offset
+        delta = offset - 1 if self.model.config.bos_token_id is not None else offset
         warm = kv.has_warm()
-        step = self.llm.cache_config.max_prefill_chunk if warm else n
+        step = self.chunk if warm else n
         for lo in range(0, n, step):
             hi = min(n, lo + step)
             for gi, (first, k, v) in enumerate(doc.groups):
@@ -267,7 +300,7 @@ class DocumentCache:
                delta: int) -> None:
         """K (re-rotated by `delta` positions) and V [layers, T, kvh, d] into positions pos_lo..pos_hi-1
         of group gi, allocating the blocks that are not there yet."""
-        kv = self.llm.kv
+        kv = self.kv
         bs = kv.block_size
         g = kv.groups[gi]
         table = seq.tables[gi]
@@ -290,7 +323,7 @@ class DocumentCache:
             g.v[j].flatten(0, 1).index_copy_(0, slots, v[j].to(g.v.device, g.v.dtype))
 
     def _rerotate(self, layer: int, k: torch.Tensor, delta: int) -> torch.Tensor:
-        model = self.llm.model
+        model = self.model
         return rerotate_keys(model.ropes[model.layer_rope[layer]], k, delta)
 
 

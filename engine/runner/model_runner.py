@@ -15,11 +15,15 @@ from engine.runner.forward_context import Capture, ForwardContext, PrefillItem
 
 
 class ModelRunner:
-    def __init__(self, model: CausalLM, cache: PagedKVCache, backend: AttentionBackend, device: torch.device) -> None:
+    """on_computed(seq): called after every forward for each sequence it advanced (the prefix cache
+    indexes the sequence's newly completed blocks), before sliding windows release blocks."""
+
+    def __init__(self, model: CausalLM, cache: PagedKVCache, backend: AttentionBackend, device: torch.device,
+                 on_computed: Callable[[Sequence], None] | None = None) -> None:
         self.model, self.cache, self.backend, self.device = model, cache, backend, device
         self.dynamic_rope = any(r.rope_type == "dynamic" for r in model.config.layer_ropes)
         self.graphs = None  # CudaGraphRunner for decode steps (engine/runner/cuda_graph.py), set by attach_graphs
-        self.on_computed: Callable[[Sequence], None] | None = None  # set by the LLM: prefix cache
+        self.on_computed = on_computed
 
     @torch.inference_mode()
     def forward(

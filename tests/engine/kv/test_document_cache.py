@@ -88,11 +88,11 @@ def test_engine_keys_rerotated_equal_keys_of_a_full_prefill(folders):
     llm = make(folders["llama"])
     doc = llm.doc_cache.get(DOC)
     offset = len(INSTR)
-    seq, _, _ = llm._prefill_collect(INSTR + DOC, 0)
+    seq, _, _ = llm.core.prefill_collect(INSTR + DOC, 0)
     try:
         k_full, _ = llm.doc_cache._read(0, seq.tables[0], offset, offset + len(DOC))
     finally:
-        llm._free_seq(seq)
+        llm.core.free(seq)
     first, k_doc, _ = doc.groups[0]
     assert first == 0 and k_doc.shape[1] == len(DOC)
     moved = rerotate_keys(llm.model.ropes[llm.model.layer_rope[0]], k_doc[0], offset - 1)
@@ -103,11 +103,11 @@ def test_engine_keys_rerotated_equal_keys_of_a_full_prefill(folders):
     seq.tables = llm.kv.new_tables()
     try:
         llm.runner.forward([(seq, offset)], [])
-        llm._place_document(seq)
+        llm.core.place_document(seq)
         assert seq.doc is None and seq.num_cached == offset + len(DOC)
         k_placed, v_placed = llm.doc_cache._read(0, seq.tables[0], offset, offset + len(DOC))
     finally:
-        llm._free_seq(seq)
+        llm.core.free(seq)
     assert (k_placed[0] - k_full[0]).abs().max() < 1e-4
     assert torch.equal(v_placed, doc.groups[0][2])
 

@@ -140,13 +140,13 @@ def test_fused_layer_path_matches_unfused(gemma, monkeypatch):
         llm = llm_from_model(model, cfg, device="cpu", dtype="float32",
                              cache=CacheConfig(block_size=4, memory_budget=2**20, max_num_seqs=2))
         ids = [1, 2, 3, 4, 5, 6, 7, 9, 11, 3, 5]
-        seq, hidden, _ = llm._prefill_collect(ids, len(ids) - 1)
+        seq, hidden, _ = llm.core.prefill_collect(ids, len(ids) - 1)
         logits = [llm.model.logits(hidden)[-1]]
         for _ in range(4):
             seq.output_ids.append(int(logits[-1].argmax()))
             logits.append(llm.model.logits(llm.runner.forward([], [seq]))[-1])
             seq.num_cached = seq.num_tokens
-        llm._free_seq(seq)
+        llm.core.free(seq)
         return torch.stack(logits), llm.prompt_logits(ids)
 
     calls = {"n": 0}

@@ -1,0 +1,243 @@
+"""The engine core: one model runner, one paged KV cache with its prefix and document caches, and
+one scheduler, for the engine's whole life.
+
+`add_request` queues a sequence; each `step` schedules one batch (decodes, prefill chunks,
+admissions), runs it through the model runner, demotes what left the hot window, samples a token
+for every sequence that produced one, hands it to the output processor (text, stop strings, finish
+reason) and frees the sequences that finished; it returns what that step produced. `abort` drops
+an unfinished request; `has_unfinished` says whether anything is queued, running or swapped out.
+
+Beside that loop, `prefill_collect` runs a prompt through the runner outside the scheduler (for
+scoring, attribution and logits) and `place_document` writes a stored document's KV into a
+sequence (the scheduler's `on_place` callback).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from engine.attention.backend import AttentionBackend
+from engine.config import CacheConfig
+from engine.core.metrics import EngineCounters
+from engine.core.output_processor import OutputProcessor
+from engine.core.sampling import SamplingParams, sample_batch
+from engine.core.scheduler import Scheduler, SchedulerConfig
+from engine.core.sequence import Sequence
+from engine.errors import CacheFullError, ContextLengthError
+from engine.kv.cold import ColdTier, DiskStore, HostStore
+from engine.kv.document_cache import DocumentCache
+from engine.kv.paged_cache import PagedKVCache
+from engine.kv.prefix_cache import PrefixCache
+from engine.model.decoder import CausalLM
+from engine.runner.cuda_graph import attach_graphs
+from engine.runner.forward_context import Capture
+from engine.runner.model_runner import ModelRunner
+
+
+@dataclass
+class TokenOutput:
+    """One token a step produced for a sequence, and the text it added to the stream."""
+
+    seq: Sequence
+    token: int
+    text: str
+
+
+def make_cold_tier(cache: CacheConfig, device: torch.device) -> ColdTier | None:
+    """The cold tier `cache` asks for (host memory and/or disk), or None."""
+    host = HostStore(cache.host_cache_bytes, pin=device.type == "cuda") if cache.host_cache_bytes else None
+    disk = DiskStore(Path(cache.disk_cache_dir), cache.disk_cache_bytes) if cache.disk_cache_dir else None
+    if host is None and disk is None:
+        return None
+    return ColdTier(host, disk, write_through=True)
+
+
+class EngineCore:
+    """The step loop over one model and its caches (see the module docstring).
+
+    max_model_len: the longest sequence served. chunk: the prefill chunk (max_prefill_chunk);
+    max_num_seqs: sequences running at once. fingerprint: the model's, for the prefix and document
+    caches. cuda_graphs: replay decode steps from CUDA graphs (None: where they can run)."""
+
+    def __init__(self, model: CausalLM, kv: PagedKVCache, backend: AttentionBackend, device: torch.device, *,
+                 cache: CacheConfig, scheduler: SchedulerConfig, max_num_seqs: int, chunk: int,
+                 max_model_len: int, fingerprint: str, output: OutputProcessor,
+                 cuda_graphs: bool | None = None) -> None:
+        self.model, self.kv, self.device = model, kv, device
+        self.max_model_len = max_model_len
+        self.chunk = chunk
+        self.output = output
+        self.prefix = PrefixCache(kv, fingerprint, chunk, cold=make_cold_tier(cache, device))
+        self.runner = ModelRunner(model, kv, backend, device, on_computed=self.prefix.register)
+        attach_graphs(self.runner, cuda_graphs)
+        self._ids = itertools.count()
+        self.documents = DocumentCache(kv, self.runner, fingerprint, chunk, self.prefix.cold,
+                                       check_len=self.check_len, new_id=self.new_id, free=self.free)
+        self.scheduler = Scheduler(kv, scheduler, max_num_seqs, chunk,
+                                   prefix=self.prefix if scheduler.prefix_caching else None,
+                                   on_place=self.place_document)
+        self._occupancy = [0, 0]  # [tokens stored, slots allocated] of finished requests' tables
+
+    # ------------------------------------------------------------------ requests
+    def new_id(self) -> int:
+        return next(self._ids)
+
+    def check_len(self, n: int, what: str = "prompt") -> None:
+        """Raise when a sequence of `n` tokens cannot run: longer than max_model_len
+        (ContextLengthError) or than the KV cache holds for one sequence (CacheFullError)."""
+        if n > self.max_model_len:
+            raise ContextLengthError(
+                f"{what} is {n} tokens, longer than the configured context of {self.max_model_len} tokens (max_model_len)"
+            )
+        if n > self.kv.max_tokens_per_seq():
+            raise CacheFullError(
+                f"{what} is {n} tokens but the KV cache holds at most {self.kv.max_tokens_per_seq()} tokens per "
+                "sequence; raise the cache memory budget"
+            )
+
+    def new_sequence(self, ids: list[int], params: SamplingParams, text: str | None) -> Sequence:
+        """A request's sequence, with its own seeded generator when it samples."""
+        gen = None
+        if not params.greedy:
+            gen = torch.Generator().manual_seed(
+                params.seed if params.seed is not None else int(torch.randint(0, 2**62, (1,)))
+            )
+        return Sequence(self.new_id(), ids, params, text, generator=gen)
+
+    def add_request(self, seq: Sequence) -> None:
+        self.scheduler.add(seq)
+
+    def abort(self, seq: Sequence) -> None:
+        """Drop `seq` if it has not finished, releasing its blocks."""
+        self.scheduler.abort(seq)
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_work
+
+    # ------------------------------------------------------------------ one step
+    def step(self) -> list[TokenOutput]:
+        """Schedule and run one batch; return the token of every sequence that produced one."""
+        batch = self.scheduler.schedule()
+        hidden = self.runner.forward(batch.prefills, batch.decodes)
+        rows, stepped = [], []
+        off = 0
+        for s, n in batch.prefills:
+            off += n
+            if s.num_cached == s.num_tokens:  # the prompt is complete: sample its first token
+                rows.append(off - 1)
+                stepped.append(s)
+        for i, s in enumerate(batch.decodes):
+            rows.append(off + i)
+            stepped.append(s)
+        for s in [p for p, _ in batch.prefills] + batch.decodes:
+            self.kv.demote(s.tables, s.num_cached)
+        if not stepped:
+            return []
+        logits = self.model.logits(hidden[rows])
+        toks = sample_batch(logits, [s.params for s in stepped],  # all_ids copies O(context): only if used
+                            [s.all_ids if s.params.repetition_penalty != 1.0 else [] for s in stepped],
+                            [s.generator for s in stepped])
+        t = time.perf_counter()
+        outs = []
+        for s, tok in zip(stepped, toks, strict=True):
+            s.output_ids.append(tok)
+            if s.first_token_time is None:
+                s.first_token_time = t
+            s.token_times.append(t)
+            outs.append(TokenOutput(s, tok, self.output.process(s, tok)))
+            if s.finished:
+                self._record_occupancy(s)
+                self.scheduler.finish(s)
+        return outs
+
+    # ------------------------------------------------------------------ outside the scheduler
+    def free(self, seq: Sequence) -> None:
+        """Release a sequence's blocks and its prefix-cache registration."""
+        self.kv.free(seq.tables)
+        self.prefix.release(seq)
+
+    def prefill_collect(
+        self, ids: list[int], rows_from: int, capture_layers: set[int] | None = None, chunk: int | None = None
+    ) -> tuple[Sequence, torch.Tensor, list[Capture]]:
+        """Prefill `ids` as a temporary sequence in chunks (of `chunk` tokens; None: the engine's);
+        return it, the final hidden states of positions rows_from.. and the attention captures of
+        those positions. The caller frees the sequence (`free`)."""
+        self.check_len(len(ids))
+        seq = Sequence(self.new_id(), ids, SamplingParams(max_tokens=0))
+        seq.tables = self.kv.new_tables()
+        seq.rope_seq_len = len(ids)
+        need = self.kv.blocks_needed(len(ids))
+        if any(n > f for n, f in zip(need, self.kv.num_free(), strict=True)):
+            self.free(seq)
+            raise CacheFullError(f"KV cache has no room for {len(ids)} tokens; raise the cache memory budget")
+        hiddens, captures = [], []
+        chunk = chunk or self.chunk
+        try:
+            while seq.prefilling:
+                start = seq.num_cached
+                n = min(chunk, len(ids) - start)
+                lo = max(rows_from - start, 0)
+                cap = None
+                if capture_layers is not None and start + n > rows_from:
+                    cap = Capture(capture_layers, slice(lo, n))
+                h = self.runner.forward([(seq, n)], [], capture=cap)
+                self.kv.demote(seq.tables, seq.num_cached if capture_layers is None else 0)  # attribution reads hot K
+                if start + n > rows_from:
+                    hiddens.append(h[lo:])
+                if cap is not None:
+                    captures.append(cap)
+        except BaseException:
+            self.free(seq)
+            raise
+        return seq, torch.cat(hiddens) if hiddens else torch.empty(0), captures
+
+    def place_document(self, seq: Sequence) -> None:
+        """The sequence's cached tokens reached its document's offset: write the document's KV."""
+        offset, doc = seq.doc
+        self.documents.place(seq, doc, offset)
+        seq.doc = None
+
+    # ------------------------------------------------------------------ observability
+    def _record_occupancy(self, s: Sequence) -> None:
+        """Add a finishing request's KV slots (hot and warm blocks its tables hold) and the tokens
+        they store to the fragmentation count."""
+        bs = self.kv.block_size
+        for table in s.tables:
+            for b, e in enumerate(table):
+                if e != -1:
+                    self._occupancy[1] += bs
+                    self._occupancy[0] += max(0, min(bs, s.num_cached - b * bs))
+
+    def counters(self) -> EngineCounters:
+        """Engine-wide counters: blocks in use per tier now (hot and warm summed over cache groups;
+        host and disk as block-equivalents: stored bytes over the full-precision bytes of one block
+        of every layer), prefix lookups and hits in blocks (device and cold tier), swaps,
+        preemptions, the bytes the tier copier moved each way, and the fragmentation of finished
+        requests' KV slots. `fallbacks` is the caller's to fill."""
+        c = EngineCounters()
+        tiers = self.kv.blocks_per_tier()
+        c.set_blocks("hot", sum(tiers["hot_used"]))
+        c.set_blocks("warm", sum(tiers["warm_used"]))
+        cold = self.prefix.cold
+        if cold is not None:
+            g = self.kv.groups[0]
+            block_all_layers = 2 * self.kv.block_size * g.k.shape[3] * g.k.shape[4] * g.k.element_size() * self.model.config.num_layers
+            st = cold.stats()
+            for tier in ("host", "disk"):
+                if st.get(tier):
+                    c.set_blocks(tier, int(st[tier]["bytes"]) // block_all_layers)
+        ps = self.prefix.stats
+        bs = self.kv.block_size
+        c.record_prefix_lookup(ps.query_tokens // bs, min(ps.query_tokens // bs, (ps.hit_tokens + ps.cold_hit_tokens) // bs))
+        sc = self.scheduler.counters
+        c.swaps_out, c.swaps_in = sc.preempted_swap, sc.swapped_in
+        c.preemptions = sc.preempted_swap + sc.preempted_recompute
+        c.copy_bytes_to_host = self.kv.copier.stats.bytes_to_host
+        c.copy_bytes_to_device = self.kv.copier.stats.bytes_to_device
+        c.set_occupancy(*self._occupancy)
+        return c
