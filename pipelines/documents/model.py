@@ -177,9 +177,11 @@ class Span:
     `text` is read from `doc.text` each time it is asked for (a span stores no copy);
     `source()` is the exportable `SourceSpan` (page, and box for PDF input). Two spans are equal
     when they are of the same class, over the same document object, and agree in every other
-    field (offsets, label, and a subclass's own fields). A pipeline
-    class that needs a labelled range of the document holds a `Span` or is one (a frozen
-    dataclass subclass adding keyword-only fields) instead of its own start/end/text fields.
+    field (offsets, label, and a subclass's own fields). A span has no `len()`, so `if span:`
+    asks whether there is one, for an empty span too.
+
+    A pipeline class that needs a labelled range of the document holds a `Span` or is one (a
+    frozen dataclass subclass adding keyword-only fields) instead of its own start/end/text fields.
     """
 
     doc: Document
@@ -195,9 +197,6 @@ class Span:
     def text(self) -> str:
         """doc.text[start:end]."""
         return self.doc.text[self.start:self.end]
-
-    def __len__(self) -> int:
-        return self.end - self.start
 
     def source(self) -> SourceSpan:
         """The exportable source of this span."""

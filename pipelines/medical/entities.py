@@ -37,9 +37,9 @@ class Mention:
     canonical: str
     normalized: dict = field(default_factory=dict)
     section: str | None = None
-    sentence: tuple[int, int] | None = None
+    sentence: Span | None = None  # the sentence holding it (its own span when none does)
     assertion: str = context.PRESENT
-    trigger: tuple[int, int, str] | None = None
+    trigger: context.Trigger | None = None
 
     @property
     def start(self) -> int:
@@ -444,10 +444,10 @@ def extract(doc: Document, sections: list[Section], sents: list[Span] | None = N
     text = doc.text
     sents = sents if sents is not None else sentences(doc)
     col = _Collector(doc)
-    for meas in find_vitals(text):
-        col.add("vital", meas.start, meas.end, "vital", meas.analyte, meas.normalized())
-    for meas in find_labs(text):
-        col.add("lab", meas.start, meas.end, "lab", meas.analyte, meas.normalized())
+    for meas in find_vitals(doc):
+        col.add("vital", meas.span.start, meas.span.end, "vital", meas.analyte, meas.normalized())
+    for meas in find_labs(doc):
+        col.add("lab", meas.span.start, meas.span.end, "lab", meas.analyte, meas.normalized())
     _list_slots(text, col, sents, sections)
     _section_items(text, col, sections)
     _medications(text, col)
@@ -459,7 +459,7 @@ def extract(doc: Document, sections: list[Section], sents: list[Span] | None = N
         m.section = sec.key if sec else None
         sent = find_sentence(sents, m.start)
         if sent:
-            m.sentence = (sent.start, sent.end)
+            m.sentence = sent
             key = (sent.start, sent.end)
             if key not in trig_cache:
                 trig_cache[key] = context.find_triggers(doc, sent.start, sent.end)
@@ -470,7 +470,7 @@ def extract(doc: Document, sections: list[Section], sents: list[Span] | None = N
             trigs = [t for t in trig_cache[key] if not any(a <= t.start and t.end <= b for a, b in others)]
             m.assertion, trig = context.assert_span(text, m.start, m.end, trigs, m.section)
             if trig:
-                m.trigger = (trig.start, trig.end, trig.category)
+                m.trigger = trig
             if (m.type == "procedure" and trig is not None and m.assertion == context.NEGATED and trig.start >= m.end
                     and "negative" in text[trig.start:trig.end].lower()):
                 # "X-ray is negative for osteomyelitis": the test was done; its result is negative
@@ -482,7 +482,7 @@ def extract(doc: Document, sections: list[Section], sents: list[Span] | None = N
                 m.assertion = context.PRESENT
                 m.normalized = {**m.normalized, "result": "negative"}
         else:
-            m.sentence = (m.start, m.end)
+            m.sentence = m.span
         if m.type == "medication" and m.section in ("allergies",):
             m.type = "problem"
             m.normalized = {"allergen": m.canonical}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from pipelines.documents import Document, Span
 from pipelines.medical.lexicon import DEFAULT_RANGES, LAB_NAMES, VITAL_NAMES
 
 _NUM = r"[<>≤≥]?\s*\d+(?:\.\d+)?"
@@ -43,9 +44,10 @@ _VITAL_RX = [
 
 @dataclass
 class Measurement:
+    """A lab result or vital sign: its `Span` of the document's text and what it measured."""
+
     kind: str  # "lab" | "vital"
-    start: int
-    end: int
+    span: Span
     name: str
     analyte: str
     value: str
@@ -107,16 +109,17 @@ def _finish(m: Measurement, flag_text: str | None, ref: tuple[str, str] | None) 
     return m
 
 
-def find_labs(text: str, in_lab_section: list[tuple[int, int]] | None = None) -> list[Measurement]:
-    """Lab results: table rows first, then inline mentions outside them."""
+def find_labs(doc: Document, in_lab_section: list[tuple[int, int]] | None = None) -> list[Measurement]:
+    """Lab results of the document: table rows first, then inline mentions outside them."""
+    text = doc.text
     out: list[Measurement] = []
     taken: list[tuple[int, int]] = []
     pos = 0
     for line in text.split("\n"):
-        row = _table_row(line, pos)
+        row = _table_row(doc, line, pos)
         if row:
             out.append(row)
-            taken.append((row.start, row.end))
+            taken.append((row.span.start, row.span.end))
         pos += len(line) + 1
     for m in _LAB_INLINE.finditer(text):
         s, e = m.start(), m.end()
@@ -134,13 +137,15 @@ def find_labs(text: str, in_lab_section: list[tuple[int, int]] | None = None) ->
         while e > s and text[e - 1].isspace():
             e -= 1
         ref = (m.group(m.re.groupindex["ref"] + 1), m.group(m.re.groupindex["ref"] + 2)) if m.group("ref") else None
-        meas = Measurement("lab", s, e, name, LAB_NAMES[name.lower()], m.group("value").replace(" ", ""), normalize_unit(unit))
+        meas = Measurement("lab", Span(doc, s, e), name, LAB_NAMES[name.lower()], m.group("value").replace(" ", ""),
+                           normalize_unit(unit))
         out.append(_finish(meas, m.group("flag") or m.group("flag2"), ref))
         taken.append((s, e))
-    return sorted(out, key=lambda x: x.start)
+    return sorted(out, key=lambda x: x.span.start)
 
 
-def _table_row(line: str, offset: int) -> Measurement | None:
+def _table_row(doc: Document, line: str, offset: int) -> Measurement | None:
+    """A lab row of a Markdown or pipe table: `line` starts at `offset` of the document's text."""
     stripped = line.strip().strip("|").strip()
     if not stripped or len(stripped) > 160:
         return None
@@ -184,11 +189,13 @@ def _table_row(line: str, offset: int) -> Measurement | None:
             start += 1
         body = line.rstrip().rstrip("|").rstrip()
         end = offset + len(body)
-    meas = Measurement("lab", start, end, name, analyte, value, normalize_unit(unit), extra={"table_row": True})
+    meas = Measurement("lab", Span(doc, start, end), name, analyte, value, normalize_unit(unit), extra={"table_row": True})
     return _finish(meas, flag, ref)
 
 
-def find_vitals(text: str) -> list[Measurement]:
+def find_vitals(doc: Document) -> list[Measurement]:
+    """Vital signs in the document's text."""
+    text = doc.text
     out: list[Measurement] = []
     taken: list[tuple[int, int]] = []
     for vital, rx in _VITAL_RX:
@@ -208,7 +215,7 @@ def find_vitals(text: str) -> list[Measurement]:
             value = m.group("value").replace(" ", "").replace("／", "/")
             unit = m.group("unit")
             unit_n = re.sub(r"\s+", "", unit).replace("／", "/") if unit else None
-            meas = Measurement("vital", s, e, label, vital, value, unit_n)
+            meas = Measurement("vital", Span(doc, s, e), label, vital, value, unit_n)
             if vital == "temperature":
                 v = float(value)
                 fahrenheit = (unit_n or "").endswith("F") or v > 45
@@ -230,7 +237,7 @@ def find_vitals(text: str) -> list[Measurement]:
                 meas.flag_source = "threshold"
             out.append(meas)
             taken.append((s, e))
-    return sorted(out, key=lambda x: x.start)
+    return sorted(out, key=lambda x: x.span.start)
 
 
 VITAL_LABELS = VITAL_NAMES

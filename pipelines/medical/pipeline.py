@@ -323,7 +323,8 @@ class MedicalPipeline(Pipeline):
 
     def _entity_time(self, pd: _Doc, m: Mention) -> TimeInterval:
         text = pd.doc.text
-        s0, s1 = m.sentence or (m.start, m.end)
+        sent = m.sentence if m.sentence is not None else m.span
+        s0, s1 = sent.start, sent.end
         best = None
         for t, tv in zip(pd.times, pd.time_values, strict=True):
             if s0 <= t.start < s1 and tv.start is not None:
@@ -372,8 +373,8 @@ class MedicalPipeline(Pipeline):
             for m in pd.mentions:
                 eid = f"E{len(out) + 1}"
                 pd.entity_ids.append(eid)
-                trig = pd.doc.span(m.trigger[0], m.trigger[1]) if m.trigger else None
-                out.append(Entity(id=eid, type=m.type, text=m.text, span=pd.doc.span(m.start, m.end), doc_id=pd.doc.doc_id,
+                trig = m.trigger.source() if m.trigger is not None else None
+                out.append(Entity(id=eid, type=m.type, text=m.text, span=m.span.source(), doc_id=pd.doc.doc_id,
                                   assertion=m.assertion, normalized=_round(m.normalized), concept=_concept_key(m),
                                   section=m.section, trigger=trig, time=self._entity_time(pd, m)))
         return out

@@ -105,18 +105,18 @@ def test_assertions(sentence, term, expected):
 
 
 def test_lab_results_inline_and_tables():
-    labs = find_labs("WBC 15.2 x10^9/L ↑, 血红蛋白 98 g/L, K 3.1 mmol/L (3.5-5.5), 白细胞14.33X109/L")
+    labs = find_labs(Document.from_text("WBC 15.2 x10^9/L ↑, 血红蛋白 98 g/L, K 3.1 mmol/L (3.5-5.5), 白细胞14.33X109/L"))
     got = [(m.analyte, m.value, m.unit, m.flag, m.flag_source) for m in labs]
     assert got == [("WBC", "15.2", "x10^9/L", "high", "report"), ("hemoglobin", "98", "g/L", "low", "default_range"),
                    ("potassium", "3.1", "mmol/L", "low", "reference_range"), ("WBC", "14.33", "x10^9/L", "high", "default_range")]
     table = "| Test | Result | Unit | Range | Flag |\n|---|---|---|---|---|\n| Platelets | 95 | x10^9/L | 100-300 | L |\n"
-    rows = find_labs(table)
+    rows = find_labs(Document.from_text(table))
     assert [(m.analyte, m.value, m.ref_low, m.flag) for m in rows] == [("platelets", "95", 100.0, "low")]
-    assert table[rows[0].start:rows[0].end].startswith("Platelets")
+    assert table[rows[0].span.start:rows[0].span.end].startswith("Platelets")
 
 
 def test_vital_signs():
-    vs = find_vitals("T 38.6 ℃, HR 112, BP 90/60 mmHg, RR 24, SpO2 93%. 体温：37.2℃，脉搏88次/分，血压120/80mmHg。Temp 101.5 F")
+    vs = find_vitals(Document.from_text("T 38.6 ℃, HR 112, BP 90/60 mmHg, RR 24, SpO2 93%. 体温：37.2℃，脉搏88次/分，血压120/80mmHg。Temp 101.5 F"))
     got = [(v.analyte, v.value, v.flag) for v in vs]
     assert ("temperature", "38.6", "high") in got and ("pulse", "112", "high") in got
     assert ("blood_pressure", "90/60", "normal") in got and ("spo2", "93", None) in got
