@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pipelines.documents import Document, Span
+from pipelines.documents import Document, HasSpan, Span
 from pipelines.text.numerals import CN_NUMERAL_CHARS, int_to_chinese, parse_number, roman_to_int
 from pipelines.text.script import HAN, detect_language, to_halfwidth
 
@@ -89,9 +89,9 @@ class CrossRef(Span):
 
 
 @dataclass
-class Clause:
+class Clause(HasSpan):
     """One clause: anchor, number as written, heading, its `Span` of the document's text and what it
-    contains (`start`/`end` read the span; `label_start`/`label_end` are offsets into the same text)."""
+    contains (`label_start`/`label_end`: offsets of the number label in the same text)."""
 
     index: int
     anchor: str
@@ -107,14 +107,6 @@ class Clause:
     defines: list[str] = field(default_factory=list)
     xrefs: list[CrossRef] = field(default_factory=list)
     path: tuple = ()  # numeric path for cross-reference lookup, e.g. ("b", 4)
-
-    @property
-    def start(self) -> int:
-        return self.span.start
-
-    @property
-    def end(self) -> int:
-        return self.span.end
 
     def extend_to(self, end: int) -> None:
         """The clause runs on to `end` (a continuation line)."""

@@ -8,12 +8,22 @@ bbox`) with `doc.text[char_start:char_end] == span.text`. `Document.info()` is t
 """
 
 from pipelines.documents.ingest import IngestError, IngestLimits, load_bytes, load_document
-from pipelines.documents.model import Document, DocumentInfo, Furniture, Page, SourceSpan, Span, input_sha256
+from pipelines.documents.model import (
+    Document,
+    DocumentInfo,
+    Furniture,
+    HasSpan,
+    Page,
+    SourceSpan,
+    Span,
+    input_sha256,
+)
 
 __all__ = [
     "Document",
     "DocumentInfo",
     "Furniture",
+    "HasSpan",
     "IngestError",
     "IngestLimits",
     "Page",

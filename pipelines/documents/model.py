@@ -216,6 +216,26 @@ class Span:
         return f"Span({self.doc.doc_id!r}, {self.start}, {self.end}{label}: {self.text[:40]!r})"
 
 
+class HasSpan:
+    """For a class that holds its range of the document as `span: Span` (a mutable annotation
+    class cannot be a frozen `Span`): `start`, `end` and `text` read through the span."""
+
+    __slots__ = ()
+    span: Span
+
+    @property
+    def start(self) -> int:
+        return self.span.start
+
+    @property
+    def end(self) -> int:
+        return self.span.end
+
+    @property
+    def text(self) -> str:
+        return self.span.text
+
+
 def input_sha256(sources: Iterable[Document | Path]) -> str:
     """The content hash of one pipeline input: over its files sorted by name, each file's name and
     the SHA-256 of its bytes. A loaded `Document` stands for its file (`source_name`, `sha256`), so

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pipelines.documents import Document, Span
+from pipelines.documents import Document, HasSpan, Span
 from pipelines.medical import context
 from pipelines.medical.labs import find_labs, find_vitals
 from pipelines.medical.lexicon import DRUGS, FREQUENCIES, ROUTES, VACCINES, concept_table
@@ -27,7 +27,7 @@ from pipelines.text.script import HAN, HAN_RUN_RE
 
 
 @dataclass
-class Mention:
+class Mention(HasSpan):
     """An entity mention: a `Span` of the document's text, what it is, and (filled in by `extract`)
     its section, sentence, assertion and the trigger behind the assertion."""
 
@@ -40,18 +40,6 @@ class Mention:
     sentence: Span | None = None  # the sentence holding it (its own span when none does)
     assertion: str = context.PRESENT
     trigger: context.Trigger | None = None
-
-    @property
-    def start(self) -> int:
-        return self.span.start
-
-    @property
-    def end(self) -> int:
-        return self.span.end
-
-    @property
-    def text(self) -> str:
-        return self.span.text
 
 
 _CONCEPTS = concept_table()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pipelines.documents import Document, Span
+from pipelines.documents import Document, HasSpan, Span
 from pipelines.medical.lexicon import DEFAULT_RANGES, LAB_NAMES, VITAL_NAMES
 
 _NUM = r"[<>≤≥]?\s*\d+(?:\.\d+)?"
@@ -43,7 +43,7 @@ _VITAL_RX = [
 
 
 @dataclass
-class Measurement:
+class Measurement(HasSpan):
     """A lab result or vital sign: its `Span` of the document's text and what it measured."""
 
     kind: str  # "lab" | "vital"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipelines.documents import Document
+from pipelines.documents import Document, HasSpan, Span
 from pipelines.reports.labels import (
     DOT_LEADER,
     EN_LABEL_RE,
@@ -43,14 +43,16 @@ _CONTINUED = re.compile(r"(?:^续表)|\((?:continued|cont\.?|续)\)|\bcontinued\
 
 
 @dataclass
-class Caption:
+class Caption(HasSpan):
+    """A figure, table, exhibit or chart caption: its `Span` of the document's text (from the label
+    to the caption's end), the parsed label and number, and what was found around it."""
+
     kind: str
     label: str  # label as printed up to the number: "Figure 3", "图 2-1"
     number: str
     line: Line
-    start: int  # caption span in doc text
-    end: int
-    text: str  # caption text after the label and number
+    span: Span
+    caption: str  # caption text after the label and number, whitespace runs joined
     score: int
     evidence: list[str]
     continued: bool
@@ -192,7 +194,7 @@ def find_captions(doc: Document, layout: Layout) -> list[Caption]:
         end = ln.end if beside else _caption_end(lines, i)
         text = (rest + doc.text[ln.end:end]).strip()
         text = re.sub(r"\s*\n\s*", " ", text)
-        out.append(Caption(kind, label, number, ln, ln.start, end, text, score, evidence, continued))
+        out.append(Caption(kind, label, number, ln, Span(doc, ln.start, end), text, score, evidence, continued))
     return _settle(out)
 
 
@@ -530,7 +532,7 @@ def _rows_from_lines(doc: Document, lines: list[Line]) -> list[list[str]]:
 
 def describe(c: Caption) -> str:
     """Plain-text alt text: caption, words inside the figure, or table header and first rows."""
-    parts = [f"{c.label}: {c.text}".strip().rstrip(":")]
+    parts = [f"{c.label}: {c.caption}".strip().rstrip(":")]
     if c.kind in ("table", "exhibit") and c.rows:
         header = [x for x in c.rows[0] if x]
         if header:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipelines.documents import Document
+from pipelines.documents import Document, HasSpan, Span
 from pipelines.reports.labels import (
     DASHES,
     DOT_LEADER,
@@ -105,11 +105,10 @@ class Ref:
 
 
 @dataclass
-class Found:
-    """A mention during resolution."""
+class Found(HasSpan):
+    """A mention during resolution: its `Span` of the document's text and what it resolved to."""
 
-    start: int
-    end: int
+    span: Span
     kind: str
     targets: list[str] = field(default_factory=list)
     resolution: str = "internal"
@@ -219,7 +218,7 @@ class Resolver:
         text = self.doc.text
         kind0 = label_kind(m.group("label")) or "figure"
         items = self._items(text[m.start("list"):e], kind0)
-        f = Found(s, e, kind0)
+        f = Found(Span(self.doc, s, e), kind0)
         before = text[max(0, s - 40):s]
         after = text[e:e + 80]
         if _EXTERNAL_AFTER.match(after) or _EXTERNAL_BEFORE.search(before):
@@ -359,7 +358,7 @@ class Resolver:
         return out
 
     def _resolve_deictic(self, s: int, e: int, kind: str, direction: str) -> Found:
-        f = Found(s, e, "deictic", target_kind=kind)
+        f = Found(Span(self.doc, s, e), "deictic", target_kind=kind)
         kinds = {kind, *KIN.get(kind, ())} if kind != "exhibit" else set(FLOAT_KINDS)
         cands = [r for r in self.refs if r.kind in kinds]
         if direction == "before":
@@ -388,14 +387,14 @@ class Resolver:
             if self._is_excluded(m.start(), m.end()):
                 continue
             k = (m.group("k1") or m.group("k2")).lower()
-            f = Found(m.start(), m.end(), "chain", target_kind=k)
+            f = Found(Span(self.doc, m.start(), m.end()), "chain", target_kind=k)
             f.candidates = ["plural"] if (m.group("p1") or m.group("p2")) else []
             out.append(f)
         for m in CHAIN_ZH.finditer(self.doc.text):
             if self._is_excluded(m.start(), m.end()):
                 continue
             k = {"图表": "exhibit", "图": "figure", "表": "table", "表格": "table"}.get(m.group("kind") or "", None)
-            f = Found(m.start(), m.end(), "chain", target_kind=k)
+            f = Found(Span(self.doc, m.start(), m.end()), "chain", target_kind=k)
             f.candidates = ["plural"] if m.group("kind") == "图表" else []
             if not m.group("kind"):
                 f.candidates = ["vague"]
@@ -469,7 +468,7 @@ class Resolver:
                         nums.extend(exp)
                     else:
                         nums.extend(b for b in bits if b)
-                f = Found(m.start(), m.end(), "citation")
+                f = Found(Span(self.doc, m.start(), m.end()), "citation")
                 hits = [by_num[n].id for n in nums if n in by_num]
                 miss = [n for n in nums if n not in by_num]
                 self._settle_simple(f, hits, miss, "bibliography entry", 0.95)
@@ -481,7 +480,7 @@ class Resolver:
             parts = list(_AUTH_YEAR.finditer(body))
             if not parts:
                 continue
-            f = Found(m.start(), m.end(), "citation")
+            f = Found(Span(self.doc, m.start(), m.end()), "citation")
             hits: list[str] = []
             miss: list[str] = []
             amb: list[str] = []
@@ -534,7 +533,7 @@ class Resolver:
         for m in SECTION_EN.finditer(text):
             if self._is_excluded(m.start(), m.end()):
                 continue
-            f = Found(m.start(), m.end(), "section")
+            f = Found(Span(self.doc, m.start(), m.end()), "section")
             n = m.group("num")
             self._settle_simple(f, [secs[n].id] if n in secs else [], [] if n in secs else [n], "section", 0.9)
             out.append(f)
@@ -542,7 +541,7 @@ class Resolver:
             key = f"appendix-{m.group('num')}"
             if self._is_excluded(m.start(), m.end()) or key not in secs:
                 continue
-            f = Found(m.start(), m.end(), "section")
+            f = Found(Span(self.doc, m.start(), m.end()), "section")
             self._settle_simple(f, [secs[key].id], [], "appendix heading", 0.85)
             out.append(f)
         for m in SECTION_ZH.finditer(text):
@@ -552,7 +551,7 @@ class Resolver:
             if n is None:
                 continue
             key = f"{m.group('unit')}{n}"
-            f = Found(m.start(), m.end(), "section")
+            f = Found(Span(self.doc, m.start(), m.end()), "section")
             if key in secs:
                 self._settle_simple(f, [secs[key].id], [], "heading", 0.9)
             elif f"cn{n}" in secs:
@@ -574,7 +573,7 @@ class Resolver:
                 if self._is_excluded(m.start(), m.end()):
                     continue
                 nums = [norm_number(m.group("num"))] + ([m.group("num2")] if m.groupdict().get("num2") else [])
-                f = Found(m.start(), m.end(), "equation")
+                f = Found(Span(self.doc, m.start(), m.end()), "equation")
                 self._settle_simple(f, [eqs[n].id for n in nums if n in eqs], [n for n in nums if n not in eqs], "equation", 0.9)
                 out.append(f)
         return out
@@ -606,13 +605,13 @@ class Resolver:
                         continue
                     if boxes is None or not self._raised(s, e):
                         continue
-                    f = Found(s, e, "footnote", targets=[r.id], confidence=0.85, reason="superscript marker matching the note at the page foot")
+                    f = Found(Span(self.doc, s, e), "footnote", targets=[r.id], confidence=0.85, reason="superscript marker matching the note at the page foot")
                     out.append(f)
         for m in FOOTNOTE_WORD.finditer(text):
             hits = [r.id for r in notes if r.number == m.group("num")]
             if self._is_excluded(m.start(), m.end()):
                 continue
-            f = Found(m.start(), m.end(), "footnote")
+            f = Found(Span(self.doc, m.start(), m.end()), "footnote")
             self._settle_simple(f, hits[:1], [] if hits else [m.group("num")], "footnote", 0.8)
             out.append(f)
         return out

@@ -75,11 +75,11 @@ def _analyse(doc: Document, layout, input_sha256: str) -> ReportResult:
         rid = _unique(f"{c.kind}-{_slug(c.number)}", used, c.line.page)
         span = doc.trimmed_span(c.start, c.end)
         targets.append(Target(
-            id=rid, kind=c.kind, label=c.label, number=c.number, caption=c.text, description=describe(c),
+            id=rid, kind=c.kind, label=c.label, number=c.number, caption=c.caption, description=describe(c),
             page=c.line.page, bbox=c.bbox, span=span, rows=c.rows, continued_on=sorted(set(c.continued_on)),
             evidence="caption: " + ", ".join(c.evidence),
         ))
-        refs.append(Ref(rid, c.kind, c.number, c.start, c.line.page, c.text))
+        refs.append(Ref(rid, c.kind, c.number, c.start, c.line.page, c.caption))
         excluded.extend(c.label_spans)
     for items, prefix, evidence in (
         (sections, "section", "numbered heading"),
@@ -126,7 +126,7 @@ def _analyse(doc: Document, layout, input_sha256: str) -> ReportResult:
     mentions: list[Mention] = []
     unresolved: list[Unresolved] = []
     for f in found:
-        span = doc.span(f.start, f.end)
+        span = f.span.source()
         mentions.append(Mention(
             text=span.text, span=span, page=span.page, bbox=span.bbox, boxes=_line_boxes(doc, f.start, f.end),
             kind=f.kind, targets=f.targets,

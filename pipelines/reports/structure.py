@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pipelines.documents import Document
+from pipelines.documents import Document, Span
 from pipelines.reports.floats import is_prose, parse_caption_start
 from pipelines.reports.labels import DOT_LEADER
 from pipelines.reports.layout import Layout, Line
@@ -30,17 +30,14 @@ _EQ_NUM = re.compile(r"\((?P<num>(?:\d{1,3}|[A-Z])(?:[\u00ad\-–.]\d{1,3})?[a-z
 _MATHY = re.compile(r"[=+−×·∑∫√≤≥≈∝∂∇λμσπθϕ^]|[\U0001D400-\U0001D7FF]")
 
 
-@dataclass
-class Item:
-    """A structural target before it becomes a `Target`."""
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+class Item(Span):
+    """A structural target before it becomes a `Target`: a `Span` of the document's text (heading,
+    note, entry or equation number) labelled as printed ("2.3", "[12]", "(4)")."""
 
     kind: str  # section | footnote | reference | equation
     number: str
-    label: str
-    start: int
-    end: int
     page: int
-    text: str
     extra: dict
 
 
@@ -83,7 +80,7 @@ def find_sections(doc: Document, layout: Layout) -> list[Item]:
         if number is None or number in seen:
             continue
         seen.add(number)
-        out.append(Item("section", number, label, ln.start, ln.end, ln.page, text, {}))
+        out.append(Item(doc, ln.start, ln.end, label, kind="section", number=number, page=ln.page, extra={}))
     return out
 
 
@@ -133,7 +130,7 @@ def find_footnotes(doc: Document, layout: Layout, exclude: list[tuple[int, int]]
             text = doc.text[ln.start:end]
             if len(text.strip()) <= len(mark) + 2:
                 continue
-            notes.append(Item("footnote", mark, mark, ln.start, end, page, text, {}))
+            notes.append(Item(doc, ln.start, end, mark, kind="footnote", number=mark, page=page, extra={}))
         # notes of one page carry distinct markers, numbers increasing (else: code, a list, a table)
         marks = [n.number for n in notes]
         nums = [int(m) for m in marks if m.isdigit()]
@@ -178,7 +175,8 @@ def _entries(doc: Document, layout: Layout, lines: list[Line]) -> list[Item]:
         number = (m.group("a") or m.group("b")) if m else ""
         start, end = first.start, cur[-1].end
         text = re.sub(r"\s*\n\s*", " ", doc.text[start:end])
-        out.append(Item("reference", number, f"[{number}]" if number else _short(text), start, end, first.page, text, {}))
+        out.append(Item(doc, start, end, f"[{number}]" if number else _short(text), kind="reference", number=number,
+                        page=first.page, extra={}))
         cur.clear()
 
     for ln in lines:
@@ -224,5 +222,6 @@ def find_equations(doc: Document, layout: Layout) -> list[Item]:
             continue
         seen.add(number)
         start = ln.start + ln.text.index(m.group(0).strip()) if m.group(0).strip() in ln.text else ln.start
-        out.append(Item("equation", number, f"({m.group('num')})", start, start + len(m.group(0).strip()), ln.page, text, {"line": (ln.start, ln.end)}))
+        out.append(Item(doc, start, start + len(m.group(0).strip()), f"({m.group('num')})", kind="equation", number=number,
+                        page=ln.page, extra={"line": (ln.start, ln.end)}))
     return out
