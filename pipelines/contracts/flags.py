@@ -69,6 +69,9 @@ COMPANY = re.compile(
 
 @dataclass
 class RawFlag:
+    """A flag before export: its ranges in version A's and version B's text (two documents, so
+    offset pairs rather than one `Span`), what changed, and whether it is material."""
+
     kind: str
     a: tuple[int, int] | None
     b: tuple[int, int] | None

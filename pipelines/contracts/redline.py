@@ -22,6 +22,9 @@ RE_TOKEN_ZH = re.compile(r"[A-Za-z0-9\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]+(?
 
 @dataclass(frozen=True)
 class Token:
+    """A token of the text `tokenize` was given: offsets into it, and the token's NFKC form (what
+    the diff compares). Plain offsets, not a `Span`: Chinese is tokenized per character."""
+
     norm: str
     start: int
     end: int
@@ -29,7 +32,8 @@ class Token:
 
 @dataclass(frozen=True)
 class Op:
-    """One redline op over [a_start, a_end) of A and [b_start, b_end) of B (absolute offsets)."""
+    """One redline op over [a_start, a_end) of version A's text and [b_start, b_end) of version B's
+    (absolute offsets into the two documents, so not one `Span`)."""
 
     op: str  # equal | format | renumber | replace | insert | delete
     a_start: int

@@ -74,7 +74,8 @@ def _singular(w: str) -> str:
 
 @dataclass(frozen=True)
 class Missing:
-    """A definite noun phrase [start, end) whose head `head` has no antecedent."""
+    """A definite noun phrase [start, end) whose head `head` has no antecedent; offsets into the
+    normalised text checked (`patents.text.normalise`, same length as `Document.text`)."""
 
     start: int
     end: int

@@ -66,7 +66,8 @@ _CN_ALL_PRECEDING = re.compile(
 
 @dataclass(frozen=True)
 class Ref:
-    """A reference phrase: [start, end) in the text, the claims it names, and its kind.
+    """A reference phrase: [start, end) in the normalised text it was found in (`patents.text.normalise`
+    keeps the length, so the offsets hold for `Document.text` too), the claims it names, and its kind.
 
     kind: single | alternative | conjunctive | range | all_preceding | preceding | external
     """

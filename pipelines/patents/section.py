@@ -53,7 +53,8 @@ _FIRST_CLAIM = re.compile(
 
 @dataclass(frozen=True)
 class Section:
-    """Where the claims are: [start, end) of the claims, the heading found (if any), and how."""
+    """Where the claims are: [start, end) of the claims, the heading found (if any), and how. Offsets
+    into the normalised text searched (`patents.text.normalise`, same length as `Document.text`)."""
 
     start: int
     end: int

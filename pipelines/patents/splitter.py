@@ -60,7 +60,8 @@ def normalise_status(raw: str) -> str | None:
 
 @dataclass
 class RawClaim:
-    """One claim (or a range of cancelled claims) as cut from the section."""
+    """One claim (or a range of cancelled claims) as cut from the section; offsets into the
+    normalised text (`patents.text.normalise`, same length as `Document.text`)."""
 
     numbers: list[int]
     start: int  # first character of the number token
@@ -75,6 +76,8 @@ class RawClaim:
 
 @dataclass
 class _Cand:
+    """A possible claim start while splitting: offsets into the normalised text."""
+
     pos: int
     tok_end: int
     first: int

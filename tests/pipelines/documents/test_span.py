@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from pipelines.documents import Document, Page, SourceSpan, Span
+from pipelines.documents import Document, HasSpan, Page, SourceSpan, Span
 
 
 def test_text_is_read_from_the_document_each_time():
@@ -80,3 +80,18 @@ def test_span_is_immutable_and_short_in_repr():
     with pytest.raises(AttributeError):
         span.start = 1  # type: ignore[misc]
     assert repr(span) == "Span('big', 0, 3, 'lbl': 'xxx')"
+
+
+def test_has_span_reads_through_the_held_span():
+    @dataclass
+    class Note(HasSpan):
+        span: Span
+        kind: str = ""
+
+    doc = Document.from_text("fever since Monday", doc_id="d")
+    note = Note(Span(doc, 0, 5), "symptom")
+    assert (note.start, note.end, note.text) == (0, 5, "fever")
+    note.span = Span(doc, 0, 11)  # a mutable holder moves its range by holding another span
+    assert (note.end, note.text) == (11, "fever since")
+    note.kind = "finding"
+    assert note.kind == "finding"
