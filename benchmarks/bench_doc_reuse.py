@@ -126,8 +126,8 @@ def main() -> None:
           + " ".join(sys.argv[1:]))
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"threads {torch.get_num_threads()}, load average at start {os.getloadavg()[0]:.2f}")
-    llm = LLM(device="cpu", dtype="float32", cache=CacheConfig(memory_budget=512 * 2**20, max_model_len=8192))
-    print(f"# model {llm.model_path.name}, prefill chunk {llm.cache_config.max_prefill_chunk}, "
+    llm = LLM(device="cpu", dtype="float32", cache=CacheConfig(memory_budget=512 * 2**20), max_model_len=8192)
+    print(f"# model {llm.model_path.name}, prefill chunk {llm.scheduler_config.max_prefill_chunk}, "
           f"doc store {type(llm.doc_tier().host).__name__} {llm.doc_tier().host.capacity_bytes / 2**30:.2f} GiB")
     doc = document_text(llm, args.doc_tokens)
     doc_ids = llm.encode(doc, add_special_tokens=False)

@@ -37,7 +37,7 @@ def timed(fn) -> float:
 def bench_dtype(dtype: str, n_prefill: int, n_decode: int, reps: int) -> dict:
     from engine import LLM, CacheConfig, SamplingParams
 
-    llm = LLM(device="cpu", dtype=dtype, cache=CacheConfig(memory_budget=512 * 2**20, max_model_len=8192))
+    llm = LLM(device="cpu", dtype=dtype, cache=CacheConfig(memory_budget=512 * 2**20), max_model_len=8192)
     from tests.engine.tiny_models import hf_gemma_from_engine
 
     hf = hf_gemma_from_engine(llm)

@@ -202,14 +202,15 @@ def engine_llm(eng, cfg, dev, max_len, seqs, chunk, budget=None, graphs=True, st
     """`step_tokens`: the scheduler's tokens per step (None: the scheduler's default, on CUDA 16K
     tokens of prefill a step + the decodes);
     `cache_kw`: more CacheConfig fields (the warm tier's)."""
+    from engine import SchedulerConfig
     from engine.attention.triton_backend import default_backend
-    from engine.core.scheduler import SchedulerConfig
 
-    cache = CacheConfig(block_size=16, max_num_seqs=max(seqs, 1), max_model_len=max_len, max_prefill_chunk=chunk,
-                        memory_budget=budget, **cache_kw)
+    cache = CacheConfig(block_size=16, memory_budget=budget, **cache_kw)
+    sched = SchedulerConfig(max_num_seqs=max(seqs, 1), max_model_len=max_len, max_prefill_chunk=chunk,
+                            max_num_batched_tokens=step_tokens)
     return llm_from_model(eng, cfg, device=dev, dtype=torch.bfloat16, cache=cache,
                           backend=default_backend(torch.device(dev)), cuda_graphs=graphs if dev == "cuda" else False,
-                          scheduler=SchedulerConfig(max_num_batched_tokens=step_tokens))
+                          scheduler=sched)
 
 
 def rand_prompt(vocab: int, n: int, gen: torch.Generator) -> list[int]:

@@ -107,7 +107,8 @@ def main() -> None:
 
     t0 = time.perf_counter()
     kv_bytes = max(256 * 2**20, args.context * 3 * 256 * 2 * 4 * 2)  # global layers' K+V in fp32, x2 headroom
-    llm = LLM(device=args.device, dtype=args.dtype, cache=CacheConfig(max_model_len=args.context, memory_budget=kv_bytes))
+    llm = LLM(device=args.device, dtype=args.dtype, cache=CacheConfig(memory_budget=kv_bytes),
+              max_model_len=args.context)
     load_s = time.perf_counter() - t0
     n_doc = args.doc_tokens or 2 * args.context
     doc, rounds = build_document(llm, n_doc, args.depth)

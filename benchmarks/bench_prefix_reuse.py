@@ -50,14 +50,13 @@ QUESTION_B = "\n\nQuestion: What may GitHub do if a user violates its terms of s
 
 
 def make_llm(args, store: str, prefix_caching: bool = True):
-    from engine import LLM, CacheConfig
-    from engine.core.scheduler import SchedulerConfig
+    from engine import LLM, CacheConfig, SchedulerConfig
 
     ctx = args.context
     kv_bytes = max(256 * 2**20, ctx * 3 * 256 * 2 * 4 * 2)  # global layers' K+V in fp32, x2 headroom
-    cache = CacheConfig(max_model_len=ctx, memory_budget=kv_bytes, max_prefill_chunk=args.chunk,
-                        host_cache_bytes=0, disk_cache_dir=store)
-    return LLM(device="cpu", dtype=args.dtype, cache=cache, scheduler=SchedulerConfig(prefix_caching=prefix_caching))
+    cache = CacheConfig(memory_budget=kv_bytes, host_cache_bytes=0, disk_cache_dir=store)
+    sched = SchedulerConfig(max_model_len=ctx, max_prefill_chunk=args.chunk, prefix_caching=prefix_caching)
+    return LLM(device="cpu", dtype=args.dtype, cache=cache, scheduler=sched)
 
 
 def stats(llm) -> dict:
@@ -123,7 +122,7 @@ def main() -> None:
     prefix_ids = llm.encode(INSTRUCTIONS + doc)
     a_ids = prefix_ids + llm.encode(QUESTION_A, add_special_tokens=False)
     b_ids = prefix_ids + llm.encode(QUESTION_B, add_special_tokens=False)
-    print(f"# model {llm.model_path.name}, load {load_s:.1f} s, max_prefill_chunk {llm.cache_config.max_prefill_chunk}, "
+    print(f"# model {llm.model_path.name}, load {load_s:.1f} s, max_prefill_chunk {llm.scheduler_config.max_prefill_chunk}, "
           f"block {llm.cache_config.block_size}, context {llm.max_model_len}, disk store {store}")
     print(f"# shared prefix (BOS + instructions + document) {len(prefix_ids)} tokens; prompt A {len(a_ids)}, "
           f"prompt B {len(b_ids)} tokens; greedy answers of {args.max_tokens} tokens")
@@ -162,9 +161,9 @@ def main() -> None:
           f"{ch['disk']['misses']} misses, rejected {ch['disk']['rejected_corrupt']}+{ch['disk']['rejected_mismatch']}; "
           f"prefix stats {ch['prefix']})", flush=True)
 
-    llm.scheduler_config.prefix_caching = False
+    llm.core.scheduler.prefix_caching = False
     out_ref = llm.generate(b_ids, greedy)[0]
-    llm.scheduler_config.prefix_caching = True
+    llm.core.scheduler.prefix_caching = True
     res["b_no_prefix_cache"] = {"ttft_s": out_ref.metrics["ttft_s"], "cached": out_ref.cached_tokens,
                                 "text": out_ref.text}
     print(f"4. B no prefix cache  TTFT {out_ref.metrics['ttft_s']:8.2f} s  cached {out_ref.cached_tokens:6d}/{len(b_ids)}"

@@ -44,6 +44,7 @@ every block's reference count raised, so nothing it frees or demotes touches the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import math
@@ -89,17 +90,16 @@ def out(line: str = "") -> None:
 
 
 def make_llm(args, warm: bool):
-    from engine import LLM, CacheConfig
+    from engine import LLM, CacheConfig, SchedulerConfig
 
-    cfg = CacheConfig(memory_budget=1 * 2**30, max_num_seqs=1, max_model_len=32768, max_prefill_chunk=args.chunk)
+    cfg = CacheConfig(memory_budget=1 * 2**30)
     if warm:
         # INT8 block of one layer: 2*16*kvh*d + 2*kvh*4 + 2*kvh*d bytes; Gemma 3 270M kvh=1, d=256 -> 8712;
         # 3 global layers x 2048 blocks (32K tokens) = 53.5 MB: 128 MiB holds a whole context.
-        cfg.warm_budget = 128 * 2**20
-        cfg.hot_window = args.hot_window
-        cfg.sink_tokens = args.sink_tokens
-        cfg.warm_sliding = args.warm_sliding
-    llm = LLM(device="cpu", dtype="float32", cache=cfg)
+        cfg = dataclasses.replace(cfg, warm_budget=128 * 2**20, hot_window=args.hot_window,
+                                  sink_tokens=args.sink_tokens, warm_sliding=args.warm_sliding)
+    sched = SchedulerConfig(max_num_seqs=1, max_model_len=32768, max_prefill_chunk=args.chunk)
+    llm = LLM(device="cpu", dtype="float32", cache=cfg, scheduler=sched)
     if warm:
         g = llm.kv.groups[0]
         assert g.window is None and g.warm is not None and g.warm.num_blocks >= 32768 // BLOCK

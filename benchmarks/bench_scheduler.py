@@ -26,6 +26,7 @@ equal tokens is printed).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import sys
@@ -53,11 +54,10 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
 
-    from engine import LLM, CacheConfig, SamplingParams
-    from engine.core.scheduler import SchedulerConfig
+    from engine import LLM, CacheConfig, SamplingParams, SchedulerConfig
 
-    probe = LLM(device="cpu", dtype="float32",
-                cache=CacheConfig(memory_budget=2**28, max_model_len=8192, max_prefill_chunk=args.chunk, max_num_seqs=1))
+    probe = LLM(device="cpu", dtype="float32", cache=CacheConfig(memory_budget=2**28),
+                scheduler=SchedulerConfig(max_model_len=8192, max_prefill_chunk=args.chunk, max_num_seqs=1))
     text = "\n\n".join(p.read_text() for p in FILLER)
     ids = probe.encode(text, add_special_tokens=False)
     bos = probe.encode("", add_special_tokens=True)
@@ -72,8 +72,8 @@ def main() -> None:
     budget = int(2 * args.fit * sliding_seq)
 
     def engine(sched: SchedulerConfig, **cache_kw) -> LLM:
-        cache = CacheConfig(memory_budget=budget, max_model_len=8192, max_prefill_chunk=args.chunk,
-                            max_num_seqs=args.requests, **cache_kw)
+        cache = CacheConfig(memory_budget=budget, **cache_kw)
+        sched = dataclasses.replace(sched, max_model_len=8192, max_prefill_chunk=args.chunk, max_num_seqs=args.requests)
         return LLM(device="cpu", dtype="float32", cache=cache, scheduler=sched)
 
     configs = {

@@ -44,7 +44,7 @@ queries and log-sum-exps of the answer's positions at global layers and measures
 probability mass on each prompt span (see `LLM.attribute` for the aggregation).
 """
 
-from engine.config import CacheConfig
+from engine.config import CacheConfig, EngineConfig, LoadConfig, SchedulerConfig
 from engine.core.sampling import SamplingParams
 from engine.errors import (
     CacheFullError,
@@ -60,6 +60,9 @@ __all__ = [
     "LLM",
     "SamplingParams",
     "CacheConfig",
+    "SchedulerConfig",
+    "LoadConfig",
+    "EngineConfig",
     "GenerationOutput",
     "StreamDelta",
     "ScoreOutput",

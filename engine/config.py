@@ -1,27 +1,49 @@
-"""The engine's configuration.
+"""The engine's configuration: one `EngineConfig` of three frozen parts, read-only once built.
 
-`CacheConfig`: how the paged KV cache is sized and tiered.
+- `LoadConfig`: which model, on which device, in which dtype, with or without CUDA graphs.
+- `CacheConfig`: how the paged KV cache is sized and tiered (blocks, memory budget, warm tier,
+  cold tier).
+- `SchedulerConfig`: the sequence limits (max_num_seqs, max_model_len, max_prefill_chunk) and
+  batching, admission, preemption and prefix caching.
+
+Derive a variant with `dataclasses.replace`; `LLM` resolves what is left open (max_model_len None:
+the model's context) into its own `EngineConfig` and never writes into a caller's objects.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
-@dataclass
-@dataclass
+@dataclass(frozen=True)
+class LoadConfig:
+    """model: a GGUF file, a local HF folder, or None for the packaged default (Gemma 3 270M).
+    device: "cpu", "cuda" (or None: CUDA if available). dtype: float32 / bfloat16 / float16 (None:
+    bfloat16 on CUDA, float32 on CPU). cuda_graphs: replay decode steps from CUDA graphs (None: on
+    where they can run; engine/runner/cuda_graph.py)."""
+
+    model: str | Path | None = None
+    device: str | torch.device | None = None
+    dtype: str | torch.dtype | None = None
+    cuda_graphs: bool | None = None
+
+
+@dataclass(frozen=True)
 class CacheConfig:
     """How the KV cache is sized.
 
     memory_budget: bytes (int > 1), or a fraction (0 < float <= 1) of the free device memory (on
-    CPU: MemAvailable); None = enough for `max_num_seqs` full contexts, capped at 25% of free memory.
+    CPU: MemAvailable); None = enough for `SchedulerConfig.max_num_seqs` full contexts, capped at
+    25% of free memory.
     """
 
     block_size: int = 16
     memory_budget: int | float | None = None
-    max_num_seqs: int = 4
-    max_model_len: int | None = None  # None: the model's max_position_embeddings
-    max_prefill_chunk: int = 1024
     # Warm tier (INT8 pages read directly by attention); see PagedKVCache.demote.
     warm_budget: int | None = None  # bytes of INT8 warm pages over all groups; None or 0: no warm tier
     hot_window: int = 1024  # most recent tokens kept at full precision
@@ -38,7 +60,42 @@ class CacheConfig:
     # Quest-style sparse decode: warm blocks kept per query; None: dense. Measured on Gemma 3 270M it
     # loses most needle retrievals (BENCHMARKS.md, "KV cache quality"): an experiment, not a default.
     sparse_top_k: int | None = None
-    # Cold tier (engine.block_store, used by engine.kv.prefix_cache): prefixes at chunk boundaries.
+    # Cold tier (engine.kv.cold, used by engine.kv.prefix_cache): prefixes at chunk boundaries.
     host_cache_bytes: int = 0  # host memory for cold blocks (pinned on CUDA); 0: none
     disk_cache_dir: str | None = None  # on-disk block store (survives restarts); None: none
     disk_cache_bytes: int = 8 * 2**30  # the disk store never grows past this
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """max_num_seqs: sequences running at once. max_model_len: the longest sequence (prompt and
+    output); None: the model's max_position_embeddings. max_prefill_chunk: prompt tokens computed
+    per chunk; chunks are cut on a global grid of this size (engine/core/scheduler.py).
+    max_num_batched_tokens: tokens per forward. None: on CUDA, max(max_prefill_chunk,
+    `gpu_step_tokens`) + max_num_seqs, so several sequences' chunks share a step (Gemma 3 270M,
+    16 prompts of 32K in 2K chunks on the H200: the last first token after 1.78 s instead of
+    4.83 s with one chunk a step, BENCHMARKS.md "KV tiers on the H200"); elsewhere one prefill
+    chunk + max_num_seqs decodes (a CPU step already takes seconds, and a longer one would stall
+    the running sequences' next tokens).
+    watermark: admit while projected KV use stays under this share of each block pool.
+    preemption: "swap" (to host memory, up to swap_budget bytes) or "recompute".
+    prefix_caching: reuse the KV of identical prefixes across requests."""
+
+    max_num_seqs: int = 4
+    max_model_len: int | None = None
+    max_prefill_chunk: int = 1024
+    max_num_batched_tokens: int | None = None
+    gpu_step_tokens: int = 16384
+    watermark: float = 0.85
+    preemption: str = "swap"
+    swap_budget: int = 4 * 2**30
+    prefix_caching: bool = True
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Everything an `LLM` is built from (see the module docstring)."""
+
+    load: LoadConfig = field(default_factory=LoadConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)

@@ -21,12 +21,12 @@ import torch
 from engine.attention.attribution import AttributionOutput, attention_mass, attribute_spans
 from engine.attention.backend import AttentionBackend
 from engine.attention.triton_backend import default_backend
-from engine.config import CacheConfig
+from engine.config import CacheConfig, EngineConfig, LoadConfig, SchedulerConfig
 from engine.core.engine_core import EngineCore
 from engine.core.metrics import EngineCounters
 from engine.core.output_processor import GenerationOutput, OutputProcessor, StreamDelta
 from engine.core.sampling import SamplingParams
-from engine.core.scheduler import SchedulerConfig, SchedulerCounters, next_prefill_end
+from engine.core.scheduler import SchedulerCounters, next_prefill_end
 from engine.core.scoring import ScoreOutput, continuation_logprobs
 from engine.core.sequence import Sequence
 from engine.errors import EngineError
@@ -69,11 +69,15 @@ class LLM:
     """A loaded model with its paged KV cache, served by one engine core.
 
     model: a GGUF file, a local HF folder, or None for the packaged default (Gemma 3 270M).
-    scheduler: batching, admission watermark, preemption and prefix caching (SchedulerConfig).
     device: "cpu", "cuda" (or None: CUDA if available). dtype: float32 / bfloat16 / float16
-    (None: bfloat16 on CUDA, float32 on CPU). cache: KV cache sizing (CacheConfig).
+    (None: bfloat16 on CUDA, float32 on CPU). cache: KV cache sizing and tiers (CacheConfig).
+    scheduler: sequence limits (max_num_seqs, max_model_len, max_prefill_chunk), batching,
+    admission watermark, preemption and prefix caching (SchedulerConfig). max_model_len: shorthand
+    for the scheduler's. cuda_graphs: replay decode steps from CUDA graphs (None: on where they can
+    run; engine/runner/cuda_graph.py). config: all of these at once (an EngineConfig), instead of
+    model / device / dtype / cache / scheduler / max_model_len / cuda_graphs.
     backend: attention backend (None: Triton on CUDA, the torch reference elsewhere).
-    cuda_graphs: replay decode steps from CUDA graphs (None: on where they can run; engine/runner/cuda_graph.py).
+    `engine_config` is the resolved configuration (max_model_len filled in); read-only.
     """
 
     def __init__(
@@ -86,32 +90,44 @@ class LLM:
         max_model_len: int | None = None,
         cuda_graphs: bool | None = None,
         scheduler: SchedulerConfig | None = None,
+        config: EngineConfig | None = None,
     ) -> None:
         from engine.kv.block_hash import model_fingerprint, weights_digest
         from engine.model.loader import load_model
         from engine.paths import default_model_path
 
-        self.device = resolve_device(device)
-        self.dtype = resolve_dtype(dtype, self.device)
-        self.model_path = Path(model) if model is not None else default_model_path()
+        if config is None:
+            sched = scheduler or SchedulerConfig()
+            if max_model_len is not None:
+                sched = dataclasses.replace(sched, max_model_len=max_model_len)
+            config = EngineConfig(LoadConfig(model, device, dtype, cuda_graphs), cache or CacheConfig(), sched)
+        elif any(x is not None for x in (model, device, dtype, cache, max_model_len, cuda_graphs, scheduler)):
+            raise EngineError("pass either config=EngineConfig(...) or the separate settings, not both")
+        load = config.load
+        self.device = resolve_device(load.device)
+        self.dtype = resolve_dtype(load.dtype, self.device)
+        self.model_path = Path(load.model) if load.model is not None else default_model_path()
         self.model, self.config, self.tokenizer = load_model(self.model_path, self.device, self.dtype)
-        self.scheduler_config = scheduler or SchedulerConfig()
-        cache = cache or CacheConfig()
-        self.max_model_len = max_model_len or cache.max_model_len or self.config.max_position_embeddings
-        self.cache_config = dataclasses.replace(cache, max_model_len=self.max_model_len)
-        self.kv = PagedKVCache(self.config, self.cache_config, self.device, self.dtype)
+        self.max_model_len = config.scheduler.max_model_len or self.config.max_position_embeddings
+        self.engine_config = dataclasses.replace(
+            config, scheduler=dataclasses.replace(config.scheduler, max_model_len=self.max_model_len))
+        self.kv = PagedKVCache(self.config, self.cache_config, self.device, self.dtype, self.scheduler_config)
         self.backend = backend or default_backend(self.device)
         self.fingerprint = model_fingerprint(self.config, weights_digest(self.model_path), str(self.dtype))
         self.output = OutputProcessor(self.tokenizer, self.config.eos_token_ids, self.max_model_len)
-        self.core = EngineCore(
-            self.model, self.kv, self.backend, self.device, cache=self.cache_config,
-            scheduler=self.scheduler_config, max_num_seqs=self.cache_config.max_num_seqs,
-            chunk=self.cache_config.max_prefill_chunk, max_model_len=self.max_model_len,
-            fingerprint=self.fingerprint, output=self.output, cuda_graphs=cuda_graphs,
-        )
+        self.core = EngineCore(self.model, self.kv, self.backend, self.device, self.engine_config,
+                               self.fingerprint, self.output)
         self.fallbacks = 0  # requests served through a fallback strategy (generate_long)
 
-    # ------------------------------------------------------------------ the core's parts
+    # ------------------------------------------------------------------ configuration and the core's parts
+    @property
+    def cache_config(self) -> CacheConfig:
+        return self.engine_config.cache
+
+    @property
+    def scheduler_config(self) -> SchedulerConfig:
+        return self.engine_config.scheduler
+
     @property
     def runner(self) -> ModelRunner:
         return self.core.runner

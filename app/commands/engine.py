@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of streaming text."),
     ) -> None:
         """Generate a continuation of PROMPT with the local engine."""
-        from engine import LLM, CacheConfig, EngineError, SamplingParams
+        from engine import LLM, EngineError, SamplingParams, SchedulerConfig
 
         try:
             params = SamplingParams(
@@ -40,7 +40,8 @@ def register(app: typer.Typer) -> None:
                 repetition_penalty=repetition_penalty, stop=list(stop), seed=seed,
             )
             t0 = time.perf_counter()
-            llm = LLM(model=model, device=device, dtype=dtype, cache=CacheConfig(max_num_seqs=1), max_model_len=max_model_len)
+            llm = LLM(model=model, device=device, dtype=dtype, scheduler=SchedulerConfig(max_num_seqs=1),
+                      max_model_len=max_model_len)
             load_s = time.perf_counter() - t0
             t1 = time.perf_counter()
             if chat:
@@ -98,7 +99,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Answer questions about a long document with the local engine, saying what did not fit."""
         from app import ask as asking
-        from engine import LLM, CacheConfig, EngineError
+        from engine import LLM, CacheConfig, EngineError, SchedulerConfig
         from pipelines.documents import IngestError, load_document
 
         try:
@@ -122,10 +123,10 @@ def register(app: typer.Typer) -> None:
         else:  # several files: one document, each part headed by its file name
             document = "\n\n".join(f"[{f.name}]\n{d.text}" for f, d in zip(files, docs, strict=True))
         try:
-            cache = CacheConfig(max_num_seqs=4, disk_cache_dir=str(cache_dir) if cache_dir else None,
-                                disk_cache_bytes=cache_bytes)
+            cache = CacheConfig(disk_cache_dir=str(cache_dir) if cache_dir else None, disk_cache_bytes=cache_bytes)
             t0 = time.perf_counter()
-            llm = LLM(model=model, device=device, dtype=dtype, cache=cache, max_model_len=max_model_len)
+            llm = LLM(model=model, device=device, dtype=dtype, cache=cache, scheduler=SchedulerConfig(max_num_seqs=4),
+                      max_model_len=max_model_len)
             load_s = time.perf_counter() - t0
             answers = []
             for q in question:
@@ -175,7 +176,7 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed"),
     ) -> None:
         """Measure the engine on a synthetic load: TTFT, inter-token latency, tokens/s, counters, memory."""
-        from engine import LLM, CacheConfig, EngineError
+        from engine import LLM, CacheConfig, EngineError, SchedulerConfig
         from engine.bench import format_text, run_bench
 
         if output_format not in ("text", "json"):
@@ -185,10 +186,10 @@ def register(app: typer.Typer) -> None:
             typer.echo("longdoc: --prompt-length, --max-new-tokens, --batch and --repeat must be >= 1", err=True)
             raise typer.Exit(2)
         try:
-            cache = CacheConfig(max_num_seqs=batch, max_prefill_chunk=chunk, warm_budget=warm_budget or None,
-                                hot_window=hot_window, sink_tokens=sink_tokens, warm_sliding=warm_sliding,
-                                demote_watermark=demote_watermark)
-            llm = LLM(model=model, device=device, dtype=dtype, cache=cache)
+            cache = CacheConfig(warm_budget=warm_budget or None, hot_window=hot_window, sink_tokens=sink_tokens,
+                                warm_sliding=warm_sliding, demote_watermark=demote_watermark)
+            llm = LLM(model=model, device=device, dtype=dtype, cache=cache,
+                      scheduler=SchedulerConfig(max_num_seqs=batch, max_prefill_chunk=chunk))
             llm.check_len(prompt_length + max_new_tokens)
             res = run_bench(llm, prompt_length, max_new_tokens, batch=batch, repeat=repeat, seed=seed,
                             memory_profile=memory_profile)

@@ -23,9 +23,9 @@ KEPT = "#bbf7d0"
 
 @st.cache_resource(show_spinner="Loading the local model…")
 def _llm(max_model_len: int | None = None):
-    from engine import LLM, CacheConfig
+    from engine import LLM, SchedulerConfig
 
-    return LLM(cache=CacheConfig(max_num_seqs=4), max_model_len=max_model_len)
+    return LLM(scheduler=SchedulerConfig(max_num_seqs=4), max_model_len=max_model_len)
 
 
 def run_input(name: str, data: bytes, question: str, fallback: str = "retrieval", max_tokens: int = 96,

@@ -22,11 +22,11 @@ from pathlib import Path
 import torch
 
 from engine.attention.backend import AttentionBackend
-from engine.config import CacheConfig
+from engine.config import CacheConfig, EngineConfig
 from engine.core.metrics import EngineCounters
 from engine.core.output_processor import OutputProcessor
 from engine.core.sampling import SamplingParams, sample_batch
-from engine.core.scheduler import Scheduler, SchedulerConfig
+from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
 from engine.errors import CacheFullError, ContextLengthError
 from engine.kv.cold import ColdTier, DiskStore, HostStore
@@ -60,26 +60,25 @@ def make_cold_tier(cache: CacheConfig, device: torch.device) -> ColdTier | None:
 class EngineCore:
     """The step loop over one model and its caches (see the module docstring).
 
-    max_model_len: the longest sequence served. chunk: the prefill chunk (max_prefill_chunk);
-    max_num_seqs: sequences running at once. fingerprint: the model's, for the prefix and document
-    caches. cuda_graphs: replay decode steps from CUDA graphs (None: where they can run)."""
+    config: the engine's, resolved (its scheduler part's max_model_len set). fingerprint: the
+    model's, for the prefix and document caches."""
 
-    def __init__(self, model: CausalLM, kv: PagedKVCache, backend: AttentionBackend, device: torch.device, *,
-                 cache: CacheConfig, scheduler: SchedulerConfig, max_num_seqs: int, chunk: int,
-                 max_model_len: int, fingerprint: str, output: OutputProcessor,
-                 cuda_graphs: bool | None = None) -> None:
+    def __init__(self, model: CausalLM, kv: PagedKVCache, backend: AttentionBackend, device: torch.device,
+                 config: EngineConfig, fingerprint: str, output: OutputProcessor) -> None:
         self.model, self.kv, self.device = model, kv, device
-        self.max_model_len = max_model_len
-        self.chunk = chunk
+        self.config = config
+        self.max_model_len = config.scheduler.max_model_len
+        self.chunk = chunk = config.scheduler.max_prefill_chunk
+        cache = config.cache
         self.output = output
         self.prefix = PrefixCache(kv, fingerprint, chunk, cold=make_cold_tier(cache, device))
         self.runner = ModelRunner(model, kv, backend, device, on_computed=self.prefix.register)
-        attach_graphs(self.runner, cuda_graphs)
+        attach_graphs(self.runner, config.load.cuda_graphs)
         self._ids = itertools.count()
         self.documents = DocumentCache(kv, self.runner, fingerprint, chunk, self.prefix.cold,
                                        check_len=self.check_len, new_id=self.new_id, free=self.free)
-        self.scheduler = Scheduler(kv, scheduler, max_num_seqs, chunk,
-                                   prefix=self.prefix if scheduler.prefix_caching else None,
+        self.scheduler = Scheduler(kv, config.scheduler,
+                                   prefix=self.prefix if config.scheduler.prefix_caching else None,
                                    on_place=self.place_document)
         self._occupancy = [0, 0]  # [tokens stored, slots allocated] of finished requests' tables
 

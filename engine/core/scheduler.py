@@ -26,31 +26,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from engine.config import SchedulerConfig
 from engine.core.sequence import Sequence
 from engine.errors import CacheFullError
 from engine.kv.paged_cache import PagedKVCache
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class SchedulerConfig:
-    """max_num_batched_tokens: tokens per forward. None: on CUDA, max(max_prefill_chunk,
-    `gpu_step_tokens`) + max_num_seqs, so several sequences' chunks share a step (Gemma 3 270M,
-    16 prompts of 32K in 2K chunks on the H200: the last first token after 1.78 s instead of
-    4.83 s with one chunk a step, BENCHMARKS.md "KV tiers on the H200"); elsewhere one prefill
-    chunk + max_num_seqs decodes (a CPU step already takes seconds, and a longer one would stall
-    the running sequences' next tokens).
-    watermark: admit while projected KV use stays under this share of each block pool.
-    preemption: "swap" (to host memory, up to swap_budget bytes) or "recompute".
-    prefix_caching: reuse the KV of identical prefixes across requests."""
-
-    max_num_batched_tokens: int | None = None
-    gpu_step_tokens: int = 16384
-    watermark: float = 0.85
-    preemption: str = "swap"
-    swap_budget: int = 4 * 2**30
-    prefix_caching: bool = True
 
 
 @dataclass
@@ -78,14 +59,18 @@ class SchedulerCounters:
 
 
 class Scheduler:
-    def __init__(self, kv: PagedKVCache, config: SchedulerConfig, max_num_seqs: int, chunk: int, prefix=None,
+    """One step's batch at a time over `kv` (see the module docstring). prefix: the PrefixCache
+    (None: no prefix caching). on_place(seq): writes a stored document's KV into `seq` when its
+    cached tokens reach the document's offset."""
+
+    def __init__(self, kv: PagedKVCache, config: SchedulerConfig, prefix=None,
                  on_place: Callable[[Sequence], None] | None = None) -> None:
         if config.preemption not in ("swap", "recompute"):
             raise ValueError(f"preemption must be 'swap' or 'recompute', not {config.preemption!r}")
         self.kv = kv
         self.cfg = config
-        self.max_num_seqs = max_num_seqs
-        self.chunk = chunk
+        self.max_num_seqs = max_num_seqs = config.max_num_seqs
+        self.chunk = chunk = config.max_prefill_chunk
         on_gpu = kv.device.type == "cuda"
         self.budget = config.max_num_batched_tokens or (
             max(chunk, config.gpu_step_tokens if on_gpu else 0) + max_num_seqs
@@ -93,6 +78,7 @@ class Scheduler:
         if self.budget < chunk:
             raise ValueError(f"max_num_batched_tokens ({self.budget}) must be >= max_prefill_chunk ({chunk})")
         self.prefix = prefix  # PrefixCache or None
+        self.prefix_caching = config.prefix_caching and prefix is not None  # a benchmark may switch it off
         self.on_place = on_place or (lambda s: None)  # places a stored document (EngineCore.place_document)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -263,7 +249,7 @@ class Scheduler:
             if not self._under_watermark(need) and self.running:
                 return
             s.tables = self.kv.new_tables()
-            if self.prefix is not None and self.cfg.prefix_caching:
+            if self.prefix_caching:
                 self.prefix.match_and_attach(s)  # a document request: its instructions only
             need = [max(0, n - sum(1 for b in t if b >= 0)) for n, t in zip(need, s.tables, strict=True)]
             if not self._fits_now(need) and self.running:

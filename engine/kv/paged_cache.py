@@ -20,7 +20,7 @@ import os
 
 import torch
 
-from engine.config import CacheConfig
+from engine.config import CacheConfig, SchedulerConfig
 from engine.errors import CacheFullError
 from engine.kv.block_pool import BlockAllocator, CacheGroup
 from engine.kv.tier_copy import TierCopier
@@ -45,12 +45,18 @@ def free_memory_bytes(device: torch.device) -> int:
 class PagedKVCache(WarmTier):
     """Block pools for every layer group, and the operations on a sequence's block tables."""
 
-    def __init__(self, config: ModelConfig, cache: CacheConfig, device: torch.device, dtype: torch.dtype) -> None:
+    """`scheduler` gives the sequence limits the pools are sized for (max_num_seqs, max_model_len,
+    max_prefill_chunk; None: the defaults)."""
+
+    def __init__(self, config: ModelConfig, cache: CacheConfig, device: torch.device, dtype: torch.dtype,
+                 scheduler: SchedulerConfig | None = None) -> None:
+        limits = scheduler or SchedulerConfig()
         self.block_size = cache.block_size
         self.device = torch.device(device)
         self.copier = TierCopier(device)  # device <-> host block copies (a side stream on CUDA)
-        self.chunk = cache.max_prefill_chunk
-        self.max_model_len = cache.max_model_len or config.max_position_embeddings
+        self.chunk = limits.max_prefill_chunk
+        self.max_num_seqs = limits.max_num_seqs
+        self.max_model_len = limits.max_model_len or config.max_position_embeddings
         windows = sorted({w for w in config.layer_windows}, key=lambda w: (w is not None, w or 0))
         layer_lists = [[i for i, w in enumerate(config.layer_windows) if w == win] for win in windows]
         elem = torch.tensor([], dtype=dtype).element_size()
@@ -71,7 +77,7 @@ class PagedKVCache(WarmTier):
         seq_bytes = sum(group_bytes)
         budget = cache.memory_budget
         if budget is None:
-            budget_bytes = min(seq_bytes * cache.max_num_seqs, int(0.25 * free_memory_bytes(device)))
+            budget_bytes = min(seq_bytes * self.max_num_seqs, int(0.25 * free_memory_bytes(device)))
         elif isinstance(budget, float) and budget <= 1.0:
             budget_bytes = int(budget * free_memory_bytes(device))
         else:
@@ -79,7 +85,7 @@ class PagedKVCache(WarmTier):
         # Sliding pools first: their need per sequence is bounded, so give them room for as many
         # sequences as may run (but at most half the budget); the global pool takes the rest.
         sliding_seq = sum(b for b, w in zip(group_bytes, windows, strict=True) if w is not None)
-        n_sliding = cache.max_num_seqs
+        n_sliding = self.max_num_seqs
         while n_sliding > 1 and n_sliding * sliding_seq > budget_bytes // 2:
             n_sliding -= 1
         rest = budget_bytes - n_sliding * sliding_seq

@@ -69,6 +69,7 @@ class WarmTier:
 
     groups: list[CacheGroup]
     block_size: int
+    max_num_seqs: int
     copier: TierCopier
 
     # --- warm tier -------------------------------------------------------------------------------
@@ -95,7 +96,7 @@ class WarmTier:
         sizes: dict[int, int] = {}
         sliding = [g for g in self.groups if g.window is not None] if cache.warm_sliding else []
         if sliding:
-            want = {id(g): cache.max_num_seqs * (-(-g.window // bs) + 1) for g in sliding}
+            want = {id(g): self.max_num_seqs * (-(-g.window // bs) + 1) for g in sliding}
             cost = sum(want[id(g)] * len(g.layers) * per for g in sliding)
             shrink = min(1.0, (budget // 2) / cost) if cost else 1.0
             for g in sliding:

@@ -28,7 +28,7 @@ def gemma_llm():
     """The real default model (Gemma 3 270M GGUF), float32 on CPU, loaded once per session."""
     from engine import LLM, CacheConfig
 
-    return LLM(device="cpu", dtype="float32", cache=CacheConfig(memory_budget=256 * 2**20, max_model_len=4096))
+    return LLM(device="cpu", dtype="float32", cache=CacheConfig(memory_budget=256 * 2**20), max_model_len=4096)
 
 
 @pytest.fixture(autouse=True)

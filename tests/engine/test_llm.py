@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine import LLM, CacheConfig, CacheFullError, ContextLengthError, SamplingParams
+from engine import LLM, CacheConfig, CacheFullError, ContextLengthError, SamplingParams, SchedulerConfig
 from engine.kv.block_pool import BlockAllocator
 from engine.model.rope import RopeConfig, inv_freq_and_scale
 from tests.engine.tiny_models import VOCAB, tiny_hf_model
@@ -41,7 +41,7 @@ def test_scaled_rope_logits_past_the_trained_length(tmp_path, params):
     hf.save_pretrained(tmp_path)
     ids = torch.randint(0, VOCAB, (100,), generator=torch.Generator().manual_seed(0)).tolist()
     llm = LLM(model=tmp_path, device="cpu", dtype="float32",
-              cache=CacheConfig(block_size=8, memory_budget=2**24, max_model_len=256))
+              cache=CacheConfig(block_size=8, memory_budget=2**24), max_model_len=256)
     with torch.no_grad():
         ref = hf(torch.tensor([ids])).logits[0]
     one = llm.prompt_logits(ids)
@@ -76,7 +76,8 @@ def gemma_tiny(tmp_path_factory):
 
 def test_sliding_layers_hold_only_their_window(gemma_tiny):
     llm = LLM(model=gemma_tiny, device="cpu", dtype="float32",
-              cache=CacheConfig(block_size=4, memory_budget=2**24, max_model_len=512, max_prefill_chunk=8))
+              cache=CacheConfig(block_size=4, memory_budget=2**24),
+              scheduler=SchedulerConfig(max_model_len=512, max_prefill_chunk=8))
     glob, slide = llm.kv.groups  # global layers first
     assert glob.window is None and slide.window == 8
     held = []
@@ -91,8 +92,9 @@ def test_sliding_layers_hold_only_their_window(gemma_tiny):
 def test_unwritten_cache_slots_cannot_leak(gemma_tiny):
     """Pools start as torch.empty: fill them with NaN and the results must not change (the prefix
     cache is cleared: its blocks are now NaN, and reusing them is what it is for)."""
-    cfg = CacheConfig(block_size=4, memory_budget=2**24, max_model_len=512, max_prefill_chunk=8)
-    llm = LLM(model=gemma_tiny, device="cpu", dtype="float32", cache=cfg)
+    cfg = CacheConfig(block_size=4, memory_budget=2**24)
+    llm = LLM(model=gemma_tiny, device="cpu", dtype="float32", cache=cfg,
+              scheduler=SchedulerConfig(max_model_len=512, max_prefill_chunk=8))
     prompts = [list(range(1, 12)), list(range(5, 40))]
     clean = [o.token_ids for o in llm.generate(prompts, SamplingParams(max_tokens=20))]
     for g in llm.kv.groups:

@@ -7,7 +7,7 @@ import pytest
 import torch
 from tokenizers import Regex, Tokenizer, models, pre_tokenizers
 
-from engine import LLM, CacheConfig, EngineError
+from engine import LLM, CacheConfig, EngineError, SchedulerConfig
 from engine.model.tokenizer import Tokenizer as EngineTokenizer
 from tests.engine.tiny_models import tiny_hf_model
 
@@ -25,7 +25,8 @@ def test_attribution_equals_transformers_attention(tmp_path, chunk):
     hf = tiny_hf_model("llama", seed=9)
     hf.save_pretrained(tmp_path)
     llm = LLM(model=tmp_path, device="cpu", dtype="float32",
-              cache=CacheConfig(block_size=4, memory_budget=2**24, max_model_len=256, max_prefill_chunk=chunk))
+              cache=CacheConfig(block_size=4, memory_budget=2**24),
+              scheduler=SchedulerConfig(max_model_len=256, max_prefill_chunk=chunk))
     llm.tokenizer = char_tokenizer()
     prompt = "Alpha beta gamma. Delta epsilon zeta! Eta theta"
     answer = "beta zeta"

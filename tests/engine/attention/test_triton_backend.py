@@ -58,7 +58,7 @@ def test_prefill_fresh_routing():
     several with decodes in the batch) and never a chunk after a cached prefix; a backend that
     takes it gives the reference logits."""
     from engine.attention.triton_backend import sdpa_causal
-    from engine.config import CacheConfig
+    from engine.config import CacheConfig, SchedulerConfig
     from engine.core.sampling import SamplingParams
     from engine.model.loader.random_weights import hf_to_engine_config, llm_from_model, random_model
     from tests.engine.tiny_models import tiny_hf_config
@@ -74,15 +74,15 @@ def test_prefill_fresh_routing():
 
     cfg = hf_to_engine_config(tiny_hf_config("llama"))
     model = random_model(cfg, torch.device("cpu"), torch.float32, seed=2)
-    cache = CacheConfig(block_size=4, memory_budget=32 * 2**20, max_num_seqs=4, max_prefill_chunk=16)
+    cache = CacheConfig(block_size=4, memory_budget=32 * 2**20)
+    sched = SchedulerConfig(max_num_seqs=4, max_prefill_chunk=16, prefix_caching=False)
     gen = torch.Generator().manual_seed(0)
     prompts = [torch.randint(3, cfg.vocab_size, (n,), generator=gen).tolist() for n in (40, 9, 23)]
     params = SamplingParams(max_tokens=5, ignore_eos=True)
     outs = {}
     logits = {}
     for tag, be in (("fresh", Fresh()), ("ref", TorchAttentionBackend())):
-        llm = llm_from_model(model, cfg, device="cpu", dtype=torch.float32, backend=be, cache=cache)
-        llm.scheduler_config.prefix_caching = False
+        llm = llm_from_model(model, cfg, device="cpu", dtype=torch.float32, backend=be, cache=cache, scheduler=sched)
         outs[tag] = [o.token_ids for o in llm.generate(prompts, params)]
         logits[tag] = llm.prompt_logits(prompts[0], last=40)
     assert outs["fresh"] == outs["ref"]

@@ -10,11 +10,12 @@ steps share forwards.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
-from engine import LLM, CacheConfig, SamplingParams
-from engine.core.scheduler import SchedulerConfig
+from engine import LLM, CacheConfig, SamplingParams, SchedulerConfig
 from tests.engine.tiny_models import VOCAB, tiny_hf_model
 
 
@@ -29,8 +30,8 @@ def folders(tmp_path_factory):
 
 
 def make(folder, budget=2**24, chunk=16, seqs=4, sched=None, **kw) -> LLM:
-    cache = CacheConfig(block_size=4, memory_budget=budget, max_model_len=512, max_prefill_chunk=chunk,
-                        max_num_seqs=seqs, **kw)
+    cache = CacheConfig(block_size=4, memory_budget=budget, **kw)
+    sched = dataclasses.replace(sched or SchedulerConfig(), max_model_len=512, max_prefill_chunk=chunk, max_num_seqs=seqs)
     return LLM(model=folder, device="cpu", dtype="float32", cache=cache, scheduler=sched)
 
 
@@ -238,8 +239,8 @@ def test_default_step_budget_is_larger_on_gpu():
     def kv(dev):
         return SimpleNamespace(device=torch.device(dev), groups=[])
 
-    assert Scheduler(kv("cpu"), SchedulerConfig(), 16, 2048).budget == 2048 + 16
-    assert Scheduler(kv("cuda"), SchedulerConfig(), 16, 2048).budget == 16384 + 16
-    assert Scheduler(kv("cuda"), SchedulerConfig(), 1, 32768).budget == 32768 + 1  # one chunk already larger
-    assert Scheduler(kv("cuda"), SchedulerConfig(max_num_batched_tokens=4096), 16, 2048).budget == 4096
-    assert Scheduler(kv("cuda"), SchedulerConfig(gpu_step_tokens=0), 16, 2048).budget == 2048 + 16
+    assert Scheduler(kv("cpu"), SchedulerConfig(max_num_seqs=16, max_prefill_chunk=2048)).budget == 2048 + 16
+    assert Scheduler(kv("cuda"), SchedulerConfig(max_num_seqs=16, max_prefill_chunk=2048)).budget == 16384 + 16
+    assert Scheduler(kv("cuda"), SchedulerConfig(max_num_seqs=1, max_prefill_chunk=32768)).budget == 32768 + 1  # one chunk already larger
+    assert Scheduler(kv("cuda"), SchedulerConfig(max_num_seqs=16, max_prefill_chunk=2048, max_num_batched_tokens=4096)).budget == 4096
+    assert Scheduler(kv("cuda"), SchedulerConfig(max_num_seqs=16, max_prefill_chunk=2048, gpu_step_tokens=0)).budget == 2048 + 16

@@ -297,7 +297,7 @@ def test_policy_validation():
 def test_real_gemma_double_context_every_strategy():
     """Gemma 3 270M with a 512-token context and a ~1.2K-token document: every strategy is served, the
     question survives, and retrieval (MiniLM when installed, else BM25) keeps the planted fact."""
-    gemma = LLM(device="cpu", cache=CacheConfig(max_model_len=512, memory_budget=64 * 2**20))
+    gemma = LLM(device="cpu", cache=CacheConfig(memory_budget=64 * 2**20), max_model_len=512)
     rng = random.Random(0)
     topics = ["The river flooded the lower fields in spring.", "Farmers planted barley and oats.",
               "The council met every second Tuesday to discuss roads.", "A new bridge was built across the canal.",

@@ -12,6 +12,7 @@ is preempted by swap only; a warm tier and sliding windows work; too long is a C
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -20,8 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine import LLM, CacheConfig, SamplingParams
-from engine.core.scheduler import SchedulerConfig
+from engine import LLM, CacheConfig, SamplingParams, SchedulerConfig
 from engine.errors import ContextLengthError, EngineError
 from engine.kv.block_hash import chain_block_hashes
 from engine.kv.document_cache import rerotate_keys
@@ -43,7 +43,8 @@ def folders(tmp_path_factory):
 
 
 def make(folder, budget=2**24, chunk=16, sched=None, **kw) -> LLM:
-    cache = CacheConfig(block_size=4, memory_budget=budget, max_model_len=512, max_prefill_chunk=chunk, **kw)
+    cache = CacheConfig(block_size=4, memory_budget=budget, **kw)
+    sched = dataclasses.replace(sched or SchedulerConfig(), max_model_len=512, max_prefill_chunk=chunk)
     return LLM(model=folder, device="cpu", dtype="float32", cache=cache, scheduler=sched)
 
 
@@ -163,10 +164,11 @@ SUBPROCESS = """
 import json, sys
 import torch
 torch.set_num_threads(1)
-from engine import LLM, CacheConfig, SamplingParams
+from engine import LLM, CacheConfig, SamplingParams, SchedulerConfig
 folder, disk, instr, doc, q = sys.argv[1], sys.argv[2], *(json.loads(a) for a in sys.argv[3:6])
-cache = CacheConfig(block_size=4, memory_budget=2**24, max_model_len=512, max_prefill_chunk=16, disk_cache_dir=disk)
-llm = LLM(model=folder, device="cpu", dtype="float32", cache=cache)
+cache = CacheConfig(block_size=4, memory_budget=2**24, disk_cache_dir=disk)
+llm = LLM(model=folder, device="cpu", dtype="float32", cache=cache,
+          scheduler=SchedulerConfig(max_model_len=512, max_prefill_chunk=16))
 out = llm.generate_with_document(instr, doc, q, SamplingParams(max_tokens=12, temperature=1.0, seed=5, ignore_eos=True))
 print(json.dumps({"computed": llm.doc_cache.computed, "loaded": llm.doc_cache.loaded, "tokens": out.token_ids}))
 """
@@ -287,7 +289,8 @@ def test_warm_tier_document_computed_hot_placed_then_demoted(folders, family):
 
 def test_too_long_is_a_context_length_error(folders):
     llm = LLM(model=folders["gemma3"], device="cpu", dtype="float32",
-              cache=CacheConfig(block_size=4, memory_budget=2**24, max_model_len=64, max_prefill_chunk=16))
+              cache=CacheConfig(block_size=4, memory_budget=2**24),
+              scheduler=SchedulerConfig(max_model_len=64, max_prefill_chunk=16))
     with pytest.raises(ContextLengthError):
         llm.generate_with_document([BOS], toks(70, 50), QUESTION, GREEDY)  # the document alone
     with pytest.raises(ContextLengthError):

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine import LLM, CacheConfig
+from engine import LLM, CacheConfig, SchedulerConfig
 from engine.attention.backend import TorchAttentionBackend
 from engine.core.sampling import SamplingParams
 from engine.core.sequence import Sequence
@@ -299,8 +299,9 @@ TINY_BOUND = {"llama": 1.0, "gemma3": 0.05}
 
 
 def tiny_llm(folder, **kw) -> LLM:
-    cache = CacheConfig(block_size=4, memory_budget=16 * 2**20, max_model_len=512, max_prefill_chunk=16, **kw)
-    return LLM(model=folder, device="cpu", dtype="float32", cache=cache)
+    cache = CacheConfig(block_size=4, memory_budget=16 * 2**20, **kw)
+    return LLM(model=folder, device="cpu", dtype="float32", cache=cache,
+               scheduler=SchedulerConfig(max_model_len=512, max_prefill_chunk=16))
 
 
 def run_steps(llm: LLM, ids: list[int], n_prompt: int) -> tuple[torch.Tensor, int]:
@@ -367,7 +368,7 @@ def test_warm_sliding_demotes_in_window_blocks_and_releases_them():
     still in the window but older than the hot window go INT8, and leaving the window frees them."""
     kv = make_cache(sink_tokens=4, hot_window=4, warm_sliding=True)  # window 8 = 2 blocks
     assert kv.groups[1].warm is not None
-    assert kv.groups[1].warm.num_blocks == CacheConfig().max_num_seqs * (8 // 4 + 1)
+    assert kv.groups[1].warm.num_blocks == SchedulerConfig().max_num_seqs * (8 // 4 + 1)
     tables = seq_tables(kv, 37)  # sliding group: blocks 7, 8, 9 in its window
     glob, slide = tables
     assert slide[:7] == [-1] * 7 and all(e >= 0 for e in slide[7:])
@@ -385,8 +386,8 @@ def test_warm_sliding_demotes_in_window_blocks_and_releases_them():
 def test_warm_sliding_takes_at_most_half_the_budget():
     cfg = model_config()
     small = warm_budget_for(cfg, 4)  # 4 blocks for the 2 global layers = 8 block-layers in all
-    kv = PagedKVCache(cfg, CacheConfig(block_size=4, memory_budget=2**22, max_model_len=256, warm_budget=small,
-                                       warm_sliding=True), torch.device("cpu"), torch.float32)
+    kv = PagedKVCache(cfg, CacheConfig(block_size=4, memory_budget=2**22, warm_budget=small, warm_sliding=True),
+                      torch.device("cpu"), torch.float32, SchedulerConfig(max_model_len=256))
     per = kv.warm_block_layer_bytes
     sliding = kv.groups[1].warm.num_blocks * len(kv.groups[1].layers) * per
     assert 0 < sliding <= small // 2
@@ -450,9 +451,10 @@ def watermark_cache(w):
     from engine.kv.paged_cache import PagedKVCache
 
     cfg = model_config()
-    c = CacheConfig(block_size=4, memory_budget=100000, max_model_len=256, max_prefill_chunk=16, max_num_seqs=2,
-                    warm_budget=warm_budget_for(cfg, 64), sink_tokens=4, hot_window=8, demote_watermark=w)
-    return PagedKVCache(cfg, c, torch.device("cpu"), torch.float32)
+    c = CacheConfig(block_size=4, memory_budget=100000, warm_budget=warm_budget_for(cfg, 64), sink_tokens=4,
+                    hot_window=8, demote_watermark=w)
+    limits = SchedulerConfig(max_model_len=256, max_prefill_chunk=16, max_num_seqs=2)
+    return PagedKVCache(cfg, c, torch.device("cpu"), torch.float32, limits)
 
 
 def test_demote_watermark_keeps_full_precision_while_the_hot_pool_has_room():
@@ -489,18 +491,16 @@ def test_scheduler_demotes_before_it_preempts(tiny_folders):
     and demote_watermark 1.0 (no demotion while blocks last): the scheduler demotes old blocks
     under pressure instead of preempting, and every request completes; without the warm tier
     the same budget preempts."""
-    from engine.core.scheduler import SchedulerConfig
-
     folder, _ = tiny_folders["llama"]
     prompts = [torch.randint(0, VOCAB, (30,), generator=torch.Generator().manual_seed(20 + i)).tolist()
                for i in range(4)]
     params = SamplingParams(max_tokens=40, ignore_eos=True)
 
     def run(**kw):
-        cache = CacheConfig(block_size=4, memory_budget=4 * 2 * 4 * 2 * 16 * 4 * 28, max_model_len=512,
-                            max_prefill_chunk=16, **kw)
+        cache = CacheConfig(block_size=4, memory_budget=4 * 2 * 4 * 2 * 16 * 4 * 28, **kw)
         llm = LLM(model=folder, device="cpu", dtype="float32", cache=cache,
-                  scheduler=SchedulerConfig(preemption="swap", watermark=0.95))
+                  scheduler=SchedulerConfig(max_model_len=512, max_prefill_chunk=16, preemption="swap",
+                                            watermark=0.95))
         out = llm.generate(prompts, params)
         assert [len(o.token_ids) for o in out] == [40] * 4
         return llm

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.config import CacheConfig
+from engine.config import CacheConfig, SchedulerConfig
 from engine.kv.paged_cache import PagedKVCache
 from engine.model.config import ModelConfig
 from engine.model.rope import RopeConfig
@@ -31,9 +31,8 @@ def make_cache(cfg: ModelConfig | None = None, warm_blocks: int | None = 64, blo
                dtype: torch.dtype = torch.float32, **kw) -> PagedKVCache:
     cfg = cfg or model_config()
     budget = None if warm_blocks is None else warm_budget_for(cfg, warm_blocks, block_size)
-    cache = CacheConfig(block_size=block_size, memory_budget=2**22, max_model_len=256, max_prefill_chunk=16,
-                        warm_budget=budget, **kw)
-    return PagedKVCache(cfg, cache, torch.device("cpu"), dtype)
+    cache = CacheConfig(block_size=block_size, memory_budget=2**22, warm_budget=budget, **kw)
+    return PagedKVCache(cfg, cache, torch.device("cpu"), dtype, SchedulerConfig(max_model_len=256, max_prefill_chunk=16))
 
 
 def fill(kv: PagedKVCache, tables: list[list[int]], start: int, count: int, gen: torch.Generator) -> None:

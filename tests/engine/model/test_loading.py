@@ -16,7 +16,7 @@ from tests.engine.tiny_models import FAMILIES, VOCAB, tiny_hf_model, write_gguf
 
 
 def cache() -> CacheConfig:
-    return CacheConfig(block_size=4, memory_budget=16 * 2**20, max_model_len=256)
+    return CacheConfig(block_size=4, memory_budget=16 * 2**20)
 
 
 IDS = list(range(3, 40, 2))
@@ -30,7 +30,7 @@ def test_gguf_f32_matches_transformers(tmp_path, family):
     hf = tiny_hf_model(family, seed=2, **({"query_pre_attn_scalar": 16} if family == "gemma3" else {}))
     path = tmp_path / "m.gguf"
     write_gguf(hf, family, path, "F32")
-    llm = LLM(model=path, device="cpu", dtype="float32", cache=cache())
+    llm = LLM(model=path, device="cpu", dtype="float32", cache=cache(), max_model_len=256)
     assert llm.tokenizer is None
     with torch.no_grad():
         ref = hf(torch.tensor([IDS])).logits[0]
@@ -44,7 +44,7 @@ def test_gguf_quantized_weights_are_the_dequantized_ones(tmp_path, qtype):
     hf = tiny_hf_model("llama", seed=3)
     path = tmp_path / f"m-{qtype}.gguf"
     write_gguf(hf, "llama", path, qtype)
-    llm = LLM(model=path, device="cpu", dtype="float32", cache=cache())
+    llm = LLM(model=path, device="cpu", dtype="float32", cache=cache(), max_model_len=256)
     q = gguf.GGMLQuantizationType[qtype]
     for name in ("model.layers.1.mlp.down_proj.weight", "model.layers.0.self_attn.v_proj.weight"):
         w = hf.state_dict()[name].float().numpy()
@@ -98,7 +98,7 @@ def test_k_quants_read_through_the_gguf_reader(tmp_path, qtype):
 
 def test_hf_folder_roundtrip_and_tokenizerless_text_error(tiny_folders):
     folder, _ = tiny_folders["qwen3"]
-    llm = LLM(model=folder, device="cpu", dtype="float32", cache=cache())
+    llm = LLM(model=folder, device="cpu", dtype="float32", cache=cache(), max_model_len=256)
     assert llm.config.architecture == "qwen3" and llm.config.qk_norm
     with pytest.raises(Exception, match="no tokenizer"):
         llm.generate("text needs a tokenizer")
@@ -124,7 +124,7 @@ def test_truncated_gguf(tmp_path, tiny_gguf):
         bad = tmp_path / f"cut{cut}.gguf"
         bad.write_bytes(data[:cut])
         with pytest.raises(ModelLoadError) as e:
-            LLM(model=bad, device="cpu", cache=cache())
+            LLM(model=bad, device="cpu", cache=cache(), max_model_len=256)
         msg = _one_line(e.value)
         assert bad.name in msg and ("truncated" in msg or "not a GGUF" in msg)
 
@@ -133,7 +133,7 @@ def test_corrupt_gguf_magic(tmp_path, tiny_gguf):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"XXXX" + tiny_gguf.read_bytes()[4:])
     with pytest.raises(ModelLoadError, match="not a GGUF file") as e:
-        LLM(model=bad, device="cpu", cache=cache())
+        LLM(model=bad, device="cpu", cache=cache(), max_model_len=256)
     _one_line(e.value)
 
 
@@ -141,7 +141,7 @@ def test_unknown_gguf_architecture(tmp_path):
     path = tmp_path / "mamba.gguf"
     write_gguf(tiny_hf_model("llama", seed=5), "llama", path, "F32", arch="mamba")
     with pytest.raises(UnsupportedModelError, match="'mamba'") as e:
-        LLM(model=path, device="cpu", cache=cache())
+        LLM(model=path, device="cpu", cache=cache(), max_model_len=256)
     _one_line(e.value)
 
 
@@ -149,7 +149,7 @@ def test_missing_tensor_is_named(tmp_path):
     path = tmp_path / "holey.gguf"
     write_gguf(tiny_hf_model("llama", seed=5), "llama", path, "F32", drop={"blk.2.ffn_up.weight"})
     with pytest.raises(ModelLoadError, match=r"model\.layers\.2\.mlp\.up_proj\.weight") as e:
-        LLM(model=path, device="cpu", cache=cache())
+        LLM(model=path, device="cpu", cache=cache(), max_model_len=256)
     _one_line(e.value)
 
 
@@ -160,15 +160,15 @@ def test_hf_folder_errors(tmp_path, tiny_folders):
     cfg = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**cfg, "model_type": "bert"}))
     with pytest.raises(UnsupportedModelError, match="'bert'"):
-        LLM(model=folder, device="cpu", cache=cache())
+        LLM(model=folder, device="cpu", cache=cache(), max_model_len=256)
     (folder / "config.json").write_text(json.dumps(cfg))
     st = next(folder.glob("*.safetensors"))
     st.write_bytes(st.read_bytes()[: st.stat().st_size // 2])
     with pytest.raises(ModelLoadError, match=st.name) as e:
-        LLM(model=folder, device="cpu", cache=cache())
+        LLM(model=folder, device="cpu", cache=cache(), max_model_len=256)
     _one_line(e.value)
     with pytest.raises(ModelLoadError, match="not found"):
-        LLM(model=tmp_path / "nowhere", device="cpu", cache=cache())
+        LLM(model=tmp_path / "nowhere", device="cpu", cache=cache(), max_model_len=256)
 
 
 def test_vocab_is_from_the_file(tiny_gguf):

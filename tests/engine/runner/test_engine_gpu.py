@@ -88,13 +88,14 @@ def generate_recorded(llm, model, prompts, max_tokens):
 def make_llm(model, config, backend, graphs, dtype, **cache_kw):
     from engine.attention.backend import TorchAttentionBackend
     from engine.attention.triton_backend import TritonAttentionBackend
-    from engine.config import CacheConfig
+    from engine.config import CacheConfig, SchedulerConfig
     from engine.model.loader.random_weights import llm_from_model
 
     be = TritonAttentionBackend() if backend == "triton" else TorchAttentionBackend()
-    cache = CacheConfig(block_size=16, memory_budget=2 * 2**30, max_num_seqs=4, max_model_len=8192, max_prefill_chunk=1024,
-                        **cache_kw)
-    return llm_from_model(model, config, device=DEV, dtype=dtype, backend=be, cuda_graphs=graphs, cache=cache)
+    cache = CacheConfig(block_size=16, memory_budget=2 * 2**30, **cache_kw)
+    sched = SchedulerConfig(max_num_seqs=4, max_model_len=8192, max_prefill_chunk=1024)
+    return llm_from_model(model, config, device=DEV, dtype=dtype, backend=be, cuda_graphs=graphs, cache=cache,
+                          scheduler=sched)
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))

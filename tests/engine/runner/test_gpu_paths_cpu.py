@@ -79,7 +79,7 @@ def test_random_llm_on_cpu_runs_eagerly():
     """A random-weight model wrapped in a full LLM: on the CPU the torch backend is the default and
     no graph runner is attached, even when asked for; generation works and is deterministic."""
     from engine.attention.backend import TorchAttentionBackend
-    from engine.config import CacheConfig
+    from engine.config import CacheConfig, SchedulerConfig
     from engine.model.config import ModelConfig
     from engine.model.loader.random_weights import llm_from_model, random_model
     from engine.model.rope import RopeConfig
@@ -92,7 +92,7 @@ def test_random_llm_on_cpu_runs_eagerly():
     )
     model = random_model(cfg, "cpu", torch.float32, seed=3, std=0.2)
     llm = llm_from_model(model, cfg, device="cpu", dtype="float32", cuda_graphs=True,
-                         cache=CacheConfig(block_size=4, memory_budget=2**20, max_num_seqs=2))
+                         cache=CacheConfig(block_size=4, memory_budget=2**20), scheduler=SchedulerConfig(max_num_seqs=2))
     assert isinstance(llm.backend, TorchAttentionBackend)
     assert llm.runner.graphs is None
     outs = llm.generate([[1, 2, 3, 4, 5], [7, 8]], SamplingParams(max_tokens=6, ignore_eos=True))
@@ -129,7 +129,7 @@ def test_fused_layer_path_matches_unfused(gemma, monkeypatch):
 
     if os.environ.get("TRITON_INTERPRET") != "1" or not dispatch.triton_installed():
         pytest.skip("needs Triton's interpreter (the CPU test setup)")
-    from engine.config import CacheConfig
+    from engine.config import CacheConfig, SchedulerConfig
     from engine.model.loader.random_weights import llm_from_model, random_model
 
     cfg = _tiny(gemma)
@@ -138,7 +138,7 @@ def test_fused_layer_path_matches_unfused(gemma, monkeypatch):
     def run():
         """Logits of a prefill, then of 4 greedy decode steps driven through the runner."""
         llm = llm_from_model(model, cfg, device="cpu", dtype="float32",
-                             cache=CacheConfig(block_size=4, memory_budget=2**20, max_num_seqs=2))
+                             cache=CacheConfig(block_size=4, memory_budget=2**20), scheduler=SchedulerConfig(max_num_seqs=2))
         ids = [1, 2, 3, 4, 5, 6, 7, 9, 11, 3, 5]
         seq, hidden, _ = llm.core.prefill_collect(ids, len(ids) - 1)
         logits = [llm.model.logits(hidden)[-1]]
