@@ -5,7 +5,10 @@ an event takes the time explicitly or reads that clock. Both classes are plain d
 `to_dict()` of JSON-ready values (None where a quantity is undefined, e.g. the inter-token latency
 of a one-token answer), for `GenerationOutput.metrics` and `longdoc bench --output-format json`.
 
-Percentiles are nearest-rank: p-th percentile of n sorted values = value number ceil(p/100 * n).
+Percentiles are nearest-rank (`percentile`): p-th percentile of n sorted values = value number
+ceil(p/100 * n), numpy's `method="inverted_cdf"`. Every latency percentile the engine reports (a
+request's `GenerationOutput.metrics`, `RequestMetrics`, `summarize`) uses it: a reported p50 or p99
+is always a latency that was actually observed, never an interpolation between two.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from engine.core.metrics import percentile
 from engine.core.sampling import SamplingParams
 
 
@@ -63,11 +64,12 @@ class Sequence:
         return self.finish_reason is not None
 
     def metrics(self) -> dict:
-        """Per-request latency: time to first token, inter-token latency (mean, p50, p99) and decode
-        tokens per second, in seconds; empty before the first token."""
+        """Per-request latency: time to first token, inter-token latency (mean, and p50 / p99 by
+        `engine.core.metrics.percentile`) and decode tokens per second, in seconds; empty before
+        the first token."""
         if self.first_token_time is None:
             return {}
-        gaps = sorted(b - a for a, b in itertools.pairwise(self.token_times))
+        gaps = [b - a for a, b in itertools.pairwise(self.token_times)]
         out = {
             "ttft_s": self.first_token_time - self.arrival,
             "output_tokens": len(self.token_times),
@@ -76,8 +78,8 @@ class Sequence:
         }
         if gaps:
             out["itl_mean_s"] = sum(gaps) / len(gaps)
-            out["itl_p50_s"] = gaps[len(gaps) // 2]
-            out["itl_p99_s"] = gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))]
+            out["itl_p50_s"] = percentile(gaps, 50)
+            out["itl_p99_s"] = percentile(gaps, 99)
             span = self.token_times[-1] - self.token_times[0]
             out["decode_tokens_per_s"] = len(gaps) / span if span > 0 else None
         return out

@@ -78,3 +78,29 @@ def test_summarize_pools_requests():
     assert s["tokens_per_s"] == pytest.approx(5 / 4.5)
     empty = summarize([])
     assert empty["requests"] == 0 and empty["ttft_mean_s"] is None and empty["tokens_per_s"] is None
+
+
+def test_percentile_is_numpys_inverted_cdf_everywhere():
+    """One definition: nearest rank, numpy's method="inverted_cdf", also for a request's own
+    GenerationOutput.metrics (engine.core.sequence)."""
+    import numpy as np
+
+    from engine.core.sampling import SamplingParams
+    from engine.core.sequence import Sequence
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 4, 10, 101):
+        values = rng.random(n).tolist()
+        for p in (1, 25, 50, 90, 99, 100):
+            assert percentile(values, p) == float(np.percentile(values, p, method="inverted_cdf"))
+    seq = Sequence(0, [1], SamplingParams())
+    seq.arrival, seq.first_token_time = 0.0, 1.0
+    seq.token_times = [1.0, 1.1, 1.3, 1.6, 2.0]  # gaps 0.1, 0.2, 0.3, 0.4
+    m = seq.metrics()
+    gaps = [0.1, 0.2, 0.3, 0.4]
+    assert m["itl_p50_s"] == pytest.approx(0.2) and m["itl_p99_s"] == pytest.approx(0.4)
+    r = RequestMetrics(arrival=0.0)
+    for t in seq.token_times:
+        r.record_token(t)
+    assert m["itl_p50_s"] == r.itl_p50 and m["itl_p99_s"] == r.itl_p99
+    assert r.itl_p50 == pytest.approx(float(np.percentile(gaps, 50, method="inverted_cdf")))
