@@ -257,9 +257,10 @@ class MedicalPipeline(Pipeline):
                 warnings.append(f"engine re-ranking skipped: {str(exc).splitlines()[0][:200]}")
         if not any(pd.date for pd in prepared):
             warnings.append("no document date found (file name or header): relative times stay unanchored")
-        patient = self._patient(prepared, anchors, input_sha256)
+        header = self.header(docs, input_sha256)
+        patient = self._patient(prepared, anchors, header["input_sha256"])  # its id: the input hash's first 12
         return MedicalResult(
-            **self.header(docs, input_sha256),
+            **header,
             patient=patient,
             documents=[self._doc_out(pd) for pd in prepared],
             entities=entities,
