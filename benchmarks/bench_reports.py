@@ -77,7 +77,7 @@ def main() -> int:
         analyse_s.append(t2 - t1)
         export_s.append(t3 - t2)
         total_s.append(t3 - t0)
-    assert result is not None and result.document["n_pages"] == args.pages
+    assert result is not None and result.document.n_pages == args.pages
     report = {
         "pages": args.pages,
         "pdf_bytes": len(data),
