@@ -24,12 +24,15 @@ def policy_for(spec: str):
 
 
 def ask(llm, document: str, question: str, policy, max_tokens: int = 128, instructions: str = INSTRUCTIONS):
-    """(GenerationOutput, FallbackReport) for one question over `document`."""
+    """(GenerationOutput, FallbackReport) for one question over `document`; retrieval and key-entity
+    retention use the pipelines' text tools."""
     from engine import SamplingParams
     from engine.fallback import LongRequest
+    from pipelines.text.fallback_tools import PipelineTextTools
 
     req = LongRequest(document=document, question=question, instructions=instructions, template=TEMPLATE)
-    return llm.generate_long(req, SamplingParams(max_tokens=max_tokens, stop=list(STOP)), policy)
+    return llm.generate_long(req, SamplingParams(max_tokens=max_tokens, stop=list(STOP)), policy,
+                             text_tools=PipelineTextTools())
 
 
 def summary(out, report, seconds: float) -> str:

@@ -104,6 +104,7 @@ def main() -> None:
         SamplingParams,
         run_with_fallback,
     )
+    from pipelines.text.fallback_tools import PipelineTextTools
 
     t0 = time.perf_counter()
     kv_bytes = max(256 * 2**20, args.context * 3 * 256 * 2 * 4 * 2)  # global layers' K+V in fp32, x2 headroom
@@ -128,7 +129,7 @@ def main() -> None:
         t = time.perf_counter()
         row: dict = {"strategy": name}
         try:
-            out, rep = run_with_fallback(llm, req, policy, params)
+            out, rep = run_with_fallback(llm, req, policy, params, PipelineTextTools())
         except EngineError as exc:
             row.update(seconds=round(time.perf_counter() - t, 2), error=f"{type(exc).__name__}: {exc}")
             rows.append(row)

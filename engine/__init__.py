@@ -53,7 +53,15 @@ from engine.errors import (
     ModelLoadError,
     UnsupportedModelError,
 )
-from engine.fallback import FallbackPlan, FallbackPolicy, FallbackReport, LongRequest, fit, run_with_fallback
+from engine.fallback import (
+    FallbackPlan,
+    FallbackPolicy,
+    FallbackReport,
+    LongRequest,
+    TextTools,
+    fit,
+    run_with_fallback,
+)
 from engine.llm import LLM, AttributionOutput, GenerationOutput, ScoreOutput, StreamDelta
 
 __all__ = [
@@ -76,6 +84,7 @@ __all__ = [
     "FallbackPolicy",
     "FallbackReport",
     "FallbackPlan",
+    "TextTools",
     "fit",
     "run_with_fallback",
 ]

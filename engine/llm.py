@@ -31,6 +31,7 @@ from engine.core.scoring import ScoreOutput, continuation_logprobs
 from engine.core.sequence import Sequence
 from engine.errors import EngineError
 from engine.fallback.planner import FallbackPolicy, FallbackReport, LongRequest, run_with_fallback
+from engine.fallback.tools import TextTools
 from engine.kv.cold import ColdTier
 from engine.kv.document_cache import DocumentCache
 from engine.kv.paged_cache import PagedKVCache
@@ -294,11 +295,13 @@ class LLM:
 
     # ------------------------------------------------------------------ requests that do not fit
     def generate_long(self, request: LongRequest | str | list[int], params: SamplingParams | None = None,
-                      fallback: FallbackPolicy | None = None) -> tuple[GenerationOutput, FallbackReport]:
+                      fallback: FallbackPolicy | None = None,
+                      text_tools: TextTools | None = None) -> tuple[GenerationOutput, FallbackReport]:
         """Generate for a request that may not fit (a `LongRequest`, a string or token ids): served
         as `fallback` (a `FallbackPolicy`; default truncate the middle) says; returns the output and
-        a `FallbackReport`. See engine/fallback/."""
-        out, report = run_with_fallback(self, request, fallback, params)
+        a `FallbackReport`. `text_tools` (a `TextTools`) score retrieval chunks and measure
+        key-entity retention; retrieval needs them. See engine/fallback/."""
+        out, report = run_with_fallback(self, request, fallback, params, text_tools)
         self.fallbacks += int(report.fallback_triggered)
         return out, report
 

