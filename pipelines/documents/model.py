@@ -3,10 +3,11 @@ offsets; DocumentInfo and `input_sha256` for the export.
 
 Design (spaCy's Doc/Span idea): the text is never copied into annotations; every annotation is a
 pair of offsets into `Document.text`. A `Span` is that pair (with an optional label) held against
-its document: its `text` is read from `doc.text` when asked for. `Span.source()` (or
-`Document.span(start, end)`) builds the exportable `SourceSpan`, which adds the page and, for text
-that came from a PDF, the bounding box (union of the character boxes on the span's first page,
-PDF points, origin top-left, like pdfplumber).
+its document: its `text` is read from `doc.text` when asked for. A pipeline's annotation class is
+a Span (a frozen subclass) or holds one (`HasSpan`, for classes filled in as a stage goes).
+`Span.source()` (or `Document.span(start, end)`) builds the exportable `SourceSpan`, which adds
+the page and, for text that came from a PDF, the bounding box (union of the character boxes on
+the span's first page, PDF points, origin top-left, like pdfplumber).
 
 `Document.info()` is the `DocumentInfo` block every export carries for each analysed document;
 `input_sha256(...)` is the one content hash of a pipeline input (the batch runner's up-to-date key).
