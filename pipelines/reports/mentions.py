@@ -94,7 +94,9 @@ FOOTNOTE_WORD = re.compile(r"\b(?:footnote|脚注|注)\s*(?P<num>\d{1,2})\b", re
 
 @dataclass
 class Ref:
-    """A target as the resolver sees it."""
+    """A target as the resolver sees it: its id, kind and number, where it begins in the document's
+    text (a position for reading order, not a range) and its caption or heading text (whitespace
+    runs joined, so not a slice of the document)."""
 
     id: str
     kind: str
