@@ -5,8 +5,8 @@
 - Each output is written atomically by the worker that made it, as soon as it is made, so an
   interrupted batch (Ctrl-C, kill) loses nothing that had finished; summary.json is rewritten
   atomically as results come in and once more at the end.
-- Resumable: an input whose output already holds the same input hash and pipeline version is
-  skipped unless `force`.
+- Resumable: an input whose output already holds the same input hash, pipeline version and
+  schema version is skipped unless `force`.
 - One bad file never stops the batch: its failure and the reason go to summary.json.
 - Where the work runs is an `Executor`; `LocalExecutor` runs it inline or in worker processes.
   A cluster executor only needs to implement `Executor.run`.
@@ -72,12 +72,15 @@ def _pipeline(name: str):
     return _PIPELINE_CACHE[name]
 
 
-def _up_to_date(output: Path, input_sha256: str, version: str) -> bool:
+def _up_to_date(output: Path, input_sha256: str, version: str, schema_version: str) -> bool:
+    """An output is up to date when it has the input's hash, the pipeline version and the export's
+    schema version (an older export shape is written again)."""
     try:
         head = json.loads(output.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return head.get("input_sha256") == input_sha256 and head.get("pipeline_version") == version
+    return (head.get("input_sha256") == input_sha256 and head.get("pipeline_version") == version
+            and head.get("schema_version") == schema_version)
 
 
 def process_task(task: Task) -> Outcome:
@@ -88,7 +91,7 @@ def process_task(task: Task) -> Outcome:
     try:
         pipe = _pipeline(task.pipeline)
         sha = task.input.content_sha256()
-        if not task.force and _up_to_date(task.output, sha, pipe.version):
+        if not task.force and _up_to_date(task.output, sha, pipe.version, pipe.schema_version):
             out.status, out.output = "skipped", str(task.output)
             return out
         result = pipe.run_input(task.input)
