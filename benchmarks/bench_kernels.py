@@ -26,7 +26,6 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from longdoc_kernels.attn_mass import attention_mass  # noqa: E402
 from longdoc_kernels.kv_quant import quantize_blocks  # noqa: E402
 from longdoc_kernels.paged_attention import paged_decode, paged_prefill  # noqa: E402
 
@@ -119,17 +118,6 @@ def decode_case(name, h, kvh, d, b, ctx, int8, rows, sweep=False):
                  "baseline_ms": base, "speedup": base / ms})
 
 
-def mass_case(rows):
-    h, kvh, d, n, t = 4, 1, 256, 131072, 32
-    k, v, table = cache(n, kvh, d)
-    q = torch.randn(t, h, d, device=DEV, dtype=torch.bfloat16)
-    _, lse = paged_prefill(q, k, v, table[0], q_offset=n - t, kv_len=n, scale=d**-0.5)
-    qpos = torch.arange(n - t, n, device=DEV)
-    ms = bench(lambda: attention_mass(q, lse, qpos, k, table[0], n, scale=d**-0.5))
-    rows.append({"case": "attention mass, 32 rows x 128K keys, Gemma shape", "ours_ms": ms, "baseline": "-", "baseline_ms": None,
-                 "speedup": None})
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
@@ -159,7 +147,6 @@ def main() -> None:
     decode_case("decode b=1 @128K, Llama-8B shape, INT8", 32, 8, 128, 1, 131072, True, rows, sweep=sweep)
     decode_case("decode b=4 @128K, Llama-8B shape, bf16", 32, 8, 128, 4, 131072, False, rows)
     decode_case("decode b=4 @128K, Llama-8B shape, INT8", 32, 8, 128, 4, 131072, True, rows)
-    mass_case(rows)
     report(rows, args.out)
 
 

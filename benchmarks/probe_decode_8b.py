@@ -1,9 +1,8 @@
-"""Probe: where a Llama-3-8B-shaped decode step at batch 1 and 32K spends its time, and whether a
-Triton skinny matmul (longdoc_kernels/gemv.py) streams the step's weight matrices faster than F.linear.
-A planning diagnostic for issue 4's decode MBU bar (numbers reach BENCHMARKS.md only as
-explanations).
+"""Probe: where a Llama-3-8B-shaped decode step at batch 1 and 32K spends its time (a torch
+profile of the eager step). A planning diagnostic for the decode bandwidth target (numbers reach
+BENCHMARKS.md only as explanations).
 
-    python3 benchmarks/probe_decode_8b.py [--ctx 32768] [--batch 1] [--skip-profile] [--skip-gemv]
+    python3 benchmarks/probe_decode_8b.py [--ctx 32768] [--batch 1] [--skip-profile]
 """
 
 from __future__ import annotations
@@ -13,43 +12,9 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from longdoc_kernels import gemv as gv  # noqa: E402
-
-SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336),
-          "lm_head": (128256, 4096)}
-
-
-def gemv_sweep() -> None:
-    """Per shape: F.linear against the best Triton launch (coarse sweep of tiles and splits, then
-    warps and stages around the best), both timed as CUDA-graph replays over rotating weight
-    copies (weights stream from HBM, no launch overhead: what a captured decode step sees)."""
-    for name, (n, k) in SHAPES.items():
-        gb = n * k * 2 / 1e9
-        splits = (1, 2, 4, 8) if n <= 8192 else (1, 2)
-        coarse = gv.tune_gemv(n, k, m=1, split_options=splits, warp_options=(4,), stage_options=(4,))
-        b = min(coarse, key=coarse.get)
-        fine = gv.tune_gemv(n, k, m=1, tiles=((b[0], b[1]),), split_options=(b[2],), warp_options=(4, 8),
-                            stage_options=(2, 3, 4, 5))
-        times = {**coarse, **fine}
-        best = min(times, key=times.get)
-        gv.GEMV_CONFIGS[(n, k)] = best
-        ws = gv.rotating(n, k)
-        for m in (1, 16):
-            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-            t_lin = gv.time_rotating(F.linear, ws, x)
-            t_tr = gv.time_rotating(gv.gemv, ws, x)
-            err = float((gv.gemv(x, ws[0]).float() - F.linear(x, ws[0]).float()).abs().max())
-            print(f"{name:8s} [{n}x{k}] M={m:2d}: F.linear {t_lin * 1e6:7.1f} us {gb / t_lin / 1e3:5.2f} TB/s | "
-                  f"triton {best} {t_tr * 1e6:7.1f} us {gb / t_tr / 1e3:5.2f} TB/s | max diff {err:.3g}")
-        top = sorted(times.items(), key=lambda kv: kv[1])[:4]
-        print("   top:", ", ".join(f"{c} {t * 1e6:.1f}us" for c, t in top))
-        del ws
-    print("GEMV_CONFIGS =", gv.GEMV_CONFIGS)
 
 
 def profile_step(ctx: int, batch: int = 1, tiny: bool = False) -> None:
@@ -120,14 +85,11 @@ def main() -> None:
     ap.add_argument("--ctx", type=int, default=32768)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--skip-profile", action="store_true")
-    ap.add_argument("--skip-gemv", action="store_true")
     ap.add_argument("--tiny", action="store_true", help="CPU smoke test of the profile setup only")
     args = ap.parse_args()
     if args.tiny:
         profile_step(256, batch=2, tiny=True)
         return
-    if not args.skip_gemv:
-        gemv_sweep()
     if not args.skip_profile:
         profile_step(args.ctx, args.batch)
 

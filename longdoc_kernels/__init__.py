@@ -14,7 +14,5 @@ Modules:
 - `kv_quant`: INT8 block-wise quantisation of KV blocks and its inverse.
 - `rope_kv`: RoPE applied to q and k fused with the KV-cache write.
 - `rmsnorm`: RMSNorm (Llama and Gemma conventions) in one kernel, for the launch-bound decode step.
-- `attn_mass`: attention mass per key position for attribution, from the rows' log-sum-exp,
-  without materialising the attention matrix.
 - `dispatch`: picks Triton on CUDA (or under TRITON_INTERPRET=1) and the reference elsewhere.
 """

@@ -121,11 +121,3 @@ def rope_and_cache_write(q, k, v, cos, sin, k_cache, v_cache, slots):
     else:
         fn = reference.rope_and_cache_write
     return fn(q, k, v, cos, sin, k_cache, v_cache, slots)
-
-
-def attention_mass(q, lse, qpos, k_cache, block_table, kv_len, **kw):
-    if use_triton(q.device):
-        from longdoc_kernels.attn_mass import attention_mass as fn
-    else:
-        fn = reference.attention_mass
-    return fn(q, lse, qpos, k_cache, block_table, kv_len, **kw)

@@ -114,27 +114,6 @@ def rope_and_cache_write(q, k, v, cos, sin, k_cache, v_cache, slots):
     return qr
 
 
-def attention_mass(
-    q, lse, qpos, k_cache, block_table, kv_len: int, *, scale: float, window=None, softcap=None,
-    k_cache_int8=None, k_scale=None,
-):
-    """Attention probability mass that the query rows put on each key position, summed over rows:
-    returns [H, kv_len] float32 with mass[h, j] = sum_t exp(score(t, h, j) - lse[t, h])."""
-    k = gather_kv(k_cache, block_table, kv_len, k_cache_int8, k_scale)
-    t, h, d = q.shape
-    g = h // k.shape[1]
-    kk = torch.nan_to_num(k).repeat_interleave(g, dim=1)
-    s = torch.einsum("thd,lhd->htl", q.float(), kk) * scale
-    if softcap is not None:
-        s = torch.tanh(s / softcap) * softcap
-    kpos = torch.arange(kv_len, device=q.device)
-    allowed = kpos[None, :] <= qpos[:, None]
-    if window is not None:
-        allowed &= kpos[None, :] > qpos[:, None] - window
-    p = torch.exp(s - lse.transpose(0, 1)[..., None]).masked_fill(~allowed[None], 0.0)
-    return p.sum(dim=1)
-
-
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, gemma: bool) -> torch.Tensor:
     """engine.model.layers.RMSNorm's arithmetic: Gemma's `weight` is the float32 multiplier 1 + w."""
     xf = x.float()

@@ -170,37 +170,6 @@ def test_rope_and_cache_write():
     assert kc1.abs().sum() > 0
 
 
-@pytest.mark.parametrize("window, int8", [(None, False), (12, False), (None, True)])
-def test_attention_mass_matches_reference(window, int8):
-    from longdoc_kernels.attn_mass import attention_mass
-    from longdoc_kernels.kv_quant import quantize_blocks
-    from longdoc_kernels.paged_attention import paged_prefill
-
-    gen = torch.Generator().manual_seed(21)
-    h, kvh, d, bs, n, t = 4, 1, 64, 8, 40, 5
-    k_cache, v_cache = make_cache(8, bs, kvh, d, gen)
-    table = table_for(n, bs, 8, gen)
-    q = torch.randn(t, h, d, generator=gen)
-    qpos = torch.arange(n - t, n)
-    _, lse = paged_prefill(q, k_cache, v_cache, table, q_offset=n - t, kv_len=n, scale=0.125, window=window)
-    kw = {}
-    ref_cache = k_cache
-    if int8:
-        kq, ks = quantize_blocks(k_cache)
-        table = -table - 2
-        kw = dict(k_cache_int8=kq, k_scale=ks)
-        ref_cache = ref.dequantize_blocks(kq, ks)
-        _, lse = ref.paged_prefill(q, ref_cache, v_cache, -table - 2, q_offset=n - t, kv_len=n, scale=0.125, window=window)
-    mass = attention_mass(q, lse, qpos, k_cache, table, n, scale=0.125, window=window, **kw)
-    r = ref.attention_mass(q, lse, qpos, ref_cache, table if not int8 else -table - 2, n, scale=0.125, window=window)
-    if int8:  # the reference reads the warm pool itself too
-        r2 = ref.attention_mass(q, lse, qpos, k_cache, table, n, scale=0.125, window=window, **kw)
-        torch.testing.assert_close(r2, r, atol=1e-5, rtol=1e-4)
-    torch.testing.assert_close(mass, r, atol=1e-5, rtol=1e-4)
-    # each query row's probabilities sum to one, so the total mass per head is the row count
-    torch.testing.assert_close(mass.sum(dim=1), torch.full((h,), float(t)), atol=1e-4, rtol=0)
-
-
 def test_dispatch_uses_reference_without_triton(monkeypatch):
     from longdoc_kernels import dispatch
 
@@ -243,30 +212,6 @@ def test_i8_to_f16_is_exact_for_every_int8():
     y = torch.empty(256, dtype=torch.float16)
     pa._i8_to_f16_probe[(1,)](x, y, N=256)
     assert torch.equal(y, x.to(torch.float16))
-
-
-@pytest.mark.parametrize("m, n, k, config", [(1, 48, 256, (16, 64, 2, 4, 1)), (3, 40, 200, (16, 64, 1, 4, 1)),
-                                             (16, 64, 512, (32, 128, 4, 4, 1)), (5, 64, 512, None)])
-def test_gemv_matches_reference(m, n, k, config):
-    """Skinny matmul, ragged shapes (masked tails in N and K) and K split in parts."""
-    from longdoc_kernels.gemv import gemv, gemv_reference
-
-    gen = torch.Generator().manual_seed(m * 100 + n)
-    x, w = torch.randn(m, k, generator=gen), torch.randn(n, k, generator=gen)
-    torch.testing.assert_close(gemv(x, w, config), gemv_reference(x, w), atol=1e-4, rtol=1e-5)
-
-
-def test_gemv_is_batch_invariant_and_deterministic():
-    """A row's result does not depend on the other rows of the batch, nor on the run."""
-    from longdoc_kernels.gemv import gemv
-
-    gen = torch.Generator().manual_seed(5)
-    x, w = torch.randn(16, 512, generator=gen), torch.randn(64, 512, generator=gen)
-    cfg = (32, 128, 4, 4, 1)
-    alone = gemv(x[3:4], w, cfg)
-    assert torch.equal(gemv(x, w, cfg)[3:4], alone)
-    assert torch.equal(gemv(x[:7], w, cfg)[3:4], alone)
-    assert torch.equal(gemv(x, w, cfg), gemv(x, w, cfg))
 
 
 @pytest.mark.parametrize("post, nxt, gemma", [(False, True, False), (True, True, True), (True, False, True)])
