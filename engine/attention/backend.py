@@ -6,7 +6,8 @@ returns the attention output and, on request, the per-row log-sum-exp of the sca
 soft-capping), which attribution reuses to turn a query-key score into a probability:
 p = exp(scale * q.k - lse).
 
-Two entry points, the same for the torch reference (here) and the Triton kernels (longdoc_kernels/, later):
+Two entry points, the same for the torch reference (here) and the Triton backend
+(engine/attention/triton_backend.py, over longdoc_kernels/):
 
 - `prefill`: the queries of one sequence's chunk at global positions q_offset .. q_offset+Tq-1,
   attending to cached positions 0 .. kv_len-1 (the chunk's own keys already written), causal,

@@ -3,7 +3,9 @@
 Times are seconds from one clock (the engine uses `time.perf_counter()`); every method that records
 an event takes the time explicitly or reads that clock. Both classes are plain dataclasses with a
 `to_dict()` of JSON-ready values (None where a quantity is undefined, e.g. the inter-token latency
-of a one-token answer), for `GenerationOutput.metrics` and `longdoc bench --output-format json`.
+of a one-token answer). `longdoc bench --output-format json` (engine/bench.py) reports them;
+`LLM.counters()` fills `EngineCounters`. A request's own `GenerationOutput.metrics` is computed by
+`Sequence.metrics` (engine/core/sequence.py) with the same `percentile`.
 
 Percentiles are nearest-rank (`percentile`): p-th percentile of n sorted values = value number
 ceil(p/100 * n), numpy's `method="inverted_cdf"`. Every latency percentile the engine reports (a

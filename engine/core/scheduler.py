@@ -35,7 +35,10 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class Batch:
+class SchedulerOutput:
+    """One step's plan: prefill chunks (sequence, prompt tokens to compute now) and the sequences
+    that decode one token each, in the order the model runner lays out their rows."""
+
     prefills: list[tuple[Sequence, int]] = field(default_factory=list)
     decodes: list[Sequence] = field(default_factory=list)
 
@@ -170,11 +173,11 @@ class Scheduler:
         return next_prefill_end(s, self.chunk) - s.num_cached
 
     # ------------------------------------------------------------------ one step
-    def schedule(self) -> Batch:
+    def schedule(self) -> SchedulerOutput:
         self.counters.steps += 1
         self._pending = [0] * len(self.kv.groups)
         self._relieved = False  # pressure demotion runs at most once a step (nothing new to move after)
-        batch = Batch()
+        batch = SchedulerOutput()
         budget = self.budget
         # 1. decodes, oldest first; preempt the newest when out of blocks
         for s in list(self.running):
@@ -225,7 +228,7 @@ class Scheduler:
             )
         return batch
 
-    def _admit(self, batch: Batch) -> None:
+    def _admit(self, batch: SchedulerOutput) -> None:
         while self.swapped and len(self.running) < self.max_num_seqs:
             s = self.swapped[0]
             need = [sum(1 for b in t if b >= 0) for t in s.swapped["tables"]]
