@@ -1,6 +1,6 @@
-"""CLI commands of the engine (`longdoc generate`, `ask`, `bench`). Owned by the engine; registered by app.cli.
+"""CLI commands over the engine: `longdoc generate`, `ask` and `bench` (registered by app.cli).
 
-The engine (torch, transformers) is imported inside the command so that `longdoc --help` stays fast.
+The engine (torch, transformers) is imported inside each command so that `longdoc --help` stays fast.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ are laid out as one prompt, one line each with its document id; the claim is the
 engine's `LLM.attribute(prompt, answer, spans)` returns the attention mass the claim's tokens put
 on each sentence. The final score mixes the retrieval score with the sentence's attention share
 (relative to the best sentence): `(1 - weight) * score + weight * share / max_share`. Only the
-candidates are put in the context (not the whole record): prefill on the CPU is slow (FACTS.md:
-~2 s for 1K tokens, ~20 s for 8K), and the retrieval step already chose them.
+candidates are put in the context (not the whole record): prefill on the CPU is slow (BENCHMARKS.md,
+"Engine (CPU)": about 4.5 s for 2K tokens on 2 cores), and the retrieval step already chose them.
 
 The pipeline runs fully without this step; when the engine cannot be imported or loaded, the
 pipeline records a warning and keeps the retrieval ranking.
