@@ -17,7 +17,7 @@ import triton.language as tl
 @triton.jit
 def _quant_kernel(X, Q, S, stride_xb, stride_xs, stride_xh, stride_sb,
                   BS: tl.constexpr, D: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
-    blk = tl.program_id(0)
+    blk = tl.program_id(0).to(tl.int64)  # blk * stride passes 2**31 in a large pool
     head = tl.program_id(1)
     rows = tl.arange(0, BLOCK_S)
     dims = tl.arange(0, BLOCK_D)
@@ -36,7 +36,7 @@ def _quant_kernel(X, Q, S, stride_xb, stride_xs, stride_xh, stride_sb,
 @triton.jit
 def _dequant_kernel(Q, S, X, stride_xb, stride_xs, stride_xh, stride_sb,
                     BS: tl.constexpr, D: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
-    blk = tl.program_id(0)
+    blk = tl.program_id(0).to(tl.int64)  # blk * stride passes 2**31 in a large pool
     head = tl.program_id(1)
     rows = tl.arange(0, BLOCK_S)
     dims = tl.arange(0, BLOCK_D)

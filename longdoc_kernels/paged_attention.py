@@ -60,9 +60,10 @@ def _prefill_tile(
     blk = tl.load(TABLE + kpos // BS, mask=kpos < kv_len, other=-1)
     col_ok = (kpos < kv_len) & (blk >= 0)
     slot = kpos % BS
-    k = tl.load(K + blk[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
+    blk64 = blk.to(tl.int64)  # block id x block stride passes 2**31 in a large pool
+    k = tl.load(K + blk64[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
                 mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
-    v = tl.load(V + blk[:, None] * stride_vb + slot[:, None] * stride_vs + kvh * stride_vh + dims[None, :],
+    v = tl.load(V + blk64[:, None] * stride_vb + slot[:, None] * stride_vs + kvh * stride_vh + dims[None, :],
                 mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
     if UPCAST:
         k = k.to(tl.float32)
@@ -253,8 +254,9 @@ def _decode_tiles(
         hot = in_range & (entry >= 0)
         warm = in_range & (entry <= -2)
         widx = tl.where(warm, -entry - 2, 0)
-        k_off = entry[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :]
-        q_off = widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :]
+        # block ids in int64: id x block stride passes 2**31 in a large pool
+        k_off = entry.to(tl.int64)[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :]
+        q_off = widx.to(tl.int64)[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :]
         s = tl.zeros([q.shape[0], BLOCK_N], tl.float32)
         if MODE == 0:
             k = tl.load(K + k_off, mask=hot[:, None] & dim_ok[None, :], other=0.0)

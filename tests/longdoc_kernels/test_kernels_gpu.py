@@ -144,3 +144,59 @@ def test_fused_kernels_past_int32_offsets():
     xo, yn = add_rms_norm(x, h, None, w, 1e-5, gemma=False)
     torch.testing.assert_close(xo[tail], x[tail] + h[tail], atol=0, rtol=0)
     assert torch.isfinite(yn[tail]).all()
+
+
+@pytest.mark.parametrize("h, kvh, d", [(32, 8, 128), (4, 1, 256)])
+def test_paged_kernels_past_int32_pool_offsets(h, kvh, d):
+    """Pools of more than 2**31 elements (bf16 K and V, INT8 K and V) with block tables pointing
+    at their last blocks: prefill, decode (the tuned launch, whose tuner reads blocks spread
+    through the whole pool, and each INT8 loop mode), INT8 quantisation of the whole pool, and
+    RoPE's cache write into the last block, against the torch reference. Before the block ids were
+    widened to 64 bits the tuner's launches hit an illegal memory access here."""
+    from longdoc_kernels.kv_quant import quantize_blocks
+    from longdoc_kernels.paged_attention import paged_decode, paged_prefill
+    from longdoc_kernels.rope_kv import rope_and_cache_write
+
+    bs = 16
+    n_blocks = (1 << 31) // (bs * kvh * d) + 64  # each pool tensor > 2**31 elements
+    gen = torch.Generator(device=DEV).manual_seed(4)
+    k = torch.randn(n_blocks, bs, kvh, d, generator=gen, device=DEV, dtype=torch.bfloat16)
+    v = torch.randn(n_blocks, bs, kvh, d, generator=gen, device=DEV, dtype=torch.bfloat16)
+    assert k.numel() > 2**31
+    n_ctx = 40 * bs
+    last = torch.arange(n_blocks - 40, n_blocks, device=DEV, dtype=torch.int32).flip(0)
+    q = torch.randn(n_ctx, h, d, generator=gen, device=DEV).to(torch.bfloat16)
+    out, lse = paged_prefill(q, k, v, last, q_offset=0, kv_len=n_ctx, scale=d**-0.5)
+    r_out, r_lse = ref.paged_prefill(q.float(), k, v, last, q_offset=0, kv_len=n_ctx, scale=d**-0.5)
+    assert rel(out, r_out) < 1e-2
+    assert float((lse - r_lse).abs().max()) < 2e-2
+
+    kq, ks = quantize_blocks(k)  # every block, the last ones included
+    vq, vs = quantize_blocks(v)
+    lb = n_blocks - 1
+    assert float((kq[lb].float() * ks[lb][None, :, None] - k[lb].float()).abs().max()) <= float(ks[lb].max()) / 2 + 1e-6
+    lens = torch.tensor([n_ctx, n_ctx - 7], device=DEV, dtype=torch.int32)
+    tables = torch.stack([last, last.flip(0)])
+    qd = torch.randn(2, h, d, generator=gen, device=DEV).to(torch.bfloat16)
+    for int8 in (False, True):
+        kw = dict(k_cache_int8=kq, v_cache_int8=vq, k_scale=ks, v_scale=vs) if int8 else {}
+        tabs = torch.where(torch.arange(40, device=DEV) % 3 != 0, -tables - 2, tables) if int8 else tables
+        r_out, r_lse = ref.paged_decode(qd.float(), k, v, tabs, lens, scale=d**-0.5, **kw)
+        for extra in [{}] + ([dict(int8_mode=m) for m in (2, 3, 4)] if int8 else []):
+            out, lse = paged_decode(qd, k, v, tabs, lens, scale=d**-0.5, **kw, **extra)
+            assert rel(out, r_out) < 1e-2, (int8, extra)
+            assert float((lse - r_lse).abs().max()) < 2e-2, (int8, extra)
+    del kq, vq
+
+    t = 4
+    qr = torch.randn(t, h, d, generator=gen, device=DEV).to(torch.bfloat16)
+    kr = torch.randn(t, kvh, d, generator=gen, device=DEV).to(torch.bfloat16)
+    vr = torch.randn(t, kvh, d, generator=gen, device=DEV).to(torch.bfloat16)
+    ang = torch.rand(t, d // 2, generator=gen, device=DEV) * 6
+    slots = lb * bs + torch.arange(t, device=DEV) * 3
+    rope_and_cache_write(qr, kr, vr, ang.cos(), ang.sin(), k, v, slots)
+    rk, rv = torch.zeros(1, bs, kvh, d, device=DEV), torch.zeros(1, bs, kvh, d, device=DEV)
+    ref.rope_and_cache_write(qr.float(), kr.float(), vr.float(), ang.cos(), ang.sin(), rk, rv, slots - lb * bs)
+    written = slots - lb * bs
+    torch.testing.assert_close(k[lb, written].float(), rk[0, written], atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(v[lb, written].float(), rv[0, written], atol=2e-2, rtol=2e-2)
