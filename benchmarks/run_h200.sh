@@ -1,40 +1,63 @@
 #!/usr/bin/env bash
 # One device call on an H200: the gpu-marked tests, the kernel benchmark and the model-level
 # benchmark, logs and JSON under $OUT (see BENCHMARKS.md, "GPU"). Stages are time-boxed so that a
-# hang in one still returns the others' results.  Usage: bash benchmarks/run_h200.sh [stages]
+# hang in one still returns the others' results. Each stage ends with one line
+# "STAGE <name>: PASS|FAIL (exit <rc>, <s> s) <its last summary line>", and the call ends with all
+# of them again, in $OUT/summary.txt too.
+# Usage: bash benchmarks/run_h200.sh [stages]
 # (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, profile)
 set -u
 OUT=${OUT:-/tmp/h200}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 STAGES=${1:-tests,llama8b,gemma,kernels}
+SUMMARY=()
 { nvidia-smi --query-gpu=name,memory.total,clocks.sm,power.limit --format=csv; date -u; \
   python3 -c 'import torch, triton, transformers; print(torch.__version__, triton.__version__, transformers.__version__)'; } 2>&1 | tee "$OUT/env.txt"
+
+# stage NAME SECONDS LOG TAIL CMD...: run CMD under a time limit, its output to $OUT/LOG.txt and the
+# last TAIL lines to the terminal, then the stage's one-line verdict
+stage() {
+  local name=$1 limit=$2 log="$OUT/$3.txt" tail_n=$4
+  shift 4
+  local t0=$SECONDS rc
+  timeout "$limit" "$@" > "$log" 2>&1
+  rc=$?
+  tail -n "$tail_n" "$log"
+  local last verdict=PASS
+  last=$(grep -v '^\s*$' "$log" | tail -n 1 | cut -c1-160)
+  [[ $rc -ne 0 ]] && verdict=FAIL
+  [[ $rc -eq 124 ]] && last="timed out after ${limit} s; $last"
+  local line="STAGE $name: $verdict (exit $rc, $((SECONDS - t0)) s) $last"
+  echo "$line"
+  SUMMARY+=("$line")
+}
+
 if [[ $STAGES == *tests* ]]; then
   # the engine-level GPU tests first (tier copies, graphs with the warm tier, engine logits), then the kernels'
-  timeout 300 python3 -m pytest tests/engine tests/longdoc_kernels -m gpu -q -s \
-    -p no:cacheprovider 2>&1 | tee "$OUT/tests.txt" | tail -25
+  stage tests 300 tests 25 python3 -m pytest tests/engine tests/longdoc_kernels -m gpu -q -s -p no:cacheprovider
 fi
 if [[ $STAGES == *llama8b* ]]; then
-  timeout 200 python3 benchmarks/bench_engine_gpu.py --models llama8b --out "$OUT/llama8b" 2>&1 | tee "$OUT/llama8b.txt" | tail -30
+  stage llama8b 200 llama8b 30 python3 benchmarks/bench_engine_gpu.py --models llama8b --out "$OUT/llama8b"
 fi
 if [[ $STAGES == *gemma* ]]; then
-  timeout 200 python3 benchmarks/bench_engine_gpu.py --models gemma --hf-static --out "$OUT/gemma" 2>&1 | tee "$OUT/gemma.txt" | tail -30
+  stage gemma 200 gemma 30 python3 benchmarks/bench_engine_gpu.py --models gemma --hf-static --out "$OUT/gemma"
 fi
 if [[ $STAGES == *chunks* ]]; then  # batch > 1 prefill with one sequence's chunk a step (the CPU default), for the TTFT
-  timeout 150 python3 benchmarks/bench_engine_gpu.py --models gemma --skip-hf --prefill-chunks 1 \
-    --out "$OUT/gemma_chunks1" 2>&1 | tee "$OUT/gemma_chunks1.txt" | tail -16
+  stage chunks 150 gemma_chunks1 16 python3 benchmarks/bench_engine_gpu.py --models gemma --skip-hf --prefill-chunks 1 \
+    --out "$OUT/gemma_chunks1"
 fi
 if [[ $STAGES == *copy* ]]; then  # the tier copier: side-stream gathers against compute, bandwidth
-  timeout 90 python3 benchmarks/bench_tier_copy_gpu.py --json "$OUT/tier_copy.json" 2>&1 | tee "$OUT/tier_copy.txt"
+  stage copy 90 tier_copy 20 python3 benchmarks/bench_tier_copy_gpu.py --json "$OUT/tier_copy.json"
 fi
 if [[ $STAGES == *warm* ]]; then  # e2e decode with bf16 pages and with the INT8 warm tier, side by side
-  timeout 400 python3 benchmarks/bench_engine_gpu.py --models llama8b,gemma --warm-tier \
-    --out "$OUT/warm" 2>&1 | tee "$OUT/warm.txt" | tail -22
+  stage warm 400 warm 22 python3 benchmarks/bench_engine_gpu.py --models llama8b,gemma --warm-tier --out "$OUT/warm"
 fi
 if [[ $STAGES == *kernels* ]]; then
-  timeout 120 python3 benchmarks/bench_kernels.py --out "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt" | tail -22
+  stage kernels 120 kernels 22 python3 benchmarks/bench_kernels.py --out "$OUT/kernels.json"
 fi
 if [[ $STAGES == *profile* ]]; then
-  timeout 80 python3 benchmarks/profile_engine_gpu.py 2>&1 | tee "$OUT/profile.txt" | grep "==\|graph replays" 
+  stage profile 80 profile 6 python3 benchmarks/profile_engine_gpu.py
 fi
+echo "== summary"
+printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
