@@ -9,7 +9,14 @@ import networkx as nx
 
 from pipelines.base import result_header
 from pipelines.documents import Document, SourceSpan
-from pipelines.patents.antecedent import Missing, check_chinese, check_english, letters_only, words_of
+from pipelines.patents.antecedent import (
+    ClaimTexts,
+    Missing,
+    check_chinese,
+    check_english,
+    letters_only,
+    words_of,
+)
 from pipelines.patents.findings import compute_findings
 from pipelines.patents.model import (
     SCHEMA_VERSION,
@@ -177,6 +184,10 @@ def _antecedents(
     words_cache: dict[int, set[str]] = {}
     out: dict[int, list[Missing]] = {}
     ancestors_of = _ancestors(claims, graph)
+    texts = None
+    if not zh:
+        live = [c.number for c in claims if not c.cancelled and c.number in body]
+        texts = ClaimTexts({n: letters_only(norm[body[n][0] : body[n][1]]) for n in live})
     for c in claims:
         if c.cancelled or c.number not in body:
             continue
@@ -200,7 +211,8 @@ def _antecedents(
                     memo.append(letters_only("\n".join(norm[body[n][0] : body[n][1]] for n in ancestors)))
                 return memo[0]
 
-            hits = check_english(norm, a, b, skip, sets, text_of)
+            chain = frozenset([c.number, *ancestors])
+            hits = check_english(norm, a, b, skip, sets, text_of, texts, chain)
         if hits:
             out[c.number] = hits
     return out

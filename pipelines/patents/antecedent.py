@@ -9,6 +9,14 @@ same", "the group consisting of", "the steps of", "the art") are skipped, as are
 that run into "and"/"or" ("the first and second housing portions") or end on an ordinal or a
 number. Reference numerals "(10)" and reference phrases are ignored. Chinese: "所述X" is flagged
 only when not even the first two characters of X occur earlier.
+
+Two refinements look beyond the chain:
+- a term borrowed from a claim outside the chain: "the housing cover" in a claim whose parents
+  know a housing but no cover, while another claim (not an ancestor) introduces "a housing cover",
+  is missing its basis even though its first word has one; the claims that introduce it are named
+  (`Missing.introduced_in`), for a single-word term too;
+- an inherent part: "the udder of the animal", where "the animal" has antecedent basis (or "of an
+  animal" introduces it), is reported as such (`Missing.owner_end`), for a lower severity.
 """
 
 from __future__ import annotations
@@ -80,6 +88,61 @@ class Missing:
     start: int
     end: int
     head: str
+    introduced_in: tuple[int, ...] = ()  # claims outside the chain that introduce the term ("a housing cover")
+    owner_end: int | None = None  # "the udder of the animal": where "of the animal" ends (an inherent part)
+
+
+_OF_OWNER = re.compile(r" +of +(the|said|a|an|its|their|each) +")  # on `clean` text
+_INTRODUCERS = r"(?:an?|one|least|more|plurality +of|pair +of|set +of|several|two|three|multiple)"
+
+
+class ClaimTexts:
+    """The letters-only text (`letters_only`) of every live claim and which claims hold each word,
+    to find the claims that introduce a term ("a housing cover", "an inlet")."""
+
+    def __init__(self, clean_by_claim: dict[int, str]) -> None:
+        self.clean = clean_by_claim
+        self.claims_of_word: dict[str, set[int]] = {}
+        for n, text in clean_by_claim.items():
+            for w in set(text.split()):
+                self.claims_of_word.setdefault(w, set()).add(n)
+
+    def holders(self, word: str, exclude: frozenset[int]) -> set[int]:
+        """Claims other than `exclude` with the word in either number."""
+        out: set[int] = set()
+        for f in forms(word):
+            out |= self.claims_of_word.get(f, set())
+        return out - exclude
+
+    def introducing(self, words: list[str], exclude: frozenset[int]) -> tuple[int, ...]:
+        """Claims other than `exclude` that introduce the term `words` with an indefinite article
+        or a count ("a housing cover", "a plastic housing cover", "a plurality of housing covers")."""
+        cands = self.holders(words[-1], exclude)
+        if not cands:
+            return ()
+        last = "|".join(sorted(forms(words[-1])))
+        body = "".join(re.escape(w) + " +" for w in words[:-1])
+        pat = re.compile(rf"\b{_INTRODUCERS}(?: +[a-z]+){{0,2}}? +{body}(?:{last})\b")
+        return tuple(sorted(n for n in cands if pat.search(self.clean[n])))
+
+
+def _np_words(low: str, clean: str, pos: int, limit: int = 6) -> list[tuple[str, int]]:
+    """The words of the noun phrase starting at `pos` (offsets into `clean`, the letters-only
+    copy of `low`) with their end offsets: up to `limit` words, ended by punctuation, a stop word
+    or a verb-like word."""
+    out: list[tuple[str, int]] = []
+    prev_end = pos
+    for m in _ALPHA.finditer(clean, pos, min(len(clean), pos + 90)):
+        if out and low[prev_end : m.start()].strip(" -\n\t"):
+            break
+        w = m.group()
+        if w in _STOP or w in _VERBISH:
+            break
+        out.append((w, m.end()))
+        prev_end = m.end()
+        if len(out) >= limit:
+            break
+    return out
 
 
 def letters_only(text: str) -> str:
@@ -109,12 +172,15 @@ def check_english(
     skip: list[tuple[int, int]],
     inherited: list[set[str]] | None = None,
     inherited_text: Callable[[], str] | None = None,
+    texts: ClaimTexts | None = None,
+    chain: frozenset[int] = frozenset(),
 ) -> list[Missing]:
     """Definite noun phrases in norm[start:end] without antecedent (see the module docstring).
 
     `skip`: ranges (reference phrases) to ignore; `inherited`: the word sets of the ancestor
     claims (`words_of`); `inherited_text`: gives their text as `letters_only` (to look for "a
-    second X" when the claim says "the second X"), called only when needed.
+    second X" when the claim says "the second X"), called only when needed; `texts`: every claim's
+    text, to name the claims outside `chain` (the claim and its ancestors) that introduce a term.
     """
     sets = inherited or []
     seg = norm[start:end]
@@ -124,7 +190,30 @@ def check_english(
     fed = 0
     flagged: set[str] = set()
     out: list[Missing] = []
-    inherited_union: set[str] | None = None
+    inherited_union: set[str] = set().union(*sets) if sets else set()
+
+    def known(word: str) -> bool:
+        f = forms(word)
+        return not f.isdisjoint(seen) or not f.isdisjoint(inherited_union)
+
+    def borrowed(s: int, pos: int) -> Missing | None:
+        """A phrase whose first word has a basis but whose later word is known only from a claim
+        outside the chain that introduces the whole term ("the housing cover")."""
+        if texts is None:
+            return None
+        words = _np_words(low, clean, pos)
+        for k in range(1, len(words)):
+            w = words[k][0]
+            if len(w) <= 2 or w in _ORDINALS or known(w):
+                continue
+            term = [x for x, _ in words[: k + 1]]
+            intro = texts.introducing(term, chain)
+            if not intro or singular(w) in flagged:
+                return None
+            flagged.add(singular(w))
+            return Missing(start + s, start + words[k][1], " ".join(term[:-1] + [singular(w)]), intro)
+        return None
+
     for m in _DEFINITE.finditer(clean):
         s = m.start()
         if s and clean[s - 1] != " ":
@@ -139,13 +228,11 @@ def check_english(
         if not w1 or w1 in _IDIOMS:
             continue
         if w1 not in _ORDINALS and w1 not in _STOP and w1 not in _VERBISH:
-            if w1 in seen or singular(w1) in seen:
+            if w1 in seen or singular(w1) in seen or w1 in inherited_union or singular(w1) in inherited_union:
+                hit = borrowed(s, pos)
+                if hit:
+                    out.append(hit)
                 continue
-            if sets:
-                if inherited_union is None:
-                    inherited_union = set().union(*sets)
-                if w1 in inherited_union or singular(w1) in inherited_union:
-                    continue
         toks = _NP_TOKEN.findall(low, pos, pos + 70)
         np_words: list[str] = []
         terminator = ""
@@ -198,16 +285,31 @@ def check_english(
             for part in w.split("-"):
                 if len(part) > 2:
                     variants |= forms(part)
-        if not variants.isdisjoint(seen):
+        if not variants.isdisjoint(seen) or not variants.isdisjoint(inherited_union):
+            hit = borrowed(s, pos)
+            if hit:
+                out.append(hit)
             continue
-        if sets:
-            if inherited_union is None:
-                inherited_union = set().union(*sets)
-            if not variants.isdisjoint(inherited_union):
-                continue
-        out.append(Missing(start + s, start + head_end, h))
+        intro = texts.introducing([w for w in _ALPHA.findall(" ".join(content))], chain) if texts else ()
+        owner_end = _owner_end(low, clean, head_end, known)
+        out.append(Missing(start + s, start + head_end, h, intro, None if owner_end is None else start + owner_end))
         flagged.add(h)  # flag each missing head once per claim
     return out
+
+
+def _owner_end(low: str, clean: str, head_end: int, known: Callable[[str], bool]) -> int | None:
+    """For "the udder of the animal" (offsets into `clean`): where "of the animal" ends when the
+    owner has antecedent basis ("the"/"said" and a known word) or is introduced there ("of an
+    animal", "of its", "of each"); None when the phrase is not "the X of <owner>"."""
+    m = _OF_OWNER.match(clean, head_end)
+    if m is None:
+        return None
+    words = _np_words(low, clean, m.end(), 4)
+    if not words:
+        return None
+    if m.group(1) in ("the", "said") and not any(known(w) for w, _ in words if w not in _ORDINALS and len(w) > 2):
+        return None
+    return words[-1][1]
 
 
 _WS = re.compile(r"\s+")

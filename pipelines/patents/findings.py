@@ -15,7 +15,11 @@ Codes:
   multiple dependent claim must refer to the others in the alternative only.
 - category_mismatch (info): a dependent claim of another category than its parent ("A method of
   using the apparatus of claim 1"); kept dependent, as the USPTO markup does.
-- antecedent_basis (warning): "the X"/"said X"/"所述X" with no earlier X in the claim or its parents.
+- antecedent_basis (warning): "the X"/"said X"/"所述X" with no earlier X in the claim or its parents,
+  naming the claims outside the chain that introduce X when there are any ("the housing cover" of
+  a claim whose chain is 5 -> 4 -> 1, introduced in claim 3).
+- antecedent_basis_inherent (info): "the X of the Y" where Y has antecedent basis ("the udder of
+  the animal"): X reads as an inherent part of Y.
 """
 
 from __future__ import annotations
@@ -39,6 +43,25 @@ def _fmt(nums: list[int]) -> str:
     if len(nums) > 6:
         return f"{', '.join(map(str, nums[:5]))}, … {nums[-1]}"
     return ", ".join(map(str, nums))
+
+
+def _antecedent_finding(doc: Document, number: int, m: Missing, graph: nx.DiGraph, language: str) -> Finding:
+    """An antecedent-basis finding: a warning, naming the claims outside the chain that introduce
+    the term; or, for an inherent part of a thing with basis ("the udder of the animal"), info."""
+    phrase = doc.text[m.start : m.end]
+    if m.owner_end is not None:
+        whole = doc.text[m.start : m.owner_end]
+        return _f("antecedent_basis_inherent", "info",
+                  f"Claim {number}: \"{phrase}\" is not introduced, but \"{whole}\" reads as an inherent part of a "
+                  "thing with antecedent basis.", [number], [doc.span(m.start, m.owner_end)])
+    word = "所述" if language == "zh" else "the/said"
+    chain = sorted(nx.ancestors(graph, number)) if number in graph else []
+    where = f"claim {number} or the claims it depends on ({_fmt(chain)})" if chain else f"claim {number}"
+    message = f"Claim {number}: \"{phrase}\" ({word} {m.head}) has no antecedent in {where}"
+    if m.introduced_in:
+        what = "claim" if len(m.introduced_in) == 1 else "claims"
+        message += f"; it is introduced in {what} {_fmt(list(m.introduced_in))}, outside this claim's chain"
+    return _f("antecedent_basis", "warning", message + ".", [number], [doc.span(m.start, m.end)])
 
 
 def compute_findings(
@@ -147,10 +170,7 @@ def compute_findings(
                               f"({'/'.join(cats)}), a claim of another category.",
                               [c.number, *sorted(differing)], spans))
         for m in antecedents.get(c.number, []):
-            word = "所述" if language == "zh" else "the/said"
-            out.append(_f("antecedent_basis", "warning",
-                          f"Claim {c.number}: \"{doc.text[m.start:m.end]}\" ({word} {m.head}) has no antecedent in the claim "
-                          "or the claims it depends on.", [c.number], [doc.span(m.start, m.end)]))
+            out.append(_antecedent_finding(doc, c.number, m, graph, language))
     # cycles: strongly connected components of more than one claim
     forward_only = all(p < n for p, n in graph.edges)  # then there is no cycle to look for
     for comp in [] if forward_only else nx.strongly_connected_components(graph):

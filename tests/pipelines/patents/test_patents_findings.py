@@ -4,6 +4,7 @@ the span, and a clean claim set asserts the absence of findings."""
 from __future__ import annotations
 
 from pipelines.patents.pipeline import analyse_text
+from tests.pipelines.patents.helpers import load_text
 
 
 def codes(result, code):
@@ -160,3 +161,49 @@ def test_multiple_dependent_on_multiple_indirectly():
     )
     (f,) = codes(result, "multiple_dependent_on_multiple")
     assert f.claims == [5, 4] and "through claim 4" in f.message and f.spans[0].text == "claim 1 or 4"
+
+
+def test_antecedent_basis_through_the_chain_us7472552():
+    """US7472552: claim 5 (chain 5 -> 4 -> 1) says "the housing cover", introduced only in claim 3;
+    claim 7 (chain 7 -> 6 -> 5 -> 4 -> 1) says "the inlet", also introduced in claim 3."""
+    result = analyse_text(load_text("US7472552"))
+    found = {f.claims[0]: f for f in codes(result, "antecedent_basis")}
+    assert found[5].spans[0].text == "the housing cover" and found[5].severity == "warning"
+    assert "claims it depends on (1, 4)" in found[5].message and "introduced in claim 3" in found[5].message
+    assert found[7].spans[0].text == "the inlet" and "introduced in claim 3" in found[7].message
+    assert 3 not in found and 4 not in found  # claim 3 introduces its cover itself
+
+
+def test_antecedent_basis_term_introduced_outside_the_chain():
+    result = analyse_text(
+        "1. A device comprising a housing and a lid.\n"
+        "2. The device of claim 1, further comprising a housing cover.\n"
+        "3. The device of claim 1, wherein the housing cover is red.\n"
+        "4. The device of claim 2, wherein the housing cover is blue.\n"
+        "5. The device of claim 1, wherein the housing lid is green.\n"
+    )
+    found = codes(result, "antecedent_basis")
+    assert [(f.claims, f.spans[0].text) for f in found] == [([3], "the housing cover")]
+    assert "introduced in claim 2" in found[0].message
+
+
+def test_inherent_part_is_info_not_warning_us6981466():
+    """US6981466 claim 1: "the udder of the animal", the animal introduced by "milking an animal"."""
+    result = analyse_text(load_text("US6981466"))
+    claim1 = [f for f in result.findings if f.claims == [1]]
+    udder = [f for f in claim1 if "udder" in f.spans[0].text]
+    assert [(f.code, f.severity, f.spans[0].text) for f in udder] == [
+        ("antecedent_basis_inherent", "info", "the udder of the animal")
+    ]
+    assert not [f for f in codes(result, "antecedent_basis") if "udder" in f.spans[0].text]
+
+
+def test_inherent_part_needs_an_owner_with_basis():
+    result = analyse_text(
+        "1. A device comprising a frame.\n"
+        "2. The device of claim 1, wherein the cross plate of the frame is red and the base of a column is blue.\n"
+        "3. The device of claim 1, wherein the hinge of the door is steel.\n"
+    )
+    inherent = [(f.claims, f.spans[0].text) for f in codes(result, "antecedent_basis_inherent")]
+    assert inherent == [([2], "the cross plate of the frame"), ([2], "the base of a column")]
+    assert [(f.claims, f.spans[0].text) for f in codes(result, "antecedent_basis")] == [([3], "the hinge"), ([3], "the door")]
