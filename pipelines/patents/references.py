@@ -79,8 +79,9 @@ class Ref:
 
 
 def _expand(tokens: list[str]) -> tuple[list[int], bool, bool, bool]:
-    """Numbers named by a token list like ['1', ',', '3', 'or', '5'] or ['1', 'to', '5'];
-    with flags (had 'and', had 'or', had a range)."""
+    """Numbers named by a token list like ['1', ',', '3', 'or', '5'], ['1', 'to', '5'] or a mix
+    (['1', 'and', '2', 'to', '3']: a range's start is the number just before "to"), each once and
+    in ascending order; with flags (had 'and', had 'or', had a range)."""
     nums: list[int] = []
     has_and = has_or = has_range = False
     pending_range = False
@@ -105,7 +106,7 @@ def _expand(tokens: list[str]) -> tuple[list[int], bool, bool, bool]:
             has_and = True
         elif tl in ("or", "and/or", "或", "或者"):
             has_or = True
-    return nums, has_and, has_or, has_range
+    return sorted(set(nums)), has_and, has_or, has_range
 
 
 def _kind(nums: list[int], has_and: bool, has_or: bool, has_range: bool, alternative_words: bool) -> str:

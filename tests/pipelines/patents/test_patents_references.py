@@ -140,3 +140,31 @@ def test_ampersand_and_other_english_forms():
     )
     assert {c.number: c.depends_on for c in result.claims[5:]} == {6: [1, 2], 7: [1, 2, 3], 8: [2, 3, 4], 9: [1, 2, 8]}
     assert result.claims[5].references[0].kind == "conjunctive"
+
+
+MIXED_CASES = [
+    # lists and ranges mixed in one phrase: exactly the claims named, each once, ascending
+    ("The device as claimed in any one of claims 1 and 2 to 3, wherein x.", [1, 2, 3],
+     "as claimed in any one of claims 1 and 2 to 3"),
+    ("The device of any of claims 1-2, 4, or 5, wherein x.", [1, 2, 4, 5], "any of claims 1-2, 4, or 5"),
+    ("The device of any one of claims 1 to 2 or 4 to 5, wherein x.", [1, 2, 4, 5], "any one of claims 1 to 2 or 4 to 5"),
+    ("The device of any one of claim 1 and claims 3 to 4, wherein x.", [1, 3, 4], "any one of claim 1 and claims 3 to 4"),
+    ("The device of any one of claims 1 to 3 and 2, wherein x.", [1, 2, 3], "any one of claims 1 to 3 and 2"),
+    ("The device of any one of claims 4 to 2, wherein x.", [2, 3, 4], "any one of claims 4 to 2"),
+    ("如权利要求1或2至3中任一项所述的装置，其特征在于，x。", [1, 2, 3], "如权利要求1或2至3中任一项所述的"),
+    ("根据权利要求1至2和4中任一项所述的装置，其特征在于，x。", [1, 2, 4], "根据权利要求1至2和4中任一项所述的"),
+    ("如权利要求1、3-4或5所述的装置，其特征在于，x。", [1, 3, 4, 5], "如权利要求1、3-4或5所述的"),
+    ("如权利要求１或第２至第３项中任一项所述的装置，其特征在于，x。", [1, 2, 3], "如权利要求１或第２至第３项中任一项所述的"),
+    ("如权利要求1或权利要求3至4所述的装置，其特征在于，x。", [1, 3, 4], "如权利要求1或权利要求3至4所述的"),
+]
+
+
+@pytest.mark.parametrize(("body", "expected", "ref_text"), MIXED_CASES)
+def test_mixed_lists_and_ranges_name_exactly_their_claims(body, expected, ref_text):
+    zh = "权利要求" in body
+    result = analyse_text((BASE_ZH + "6." if zh else BASE_EN + "6. ") + body + "\n")
+    claim = result.claims[-1]
+    assert claim.number == 6 and claim.depends_on == expected
+    (ref,) = claim.references
+    assert ref.text == ref_text and ref.claims == expected and ref.kind == "alternative"
+    assert claim.multiple_dependent and result.stats.n_multiple_dependent == 1
