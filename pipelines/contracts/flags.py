@@ -4,7 +4,9 @@ Kinds: `amount` (money, with its currency), `percentage`, `date`, `duration`, `n
 figure that changed), `obligation` (shall -> may, 应当 -> 可以), `negation` (not/no/不/未 added or
 removed), `defined_term` (a party or defined term appears in, disappears from or is swapped in the
 changed words), `cross_reference` (targets changed; a reference that only follows a renumbering is
-reported but not material), `definition_changed` (the clause uses a term whose definition changed).
+reported but not material), `definition_changed` (the clause uses a term whose definition changed), `standard` (changed words
+name a measure or basis of calculation: income, expenditure, wage, rate, fee, standard, 收入, 支出,
+标准 …; the flag quotes the words removed and added).
 
 Values are compared as multisets of normalised values (1,000 == 1000, 十二 == 12, 10% == 百分之十),
 so a figure that moved inside the clause is not a change, and every figure that did change is.
@@ -59,6 +61,12 @@ STRENGTH = {"must": 3, "shall": 3, "is required to": 3, "are required to": 3, "i
 PARTY_WORDS = re.compile(
     r"\b(Customer|Provider|Supplier|Vendor|Licensor|Licensee|Buyer|Seller|Purchaser|Company|Contractor|Client|Lender|"
     r"Borrower|Landlord|Tenant|Employer|Employee|Discloser|Recipient|Disclosing Party|Receiving Party)\b|(甲方|乙方|丙方|出租人|承租人|买方|卖方|委托人|受托人|贷款人|借款人)")
+
+
+MEASURE_EN = re.compile(
+    r"\b(?:standards?|rates?|index|indices|benchmarks?|averages?|incomes?|wages?|salary|salaries|prices?|fees?|"
+    r"costs?|expenditures?|thresholds?|caps?)\b", re.I)
+MEASURE_ZH = re.compile(r"标准|收入|支出|工资|价格|费用|利率|利息|指数|基数|比例|费率|税率|金额|赔偿金|数额")
 
 
 COMPANY = re.compile(
@@ -203,6 +211,30 @@ def word_flags(text_a: str, ca: Clause, text_b: str, cb: Clause, ops: list[Op], 
     compare("defined_term", ta, tb, lambda g, n: f"{', '.join(g) or '—'} → {', '.join(n) or '—'}")
     compare("party", hits(COMPANY, text_a, ca, fold=False), hits(COMPANY, text_b, cb, fold=False),
             lambda g, n: f"{', '.join(g) or '—'} → {', '.join(n) or '—'}")
+    return flags
+
+
+def _quote(text: str, limit: int = 40) -> str:
+    t = re.sub(r"\s+", " ", text).strip()
+    return f"“{t if len(t) <= limit else t[:limit - 1] + '…'}”"
+
+
+def standard_flags(text_a: str, text_b: str, ops: list[Op], lang: str) -> list[RawFlag]:
+    """A change whose words name a measure or basis of calculation (an income or expenditure
+    standard, a rate, a fee): one material flag per changed op, quoting the words removed and added."""
+    rx = MEASURE_ZH if lang == "zh" else MEASURE_EN
+    flags = []
+    for o in ops:
+        if o.op not in {"replace", "insert", "delete"}:
+            continue
+        old = text_a[o.a_start:o.a_end] if o.op != "insert" else ""
+        new = text_b[o.b_start:o.b_end] if o.op != "delete" else ""
+        if not (rx.search(old) or rx.search(new)):
+            continue
+        detail = (f"removed {_quote(old)}" if not new.strip() else f"added {_quote(new)}" if not old.strip()
+                  else f"{_quote(old)} → {_quote(new)}")
+        flags.append(RawFlag("standard", (o.a_start, o.a_end) if old else None, (o.b_start, o.b_end) if new else None,
+                             detail))
     return flags
 
 

@@ -66,7 +66,7 @@ class DiffOp(_Model):
 
 
 class Flag(_Model):
-    kind: str  # amount | percentage | date | duration | number | obligation | negation | defined_term | cross_reference | definition_changed
+    kind: str  # amount | percentage | date | duration | number | obligation | negation | defined_term | cross_reference | definition_changed | standard
     a_span: SourceSpan | None
     b_span: SourceSpan | None
     detail: str

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pipelines.base import Pipeline, PipelineInput, is_candidate_file
 from pipelines.contracts.align import AlignConfig, Pair, align
-from pipelines.contracts.flags import RawFlag, figure_flags, term_regex, word_flags
+from pipelines.contracts.flags import RawFlag, figure_flags, standard_flags, term_regex, word_flags
 from pipelines.contracts.model import (
     SCHEMA_VERSION,
     AlignmentRow,
@@ -32,12 +32,15 @@ from pipelines.contracts.model import (
     Settings,
     SummaryItem,
 )
-from pipelines.contracts.redline import Op, diff_spans
+from pipelines.contracts.redline import Op, body_tokens, diff_spans
 from pipelines.contracts.structure import Clause, Structure, contract_language, parse_structure
 from pipelines.documents import Document
 from pipelines.text.retrieval import MINILM_NAME, minilm_folder, minilm_model
 
-MATERIAL_CHANGES = {"added", "deleted", "split", "merged"}
+MATERIAL_CHANGES = {"added", "deleted"}
+# The order of material changes in the summary: what the change touches (obligations, money,
+# standards, periods, parties) before added or deleted clauses, then dates, numbers and references.
+SEVERE_KINDS = {"obligation", "negation", "amount", "percentage", "duration", "standard", "party", "disclaimer"}
 PRONOUN_TERMS = {"you", "your", "yours", "we", "us", "our", "ours", "i", "me", "my", "they", "them", "their"}
 
 
@@ -101,6 +104,8 @@ def compare_structures(doc_a: Document, sa: Structure, doc_b: Document, sb: Stru
         if p.change in {"split", "merged"} and p.group:
             groups.setdefault(p.group, []).append(p)
     flagged_groups: set[str] = set()
+    group_material: dict[str, bool] = {}  # split/merge group -> its words changed (not only their layout)
+    first_rows: set[int] = set()
     for p in al.pairs:
         ops: list[Op]
         flags: list[RawFlag] = []
@@ -111,13 +116,16 @@ def compare_structures(doc_a: Document, sa: Structure, doc_b: Document, sb: Stru
                 # one set of flags per split/merge, on its first row, comparing all its clauses pooled
                 if p.group not in flagged_groups:
                     flagged_groups.add(p.group)
+                    first_rows.add(len(rows))
                     members = groups[p.group]
                     pa = [A[i] for i in sorted({m.a for m in members})]
                     pb = [B[j] for j in sorted({m.b for m in members})]
                     flags += figure_flags(ta, pa, tb, pb)
+                    group_material[p.group] = _words(ta, pa, lang) != _words(tb, pb, lang)
             elif p.edited:
                 flags += figure_flags(ta, ca, tb, cb)
                 flags += word_flags(ta, ca, tb, cb, ops, lang, terms)
+                flags += standard_flags(ta, tb, ops, lang)
                 flags += _xref_flags(ca, cb, b_of_a)
         elif p.a is not None:
             ca = A[p.a]
@@ -137,7 +145,9 @@ def compare_structures(doc_a: Document, sa: Structure, doc_b: Document, sb: Stru
             for f in flags
         ]
 
-    summary = _summary(rows)
+    reflow = {k for k, r in enumerate(rows) if r.group in group_material
+              and (k not in first_rows or not group_material[r.group])}
+    summary = _summary(rows, reflow)
     stats: dict[str, int] = {"clauses_a": len(A), "clauses_b": len(B)}
     for ch in ("unchanged", "modified", "added", "deleted", "moved", "renumbered", "split", "merged"):
         stats[ch] = sum(1 for r in rows if r.change == ch)
@@ -208,15 +218,41 @@ def _definition_flags(pairs: list[Pair], A: list[Clause], B: list[Clause], ta: s
                                             f"uses “{term}”, whose definition changed ({changed[term]})", material=False))
 
 
-def _summary(rows: list[AlignmentRow]) -> list[SummaryItem]:
+def _words(text: str, clauses: list[Clause], lang: str) -> set[tuple[str, str]]:
+    """The distinct pairs of neighbouring tokens of some clauses read in order, without their number
+    labels (Chinese per character): equal sets on both sides of a split or merge mean the text was
+    only laid out again (reflowed, repeated, cut differently); an added, removed or changed word
+    makes a pair that the other side lacks."""
+    seq = [t.norm.casefold() for c in clauses for t in body_tokens(text, c.start, c.end, _label(c), lang)
+           if t.norm.isalnum()]
+    return set(zip(seq, seq[1:], strict=False))
+
+
+def _severity(r: AlignmentRow) -> int:
+    kinds = {f.kind for f in r.flags if f.material}
+    if kinds & SEVERE_KINDS:
+        return 0
+    if r.change in MATERIAL_CHANGES:
+        return 1
+    return 2
+
+
+def _summary(rows: list[AlignmentRow], reflow: set[int] | None = None) -> list[SummaryItem]:
+    """One item per changed row: material first (by `_severity`, then in B's order), the rest after.
+    Rows in `reflow` (a split or merge whose words did not change, or a later row of one) are
+    not material for their change type."""
+    reflow = reflow or set()
     items = []
     for k, r in enumerate(rows):
         if r.change == "unchanged" and not r.flags:
             continue
-        material = r.change in MATERIAL_CHANGES or any(f.material for f in r.flags)
+        by_change = r.change in MATERIAL_CHANGES or (r.change in {"split", "merged"} and k not in reflow)
+        material = by_change or any(f.material for f in r.flags)
         kinds = sorted({f.kind for f in r.flags})
         where = f"{r.a or '—'} → {r.b or '—'}" if r.a != r.b else (r.a or "")
         text = f"{where}: {r.change}"
+        if k in reflow and not any(f.material for f in r.flags):
+            text += " (layout only: the same words)"
         if r.edited and r.change not in {"modified", "split", "merged"}:
             text += " and edited"
         if r.flags:
@@ -224,7 +260,7 @@ def _summary(rows: list[AlignmentRow]) -> list[SummaryItem]:
             if len(r.flags) > 4:
                 text += f"; +{len(r.flags) - 4} more"
         items.append(SummaryItem(row=k, a=r.a, b=r.b, change=r.change, material=material, kinds=kinds, text=text))
-    items.sort(key=lambda s: (not s.material, s.row))
+    items.sort(key=lambda s: (not s.material, _severity(rows[s.row]) if s.material else 0, s.row))
     return items
 
 

@@ -1,5 +1,5 @@
-"""The redline inside an aligned pair: word-level for English, character-level for Chinese, with
-offsets into both original texts.
+"""The redline inside an aligned pair: word-level in both languages (Chinese cut into words by
+`pipelines.text.segment`, so 城镇居民 / 农村居民 change as units), with offsets into both original texts.
 
 Tokens are compared in normalised form (NFKC: full-width to half-width; whitespace between tokens
 ignored), but every op carries the original offsets, so the ops partition both clause spans:
@@ -16,14 +16,21 @@ import unicodedata
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
+from pipelines.text.script import HAN
+from pipelines.text.segment import han_words
+
 RE_TOKEN_EN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 RE_TOKEN_ZH = re.compile(r"[A-Za-z0-9\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]+(?:[.,][0-9]+)*|[^\s]", re.UNICODE)
+HAN_RUN_RE_1 = re.compile(f"[{HAN}]")
+RE_TOKEN_ZH_WORDS = re.compile(rf"[{HAN}]+|[A-Za-z0-9\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]+(?:[.,][0-9]+)*|[^\s]",
+                               re.UNICODE)
 
 
 @dataclass(frozen=True)
 class Token:
     """A token of the text `tokenize` was given: offsets into it, and the token's NFKC form (what
-    the diff compares). Plain offsets, not a `Span`: Chinese is tokenized per character."""
+    the diff compares). Plain offsets, not a `Span`: tokens index a clause's text, Chinese ones per
+    word or per character."""
 
     norm: str
     start: int
@@ -42,12 +49,19 @@ class Op:
     b_end: int
 
 
-def tokenize(text: str, start: int, end: int, lang: str) -> list[Token]:
+def tokenize(text: str, start: int, end: int, lang: str, words: bool = False) -> list[Token]:
+    """Tokens of text[start:end]: English words and punctuation; Chinese per character, or with
+    `words` per word (Han runs segmented), Latin and digit runs whole."""
+    if lang == "zh" and words:
+        out = []
+        for m in RE_TOKEN_ZH_WORDS.finditer(text, start, end):
+            if HAN_RUN_RE_1.match(m.group(0)):
+                out += [Token(text[s:e], s, e) for s, e in han_words(text, m.start(), m.end())]
+            else:
+                out.append(Token(unicodedata.normalize("NFKC", m.group(0)), m.start(), m.end()))
+        return out
     rx = RE_TOKEN_ZH if lang == "zh" else RE_TOKEN_EN
-    out = []
-    for m in rx.finditer(text, start, end):
-        out.append(Token(unicodedata.normalize("NFKC", m.group(0)), m.start(), m.end()))
-    return out
+    return [Token(unicodedata.normalize("NFKC", m.group(0)), m.start(), m.end()) for m in rx.finditer(text, start, end)]
 
 
 def body_tokens(text: str, start: int, end: int, label: tuple[int, int] | None, lang: str) -> list[Token]:
@@ -75,8 +89,8 @@ def diff_spans(a_text: str, a_span: tuple[int, int], a_label: tuple[int, int] | 
         kind = "equal" if a_text[a0:a_label[1]] == b_text[b0:b_label[1]] else "renumber"
         ops.append(Op(kind, a0, a_label[1], b0, b_label[1]))
         a0, b0 = a_label[1], b_label[1]
-    ta = tokenize(a_text, a0, a1, lang)
-    tb = tokenize(b_text, b0, b1, lang)
+    ta = tokenize(a_text, a0, a1, lang, words=True)
+    tb = tokenize(b_text, b0, b1, lang, words=True)
 
     sm = SequenceMatcher(None, [t.norm for t in ta], [t.norm for t in tb], autojunk=False)
     # token-exact spans; the whitespace between ops goes to the neighbouring equal op (or the earlier op),

@@ -1,0 +1,58 @@
+"""What a lawyer noticed on the real pairs: material ranking on the Chinese interpretation, words
+(not characters) in a Chinese redline, misleading flags, reflow that is not material."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.eval.contracts_rank import ranks
+from pipelines.contracts.pipeline import compare_texts
+from pipelines.contracts.redline import tokenize
+from tests.pipelines.contracts.data import load_pair
+from tests.pipelines.contracts.test_alterations import renumber_section_1
+
+ZH = "zh-interpretation-personal-injury-2020-to-2022"
+AMENDED = ["第十二条", "第十五条", "第十七条", "第十八条", "第二十二条"]  # the rural-resident standard removed
+
+
+@pytest.fixture(scope="module")
+def zh_result():
+    a, b, truth = load_pair(ZH)
+    return compare_texts(a, b), truth
+
+
+def test_chinese_amendments_are_material_and_first(zh_result) -> None:
+    result, truth = zh_result
+    items = {s.a: (k, s) for k, s in enumerate(result.summary) if s.a == s.b}
+    reflow = [k for k, s in enumerate(result.summary) if s.change == "split" and "layout only" in s.text]
+    assert reflow, "the reflowed title block is reported as layout only"
+    for label in AMENDED:
+        k, item = items[label]
+        assert item.material and "standard" in item.kinds, item.text
+        assert all(k < r for r in reflow), (label, item.text)
+    assert not any(result.summary[r].material for r in reflow)
+    r = ranks(truth, result)
+    assert r["marked_material"] == r["true_material"] == 6
+    assert r["worst_rank"] <= 8
+
+
+def test_chinese_redline_is_by_words(zh_result) -> None:
+    result, _ = zh_result
+    row = next(r for r in result.alignment if r.a == "第十二条")
+    deleted = [o.a_span.text for o in row.diff if o.op == "delete"]
+    assert deleted == ["或者农村居民人均纯收入"]
+    words = [t.norm for t in tokenize("城镇居民人均可支配收入或者农村居民人均纯收入标准", 0, 25, "zh", words=True)]
+    assert "城镇居民" in words and "农村居民" in words
+
+
+@pytest.mark.parametrize("heading,material", [("", False), ("Service Credits. ", True)])
+def test_split_is_material_only_when_its_words_change(csa: str, heading: str, material: bool) -> None:
+    """Clause 1.2 of the real CSA cut in two: the same words laid out again are not material; a
+    split that also adds words (a new heading) is."""
+    line = next(x for x in csa.splitlines() if x.startswith("1.2 "))
+    cut = line.index(" Any credits earned")
+    b = renumber_section_1(csa, 3).replace(line, line[:cut] + "\n\n1.3 " + heading + line[cut + 1:])
+    result = compare_texts(csa, b)
+    splits = [s for s in result.summary if s.change == "split"]
+    assert len(splits) == 2
+    assert any(s.material for s in splits) is material, [s.text for s in splits]
