@@ -35,11 +35,21 @@ PANEL_RE = r"(?:\s?\(([a-h])\)|\s?([a-h])\)|([a-h])(?![\w]))"
 
 
 def label_kind(word: str) -> str | None:
-    """Kind of a label word ('Fig.' -> 'figure', '图表' -> 'exhibit')."""
-    w = word.strip()
+    """Kind of a label word ('Fig.' -> 'figure', '图表' -> 'exhibit'; 'Fig-\\nure', broken over two
+    lines with a hyphen, -> 'figure')."""
+    w = re.sub(rf"[{DASHES}]\s*\n\s*", "", word.strip())
     if w in ZH_LABELS:
         return ZH_LABELS[w]
     return EN_LABELS.get(w.lower())
+
+
+def printed_number(label: str) -> str:
+    """The number of a printed label as the document prints it, for display: 'Figure 2.1' -> '2.1',
+    '图 2\u00ad1' -> '2-1' (any dash shown as '-'), '(A.3)' / '（A.3）' -> 'A.3', '表 3．2' -> '3.2'.
+    Matching uses `norm_number`."""
+    s = re.sub(rf"^\s*(?:{ZH_LABEL_RE}|{EN_LABEL_RE})", "", label.strip())
+    s = re.sub(r"\s+", "", s).strip("()（）")
+    return _DASH_RE.sub("-", s).replace("．", ".").strip("-")
 
 
 def norm_number(raw: str) -> str:

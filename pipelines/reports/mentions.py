@@ -44,17 +44,27 @@ from pipelines.text.numerals import parse_number
 # patterns
 
 _NUM_EN = rf"(?:\d{{1,3}}(?:[{DASHES}.]\d{{1,3}}){{0,2}}|[A-Z][{DASHES}.]?\d{{1,3}}|[IVX]{{1,5}}\b)"
-_PANEL_EN = r"(?:\s?\(([a-h])\)|\s([a-h])\)|([a-h])(?![\w]))"
+# a panel: "3(b)", "2 a)", "3b", "3B", and lists of panels "3b,c", "3b-d", "3(b, c)"
+_LETTERS = rf"[a-hA-H](?:\s?[,{DASHES}]\s?[a-hA-H](?![\w]))*"
+_PANEL_EN = rf"(?:\s?\(({_LETTERS})\)|\s([a-h])\)|({_LETTERS})(?![\w]))"
 _ITEM_EN = rf"{_NUM_EN}(?:{_PANEL_EN})?"
 _SEP_EN = rf"(?:\s*,\s*(?:and\s+|&\s*)?|\s+and\s+|\s*&\s*|\s*[{DASHES}]\s*|\s+to\s+|\s+through\s+)"
-EN_FLOAT = re.compile(rf"\b(?P<label>{EN_MENTION_LABEL_RE})\s*(?P<list>{_ITEM_EN}(?:{_SEP_EN}(?:{EN_MENTION_LABEL_RE}\s*)?{_ITEM_EN})*)")
+# a label word broken over two lines with a hyphen: "Fig-\nure 3", "Ta‐\nble 2"
+_BREAK = rf"[{DASHES}]\s*\n\s*"
+_EN_LABEL_BROKEN = "|".join(
+    f"[{w[0].upper()}{w[0]}]{w[1:i]}{_BREAK}{w[i:]}{'s?' if plural else ''}"
+    for w, plural in (("figure", True), ("table", True), ("exhibit", True), ("equation", True))
+    for i in range(2, len(w) - 1)
+)
+_EN_LABEL = rf"(?:{_EN_LABEL_BROKEN}|{EN_MENTION_LABEL_RE})"
+EN_FLOAT = re.compile(rf"\b(?P<label>{_EN_LABEL})\s*(?P<list>{_ITEM_EN}(?:{_SEP_EN}(?:{_EN_LABEL}\s*)?{_ITEM_EN})*)")
 _ITEM_ZH = rf"{NUM_RE_ZH}(?:[a-h]\)?(?![A-Za-z])|\s?[(（][a-h][)）])?"
 _SEP_ZH = rf"(?:\s*[{DASHES}~～至到]\s*|\s*[、,，和及与]\s*|\s*以及\s*)"
 ZH_FLOAT = re.compile(rf"(?P<label>{ZH_LABEL_RE})\s*(?P<list>{_ITEM_ZH}(?:{_SEP_ZH}(?:{ZH_LABEL_RE})?\s*{_ITEM_ZH})*)")
 # characters before 图/表 that make a different word (代表, 发表, 地图, 意图 …)
 _ZH_NOT_LABEL_BEFORE = {"表": set("代发报列仪电手外课钟师年时"), "图": set("地意试企构蓝版宏力妄")}
 _ITEM_SPLIT = re.compile(
-    rf"(?P<sep>{_SEP_EN}|{_SEP_ZH})?(?P<label>{EN_MENTION_LABEL_RE}|{ZH_LABEL_RE})?\s*(?P<num>{_NUM_EN}|{NUM_RE_ZH})(?P<panel>{_PANEL_EN}|[a-h]\)|\s?[(（][a-h][)）])?"
+    rf"(?P<sep>{_SEP_EN}|{_SEP_ZH})?(?P<label>{_EN_LABEL}|{ZH_LABEL_RE})?\s*(?P<num>{_NUM_EN}|{NUM_RE_ZH})(?P<panel>{_PANEL_EN}|[a-h]\)|\s?[(（][a-h][)）])?"
 )
 
 _EXTERNAL_AFTER = re.compile(
@@ -64,7 +74,17 @@ _EXTERNAL_AFTER = re.compile(
 )
 # when no target carries the number: wording that says the figure is another work's
 _OTHER_WORK = re.compile(r"reproduc|replicat|original|reported\s+in|in\s+the\s+(?:source|cited)\s+(?:paper|article|study)|原文|原论文|文献", re.IGNORECASE)
-_EXTERNAL_BEFORE = re.compile(r"(?:\[\d+(?:\s*[,–-]\s*\d+)*\]|et al\.?|\((?:19|20)\d\d[a-z]?\))\s*(?:'s|’s)?\s*$|(?:文献|原文|原论文)\s*(?:\[\d+\])?\s*(?:的|中的?)?\s*$")
+_EXTERNAL_BEFORE = re.compile(
+    r"(?:\[\d+(?:\s*[,–-]\s*\d+)*\]|et al\.?|\((?:19|20)\d\d[a-z]?\))\s*(?:'s|’s|的|中的?)?\s*$"
+    r"|(?:文献|原文|原论文|原研究)\s*(?:\[\d+(?:\s*[,–-]\s*\d+)*\])?\s*(?:的|中的?)?\s*$"
+)
+# a label prefix that names another set of floats than the numbered ones of the body
+_SUPPLEMENT_BEFORE = re.compile(r"(?:Supplementary|Supplemental|Suppl\.|Extended\s+Data|Online|补充|附加)\s*$", re.IGNORECASE)
+# words that claim a float for the document itself, or set it against another work's
+_OWN_OR_CONTRAST = re.compile(r"\b(?:our|ours|this\s+(?:paper|report|study|work|article|replication|manuscript)|here|below|above|"
+                              r"whereas|while|unlike|but|however|in\s+contrast)\b|本文|本报告|本研究|我们|而|但", re.IGNORECASE)
+# sentence ends: . ! ? followed by a space or a line break (not "Fig." / "et al." / "Eq."), and CJK ends
+_SENTENCE_END = re.compile(r"(?<!\bal)(?<!\bFig)(?<!\bFigs)(?<!\bEq)(?<!\bEqs)(?<!\bTab)(?<!\bNo)(?<!\bvs)(?<!\bSec)[.!?;](?=\s)|[。！？；]|\n\s*\n")
 
 DEICTIC_EN = re.compile(
     r"\b(?:the|this|that|these|those)\s+(?:(?P<d1>above|preceding|previous|following|next|below|foregoing)\s+)?"
@@ -87,9 +107,23 @@ _AUTH_YEAR = re.compile(r"(?P<name>[A-Z][\w'’-]+)(?:\s+et\s+al\.?|\s+(?:and|&)
 SECTION_EN = re.compile(r"\b(?:Sections?|Sects?\.|Secs?\.|§§?)\s*(?P<num>\d{1,2}(?:\.\d{1,2}){0,3})(?![\d.]\d)")
 APPENDIX_M = re.compile(r"\b(?:Appendix|附录)\s*(?P<num>[A-Z])\b")
 SECTION_ZH = re.compile(r"第\s*(?P<num>[一二三四五六七八九十百零〇两\d]{1,4})\s*(?P<unit>章|节|部分)")
-EQUATION_EN = re.compile(rf"\b(?:Eqs?\.|Equations?|Eqn\.?)\s*\(?(?P<num>\d{{1,3}}[a-z]?(?:[{DASHES}.]\d{{1,3}})?)\)?(?:\s*(?:and|,|&)\s*\(?(?P<num2>\d{{1,3}}[a-z]?)\)?)?")
-EQUATION_ZH = re.compile(rf"(?:公式|式)\s*[(（]\s*(?P<num>(?:\d{{1,3}}|[A-Z])(?:\s?[{DASHES}.]\s?\d{{1,3}})?)\s*[)）]")
+_EQ_ITEM = rf"\(?(?:\d{{1,3}}(?:[{DASHES}.]\d{{1,3}})?[a-z]?|[A-Z][{DASHES}.]?\d{{1,3}})\)?"
+_EQ_SEP = rf"(?:\s*,\s*(?:and\s+)?|\s+and\s+|\s*&\s*|\s*[{DASHES}]\s*|\s+to\s+)"
+# "Eq. 4", "Eqs. (3)-(5)", "Eq. 2.27 and 2.33", "Eq. 36a‐36d": a list of numbers, ranges expanded
+EQUATION_EN = re.compile(rf"\b(?:Eqs?\.|Equations?|Eqns?\.?)\s*(?P<list>{_EQ_ITEM}(?:{_EQ_SEP}{_EQ_ITEM})*)")
+_EQ_ITEM_SPLIT = re.compile(rf"(?P<sep>{_EQ_SEP})?\(?(?P<num>\d{{1,3}}(?:[{DASHES}.]\d{{1,3}})?[a-z]?|[A-Z][{DASHES}.]?\d{{1,3}})\)?")
+EQUATION_ZH = re.compile(rf"(?:公式|式)\s*[(（]\s*(?P<list>(?:\d{{1,3}}|[A-Z])(?:\s?[{DASHES}.]\s?\d{{1,3}})?)\s*[)）]")
 FOOTNOTE_WORD = re.compile(r"\b(?:footnote|脚注|注)\s*(?P<num>\d{1,2})\b", re.IGNORECASE)
+
+
+def _eq_range(a: str, b: str) -> list[str] | None:
+    """Equation numbers from a to b: '36a'-'36d' -> 36a, 36b, 36c, 36d; '3'-'5' -> 3, 4, 5."""
+    ma, mb = re.fullmatch(r"(.*?)([a-z])", a), re.fullmatch(r"(.*?)([a-z])", b)
+    if ma and mb and ma.group(1) == mb.group(1) and ma.group(2) < mb.group(2):
+        return [ma.group(1) + chr(c) for c in range(ord(ma.group(2)), ord(mb.group(2)) + 1)]
+    if mb and not ma and a == mb.group(1):  # "36-36d" read as 36a-36d is not safe: leave it
+        return None
+    return expand_range(a, b)
 
 
 @dataclass
@@ -198,7 +232,10 @@ class Resolver:
                 if self._is_excluded(s, e):
                     continue
                 e = self._trim_end(m, zh)
-                found.append(self._resolve_float(m, s, e, zh))
+                external = self._external_evidence(s, e)
+                for ps, pe, list_start in self._callouts(m, s, e):
+                    found.append(self._resolve_float(ps, pe, list_start, external))
+        self._external_by_sentence(found)
         return found
 
     def _same_kind_end(self, m: re.Match) -> int:
@@ -216,26 +253,99 @@ class Resolver:
             e -= 1
         return e
 
-    def _resolve_float(self, m: re.Match, s: int, e: int, zh: bool) -> Found:
+    def _callouts(self, m: re.Match, s: int, e: int) -> list[tuple[int, int, int]]:
+        """(start, end, start of the number list) of each callout of a match: "图3和图4" and
+        "Fig. 1 and Fig. 2" are two callouts, each with its own label; "Figs. 2 and 3" and the
+        range "图1-图3" are one."""
+        base = m.start("list")
+        cuts: list[tuple[int, int, int]] = []  # (end of the previous callout, start of this one, its list start)
+        for it in _ITEM_SPLIT.finditer(self.doc.text[base:e]):
+            sep = (it.group("sep") or "").strip()
+            if it.start() == 0 or not it.group("label") or self._is_range_sep(sep):
+                continue
+            cuts.append((base + it.start(), base + it.start("label"), base + it.end("label")))
+        out: list[tuple[int, int, int]] = []
+        start, list_start = s, base
+        for prev_end, next_start, next_list in cuts:
+            out.append((start, prev_end, list_start))
+            start, list_start = next_start, next_list
+        out.append((start, e, list_start))
+        return out
+
+    @staticmethod
+    def _is_range_sep(sep: str) -> bool:
+        return bool(sep) and (sep in DASHES or sep in ("~", "～", "至", "到", "to", "through"))
+
+    def _external_evidence(self, s: int, e: int) -> str | None:
+        """The words next to a mention that say it names another work's figure, table or equation
+        ("… in [12]", "… of the original study", "from Lee et al.", "原文图3", "文献[5]中的表2"), or None."""
         text = self.doc.text
-        kind0 = label_kind(m.group("label")) or "figure"
-        items = self._items(text[m.start("list"):e], kind0)
-        f = Found(Span(self.doc, s, e), kind0)
-        before = text[max(0, s - 40):s]
         after = text[e:e + 80]
-        if _EXTERNAL_AFTER.match(after) or _EXTERNAL_BEFORE.search(before):
+        if (m := _EXTERNAL_AFTER.match(after)) is not None:
+            end = m.end() + len(re.match(r"[\w\]]*", after[m.end():]).group(0))
+            return re.sub(r"\s+", " ", after[:end].strip())[:40]
+        before = text[max(0, s - 40):s]
+        if (m := _EXTERNAL_BEFORE.search(before)) is not None:
+            return re.sub(r"\s+", " ", m.group(0).strip())[-40:]
+        return None
+
+    def _sentence(self, s: int, e: int) -> tuple[int, int]:
+        """Bounds of the sentence around [s, e): from the last sentence end before s to the first after e."""
+        text = self.doc.text
+        lo = max(0, s - 300)
+        ends = [m.end() for m in _SENTENCE_END.finditer(text, lo, s)]
+        a = ends[-1] if ends else lo
+        m = _SENTENCE_END.search(text, e, min(len(text), e + 300))
+        return a, (m.start() if m else min(len(text), e + 300))
+
+    def _external_by_sentence(self, found: list[Found]) -> None:
+        """A mention in a sentence about another work's float of the same kind ("Table 5" in a
+        sentence about "Supplementary Table 1 from Lee et al.") is external too, unless words
+        between them claim it for this document or set it against the other work ("our", "this
+        paper", "whereas", "本文")."""
+        explicit = [f for f in found if f.resolution == "external" and f.reason.startswith("external:")]
+        if not explicit:
+            return
+        text = self.doc.text
+        for f in found:
+            if f.resolution == "external" or f.kind not in FLOAT_KINDS:
+                continue
+            a, b = self._sentence(f.start, f.end)
+            for x in explicit:
+                if x is f or not (a <= x.start < b) or (x.kind != f.kind and x.kind not in KIN.get(f.kind, ())):
+                    continue
+                lo, hi = (x.end, f.start) if x.start < f.start else (f.end, x.start)
+                if _OWN_OR_CONTRAST.search(text[lo:hi]) or _OWN_OR_CONTRAST.search(text[max(a, f.start - 25):f.start]):
+                    continue
+                f.targets, f.candidates, f.why = [], [], None
+                f.resolution, f.confidence = "external", 0.75
+                said = x.reason.split("('", 1)[-1].rstrip("')")
+                other = re.sub(r"\s+", " ", x.text)
+                f.reason = f"external: in a sentence about another work's {x.kind} ('{other} {said}')"
+                break
+
+    def _resolve_float(self, s: int, e: int, list_start: int, external: str | None) -> Found:
+        text = self.doc.text
+        kind0 = label_kind(text[s:list_start].strip()) or "figure"
+        items = self._items(text[list_start:e], kind0)
+        f = Found(Span(self.doc, s, e), kind0)
+        for _, _, panel, _ in items:
+            f.panel = f.panel or panel
+        if external is not None:
             f.resolution = "external"
             f.confidence = 0.85
-            f.reason = "external: refers to another work's " + ("figure" if kind0 == "figure" else kind0) + " ('" + (
-                after.strip()[:30] if _EXTERNAL_AFTER.match(after) else before.strip()[-30:]) + "')"
+            f.reason = f"external: refers to another work's {kind0} ('{external}')"
+            return f
+        if _SUPPLEMENT_BEFORE.search(text[max(0, s - 25):s]):
+            f.resolution, f.why, f.confidence = "unresolved", "no_such_number", 0.0
+            f.reason = f"a supplementary {kind0}: not one of the document's numbered {kind0}s"
             return f
         targets: list[str] = []
         notes: list[str] = []
         missing: list[str] = []
         ambiguous: list[list[str]] = []
         conf = 0.95
-        for kind, number, panel, rng_from in items:
-            f.panel = f.panel or panel
+        for kind, number, _panel, rng_from in items:
             numbers = [number]
             if rng_from is not None:
                 numbers = expand_range(rng_from, number) or [rng_from, number]
@@ -307,9 +417,8 @@ class Resolver:
             number = norm_number(m.group("num"))
             panel = None
             if m.group("panel"):
-                letters = re.findall(r"[a-h]", m.group("panel"))
-                panel = letters[0] if letters else None
-            is_range = bool(sep) and (sep in DASHES or sep in ("~", "～", "至", "到", "to", "through"))
+                panel = re.sub(r"[\s()（）]", "", m.group("panel")) or None
+            is_range = self._is_range_sep(sep)
             out.append((kind, number, panel, prev if is_range and prev else None))
             prev = number
         return out
@@ -566,18 +675,44 @@ class Resolver:
         return out
 
     def find_equations(self) -> list[Found]:
+        """Equation mentions, one per "Eq."/"式" with every number of its list ("Eq. 2.27 and 2.33",
+        ranges "Eq. 36a‐36d" expanded); "Eq. 2.31 in [9]" is external and links to nothing. Without
+        numbered equations in the document only the external ones are reported."""
         out: list[Found] = []
         eqs = {r.number: r for r in self.refs if r.kind == "equation"}
-        if not eqs:
-            return out
+        text = self.doc.text
         for rx in (EQUATION_EN, EQUATION_ZH):
-            for m in rx.finditer(self.doc.text):
-                if self._is_excluded(m.start(), m.end()):
+            for m in rx.finditer(text):
+                s, e = m.start(), m.end()
+                while e > s and text[e - 1] in f" \n,{DASHES}":
+                    e -= 1
+                if self._is_excluded(s, e):
                     continue
-                nums = [norm_number(m.group("num"))] + ([m.group("num2")] if m.groupdict().get("num2") else [])
-                f = Found(Span(self.doc, m.start(), m.end()), "equation")
-                self._settle_simple(f, [eqs[n].id for n in nums if n in eqs], [n for n in nums if n not in eqs], "equation", 0.9)
-                out.append(f)
+                external = self._external_evidence(s, e)
+                if not eqs and external is None:
+                    continue
+                # one mention per number, a range staying whole: "Eq. 2.27 and 2.33" is two
+                parts: list[tuple[int, int, list[str]]] = []
+                base, prev = m.start("list"), None
+                for it in _EQ_ITEM_SPLIT.finditer(text[base:e]):
+                    n = norm_number(it.group("num"))
+                    sep = (it.group("sep") or "").strip()
+                    if parts and prev is not None and self._is_range_sep(sep):
+                        ps, _, nums = parts[-1]
+                        parts[-1] = (ps, base + it.end(), nums + [x for x in (_eq_range(prev, n) or [n]) if x not in nums])
+                    else:
+                        parts.append((s if not parts else base + it.end("sep") if it.group("sep") else base + it.start(), base + it.end(), [n]))
+                    prev = n
+                if parts:  # the last part ends where the match does ("式（A.3）" keeps its bracket)
+                    parts[-1] = (parts[-1][0], e, parts[-1][2])
+                for ps, pe, nums in parts:
+                    f = Found(Span(self.doc, ps, pe), "equation")
+                    if external is not None:
+                        f.resolution, f.confidence = "external", 0.85
+                        f.reason = f"external: refers to another work's equation ('{external}')"
+                    else:
+                        self._settle_simple(f, [eqs[n].id for n in nums if n in eqs], [n for n in nums if n not in eqs], "equation", 0.9)
+                    out.append(f)
         return out
 
     def find_footnote_marks(self) -> list[Found]:

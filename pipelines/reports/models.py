@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 
-SCHEMA_VERSION = "reports/1.1"
+SCHEMA_VERSION = "reports/1.2"
 
 TargetKind = Literal["figure", "table", "exhibit", "chart", "section", "footnote", "reference", "equation"]
 MentionKind = Literal["figure", "table", "exhibit", "chart", "section", "footnote", "citation", "equation", "deictic", "chain"]
@@ -35,7 +35,7 @@ class Target(_Model):
     id: str
     kind: TargetKind
     label: str = Field(description="the label as printed: 'Figure 3', '图 2-1', 'Section 2.3', '[12]'")
-    number: str = Field(description="normalised number: '3', '2-1', 'II', 'A-1'; '' when unnumbered")
+    number: str = Field(description="the number as printed, any dash shown as '-': '3', '2-1', '2.1', 'II', 'A.3'; '' when unnumbered")
     caption: str = ""
     description: str = Field("", description="plain-text description: caption, words inside the figure, table header and first rows")
     page: int

@@ -15,13 +15,13 @@ from pathlib import Path
 from pipelines.base import Pipeline, PipelineInput, ResultBase
 from pipelines.documents import Document, IngestLimits, load_document
 from pipelines.reports.floats import attach_objects, describe, find_captions
-from pipelines.reports.labels import FLOAT_KINDS
+from pipelines.reports.labels import FLOAT_KINDS, printed_number
 from pipelines.reports.layout import build_layout
 from pipelines.reports.mentions import Found, Ref, Resolver
 from pipelines.reports.models import SCHEMA_VERSION, Mention, ReportResult, Target, Unresolved
 from pipelines.reports.structure import find_bibliography, find_equations, find_footnotes, find_sections
 
-VERSION = "0.1.0"
+VERSION = "0.2.0"
 
 
 def _slug(s: str) -> str:
@@ -75,7 +75,7 @@ def _analyse(doc: Document, layout, input_sha256: str) -> ReportResult:
         rid = _unique(f"{c.kind}-{_slug(c.number)}", used, c.line.page)
         span = doc.trimmed_span(c.start, c.end)
         targets.append(Target(
-            id=rid, kind=c.kind, label=c.label, number=c.number, caption=c.caption, description=describe(c),
+            id=rid, kind=c.kind, label=c.label, number=printed_number(c.label) or c.number, caption=c.caption, description=describe(c),
             page=c.line.page, bbox=c.bbox, span=span, rows=c.rows, continued_on=sorted(set(c.continued_on)),
             evidence="caption: " + ", ".join(c.evidence),
         ))
@@ -97,7 +97,8 @@ def _analyse(doc: Document, layout, input_sha256: str) -> ReportResult:
             kind = "reference" if prefix == "ref" else prefix
             text = re.sub(r"\s*\n\s*", " ", span.text)
             targets.append(Target(
-                id=rid, kind=kind, label=it.label, number=it.number, caption=text[:300], description=text[:300],
+                id=rid, kind=kind, label=it.label, number=printed_number(it.label) if prefix == "equation" else it.number,
+                caption=text[:300], description=text[:300],
                 page=it.page, bbox=span.bbox, span=span, evidence=evidence,
             ))
             refs.append(Ref(rid, kind, it.number, start, it.page, text))

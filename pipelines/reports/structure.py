@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pipelines.documents import Document, Span
 from pipelines.reports.floats import is_prose, parse_caption_start
-from pipelines.reports.labels import DOT_LEADER
+from pipelines.reports.labels import DOT_LEADER, norm_number
 from pipelines.reports.layout import Layout, Line
 from pipelines.text.numerals import parse_number
 from pipelines.text.script import HAN_EXT
@@ -26,7 +26,7 @@ _APPENDIX = re.compile(r"^\s*(?:Appendix|附录)\s*(?P<num>[A-Z]|\d{1,2})\b\s*[:
 _BIB_HEADING = re.compile(r"^\s*(?:\d{1,2}\.?\s+|[一二三四五六七八九十]+[、.]\s*)?(?:References|REFERENCES|Bibliography|BIBLIOGRAPHY|Works Cited|Literature Cited|参考文献|参 考 文 献)\s*$")
 _BIB_NUM = re.compile(r"^\s*(?:\[(?P<a>\d{1,3})\]|(?P<b>\d{1,3})\.\s)")
 _FOOT_MARK = re.compile(r"^\s*(?P<m>\d{1,2}|[*†‡§¶]|[①-⑳])\s*(?=[^\W\d_])")
-_EQ_NUM = re.compile(r"\((?P<num>(?:\d{1,3}|[A-Z])(?:[\u00ad\-–.]\d{1,3})?[a-z]?)\)\s*$")
+_EQ_NUM = re.compile(r"[(（]\s*(?P<num>(?:\d{1,3}|[A-Z])(?:[\u00ad\-–.．]\d{1,3})?[a-z]?)\s*[)）]\s*$")
 _MATHY = re.compile(r"[=+−×·∑∫√≤≥≈∝∂∇λμσπθϕ^]|[\U0001D400-\U0001D7FF]")
 
 
@@ -217,7 +217,7 @@ def find_equations(doc: Document, layout: Layout) -> list[Item]:
         body = text[: m.start()]
         if not _MATHY.search(body) or is_prose(layout, ln) and len(re.findall(r"[A-Za-z]{4,}", body)) > 4:
             continue
-        number = re.sub(r"[\u00ad–.]", "-", m.group("num"))
+        number = norm_number(m.group("num"))
         if number in seen:
             continue
         seen.add(number)

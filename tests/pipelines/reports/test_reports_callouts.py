@@ -1,0 +1,184 @@
+"""Mentions as a reader checks them: another work's figures, tables and equations are external
+(and the reason says which words said so), callouts are found across line breaks, hyphenated
+label words and panel letters, "图3和图4" is two mentions with a box each, and labels keep the
+number as printed. Real cases from the corpus PDFs; the rest from small PDFs drawn by
+tests/pdfgen.py."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from pipelines.documents import load_document
+from pipelines.reports import analyse_document
+from tests.pdfgen import make_pdf
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "reports"
+
+CAPTIONS = [
+    "", "Figure 1. A plot of things.", "", "Figure 2. Another plot.", "", "Figure 3. Third plot with panels.", "",
+    "Table 1. Numbers.", "", "Table 5. More numbers.", "", "x = y + 1 (3a)", "x = y + 2 (3b)", "x = y + 3 (3c)",
+]
+EN_LINES = [
+    "Results are in Figure 1 and Table 1. Tables 2-3 of the original",
+    "study report more. We redo Supplementary Table 1 from Lee et al.",
+    "with Table 5 of that study. As Figs. 4-5 in [12] show, the effect holds;",
+    "see also Figure 3b and Fig. 3B. The sample is in the Figure",
+    "2 below, and in the Fig-",
+    "ure 1 above. Eq. 2.27 and 2.33 in [9] hold; Eq. 3a-3c too.",
+    "Unlike Figure 2 in [12], our Figure 3 shows the drift. See Figure 3b-d.",
+    "Supplementary Figure 2 lists the runs.",
+]
+ZH_LINES = [
+    "原文图3和图4给出了结果，文献[5]中的表2也是。",
+    "如图1和图3所示，表1与表2相同。见图2.1。由式（A.3）可得。",
+    "表3.2列出了分项数据。",
+]
+ZH_CAPTIONS = [
+    "", "图4：销量", "", "表2：更多数据", "", "表3.2：分项数据", "", "图2.1：结构", "", "a = b + c （A.3）", "",
+    "References", "[5] Zhang San. A paper. 2020.", "[9] A. Kraichnan. Small-scale structure. 1974.",
+    "[12] B. Lee. Other paper. 2020.",
+]
+
+
+@cache
+def corpus(name: str):
+    pdf = FIX / f"{name}.pdf"
+    doc = load_document(pdf)
+    return doc, analyse_document(doc, pdf.read_bytes())
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    path = make_pdf(tmp_path_factory.mktemp("callouts") / "callouts.pdf", [EN_LINES + CAPTIONS, ZH_LINES + ZH_CAPTIONS])
+    doc = load_document(path)
+    return doc, analyse_document(doc, path.read_bytes())
+
+
+def find(result, text: str, page: int | None = None, nth: int = 0):
+    hits = [m for m in result.mentions if m.text == text and (page is None or m.page == page)]
+    assert len(hits) > nth, (text, [m.text for m in result.mentions])
+    return hits[nth]
+
+
+# -- another work's figures, tables and equations ------------------------------------------------
+
+@pytest.mark.parametrize("text,page,nth,evidence", [
+    ("Tables 2-3", 1, 0, "of the original"),
+    ("Table 1", 1, 1, "from Lee et al"),
+    ("Figs. 4-5", 1, 0, "in [12]"),
+    ("Figure 2", 1, 0, "in [12]"),
+    ("图3", 2, 0, "原文"),
+    ("图4", 2, 0, "原文"),
+    ("表2", 2, 0, "文献[5]中的"),
+])
+def test_another_works_floats_are_external_with_the_words_that_say_so(drawn, text, page, nth, evidence):
+    _, result = drawn
+    m = find(result, text, page, nth)
+    assert m.resolution == "external" and m.targets == [], m
+    assert m.reason.startswith("external") and evidence in m.reason, m.reason
+
+
+def test_a_float_in_a_sentence_about_another_works_float_is_external(drawn):
+    _, result = drawn
+    m = find(result, "Table 5", 1)  # "... Supplementary Table 1 from Lee et al. with Table 5 of that study."
+    assert m.resolution == "external" and m.targets == []
+    assert "Table 1 from Lee et al" in m.reason
+
+
+def test_our_own_float_beside_another_works_stays_internal(drawn):
+    _, result = drawn
+    m = find(result, "Figure 3", 1)  # "Unlike Figure 2 in [12], our Figure 3 shows the drift."
+    assert m.resolution == "internal" and m.targets == ["figure-3"]
+    assert find(result, "Figure 1", 1).targets == ["figure-1"]
+
+
+def test_a_supplementary_float_is_not_linked_to_the_body_float_of_that_number(drawn):
+    _, result = drawn
+    m = next(m for m in result.mentions if m.text == "Figure 2" and m.reason.startswith("a supplementary"))
+    assert m.targets == [] and m.resolution == "unresolved"
+
+
+def test_equations_of_another_work_are_external_one_mention_per_number():
+    _, result = corpus("debuyl")  # p16: "linked by Eq. 2.27 and 2.33 in [9]."
+    a, b = find(result, "Eq. 2.27", 16), find(result, "2.33", 16)
+    for m in (a, b):
+        assert m.kind == "equation" and m.resolution == "external" and m.targets == [] and "in [9]" in m.reason
+    assert a.bbox != b.bbox
+    assert find(result, "Eq. 2.31", 16).resolution == "external"
+    young = find(result, "Eq. 2", 10)  # "(...) samples Eq. 2 in Young et al. [1], i.e. Eq. 3 in our manuscript"
+    assert young.resolution == "external" and young.targets == []
+    assert find(result, "Eq. 3", 10).targets == ["equation-3"]
+
+
+def test_an_equation_range_with_a_unicode_hyphen_covers_every_equation():
+    _, result = corpus("debuyl")  # p14: "Using the definition of G(x, y, t) and Eq. 36a‐36d:"
+    m = find(result, "Eq. 36a\u201036d", 14)
+    assert m.targets == ["equation-36a", "equation-36b", "equation-36c", "equation-36d"]
+
+
+def test_equation_lists_and_ranges_in_a_drawn_pdf(drawn):
+    _, result = drawn
+    assert find(result, "Eq. 3a-3c", 1).targets == ["equation-3a", "equation-3b", "equation-3c"]
+    zh = find(result, "式（A.3）", 2)
+    assert zh.targets == ["equation-a-3"]
+
+
+# -- mentions found where they hide ---------------------------------------------------------------
+
+def test_label_and_number_on_different_lines(drawn):
+    _, result = drawn
+    m = find(result, "Figure\n2", 1)
+    assert m.targets == ["figure-2"] and len(m.boxes) == 2
+
+
+def test_label_word_hyphenated_over_a_line_break(drawn):
+    _, result = drawn
+    m = find(result, "Fig-\nure 1", 1)
+    assert m.kind == "figure" and m.targets == ["figure-1"] and len(m.boxes) == 2
+
+
+@pytest.mark.parametrize("text,panel", [("Figure 3b", "b"), ("Fig. 3B", "B"), ("Figure 3b-d", "b-d")])
+def test_panel_letters(drawn, text, panel):
+    _, result = drawn
+    m = find(result, text, 1)
+    assert m.targets == ["figure-3"] and m.panel == panel
+
+
+# -- one mention per callout ----------------------------------------------------------------------
+
+def test_two_callouts_are_two_mentions_with_their_own_boxes(drawn):
+    doc, result = drawn
+    f1, f3 = find(result, "图1", 2), find(result, "图3", 2, nth=1)
+    t1, t2 = find(result, "表1", 2), find(result, "表2", 2, nth=1)
+    assert (f1.targets, f3.targets, t1.targets, t2.targets) == (["figure-1"], ["figure-3"], ["table-1"], ["table-2"])
+    assert f1.bbox != f3.bbox and t1.bbox != t2.bbox
+    for m in (f1, f3, t1, t2):
+        assert doc.text[m.span.char_start:m.span.char_end] == m.text
+
+
+def test_sub_figure_callouts_of_the_thesis_are_separate_mentions():
+    _, result = corpus("zh-sustechthesis-example")  # p10: "比如图 2­2a) 和图 2­2b)。"
+    a, b = find(result, "图 2\u00ad2a)", 10), find(result, "图 2\u00ad2b)", 10)
+    assert a.targets == b.targets == ["figure-2-2"] and (a.panel, b.panel) == ("a", "b")
+    assert a.bbox != b.bbox
+
+
+def test_fig_and_fig_in_the_replication_are_two_mentions():
+    _, result = corpus("debuyl")  # p8: "the original Fig. 1 and Fig. 2" (the LaTeX points to this PDF's figures)
+    assert find(result, "Fig. 1", 8).targets == ["figure-1"]
+    assert find(result, "Fig. 2", 8).targets == ["figure-2"]
+
+
+# -- labels as printed ----------------------------------------------------------------------------
+
+def test_numbers_are_reported_as_printed(drawn):
+    _, result = drawn
+    by_id = {t.id: t for t in result.targets}
+    assert by_id["figure-2-1"].number == "2.1" and by_id["table-3-2"].number == "3.2"
+    assert by_id["equation-a-3"].number == "A.3"
+    assert find(result, "图2.1", 2).targets == ["figure-2-1"]
+    _, thesis = corpus("zh-sustechthesis-example")
+    assert {t.id: t.number for t in thesis.targets}["figure-2-1"] == "2-1"  # printed with a soft hyphen
