@@ -39,4 +39,6 @@ def register(app: typer.Typer) -> None:
         else:
             from rich.console import Console
 
-            Console().print(render_terminal(result, show_unchanged=show_unchanged))
+            console = Console()
+            # piped to a file there are no colours: mark deletions and insertions in the text
+            console.print(render_terminal(result, show_unchanged=show_unchanged, marks=not console.is_terminal))

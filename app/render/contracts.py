@@ -1,7 +1,9 @@
 """Drawings of a `ContractResult`: the terminal report (rich) and a self-contained HTML redline.
 
 Both put the material changes first, then every aligned pair with its inline redline
-(deletions struck through in red, insertions underlined in green, renumbering in amber).
+(deletions struck through in red, insertions underlined in green, renumbering in amber; in plain
+text, where there are no styles, `[-deleted-]{+inserted+}`). Clauses are named as a reader names
+them (number and heading, a heading's text), not by their export ids.
 The HTML has no external resources (inline CSS, no scripts needed) and links each summary entry
 to its row.
 """
@@ -77,14 +79,16 @@ def flags_html(row: AlignmentRow) -> str:
     return '<div class="flags">' + "<br>".join(items) + "</div>"
 
 
-def row_html(k: int, row: AlignmentRow) -> str:
+def row_html(k: int, row: AlignmentRow, where: str | None = None) -> str:
+    """One table row of the side-by-side redline; `where` names its clauses (`ContractResult.where`)."""
     extra = []
     if row.edited and row.change not in {"modified"}:
         extra.append("edited")
     if row.renumbered and row.change != "renumbered":
         extra.append("renumbered")
     tag = badge(row.change) + (f' <span class="meta">{", ".join(extra)}</span>' if extra else "")
-    anchors = f'<div class="anchor">{html.escape(row.a or "—")} → {html.escape(row.b or "—")} · {row.score:.2f}</div>'
+    where = where if where is not None else f"{row.a or '—'} → {row.b or '—'}"
+    anchors = f'<div class="anchor">{html.escape(where)} · {row.score:.2f}</div>'
     cls = "unchanged" if row.change == "unchanged" and not row.flags else ""
     return (f'<tr id="row-{k}" class="{cls}"><td class="tag">{tag}{anchors}</td>'
             f"<td>{side_html(row, 'a')}</td><td>{side_html(row, 'b')}{flags_html(row)}</td></tr>")
@@ -115,13 +119,16 @@ def redline_html(result: ContractResult, doc_a: Document | str | None = None, do
     parts.append('</ul><h2>Side by side</h2><table class="rl"><tr><th></th>'
                  f"<th>{html.escape(name_a)}</th><th>{html.escape(name_b)}</th></tr>")
     for k, row in enumerate(result.alignment):
-        parts.append(row_html(k, row))
+        parts.append(row_html(k, row, result.where(row)))
     parts.append("</table></body></html>\n")
     return "".join(parts)
 
 
-def render_terminal(result: ContractResult, show_unchanged: bool = False, max_chars: int = 600) -> Group:
-    """A rich renderable: counts, the material changes first, then each changed pair with its redline."""
+def render_terminal(result: ContractResult, show_unchanged: bool = False, max_chars: int = 600,
+                    marks: bool = False) -> Group:
+    """A rich renderable: counts, the material changes first, then each changed pair with its redline.
+    With `marks` (output that is not a terminal: a file, a pipe) deletions and insertions are also
+    written `[-old-]` and `{+new+}`, so they stay apart without colours."""
     from rich.console import Group
     from rich.markup import escape
     from rich.panel import Panel
@@ -149,32 +156,31 @@ def render_terminal(result: ContractResult, show_unchanged: bool = False, max_ch
         for op in row.diff:
             if op.op in {"equal", "format"}:
                 t.append((op.b_span or op.a_span).text)
-            elif op.op == "renumber":
-                t.append(op.a_span.text, style="strike yellow")
-                t.append(op.b_span.text, style="bold yellow")
             else:
+                renumber = op.op == "renumber"
                 if op.a_span is not None:
-                    t.append(op.a_span.text, style="strike red")
+                    old = f"[-{op.a_span.text}-]" if marks else op.a_span.text
+                    t.append(old, style="strike yellow" if renumber else "strike red")
                 if op.b_span is not None:
-                    t.append(op.b_span.text, style="underline green")
+                    new = f"{{+{op.b_span.text}+}}" if marks else op.b_span.text
+                    t.append(new, style="bold yellow" if renumber else "underline green")
             if len(t) > max_chars:
                 t.truncate(max_chars)
                 t.append(" …", style="dim")
                 break
         for f in row.flags:
             t.append(f"\n⚑ {f.kind}: {f.detail}", style="bold magenta" if f.material else "magenta")
-        where = row.a if row.a == row.b else f"{row.a or '—'} → {row.b or '—'}"
-        title = escape(f"{where}  [{row.change}{', edited' if row.edited and row.change != 'modified' else ''}]")
+        title = escape(f"{result.where(row)}  [{row.change}{', edited' if row.edited and row.change != 'modified' else ''}]")
         rows.append(Panel(t, title=title, title_align="left", border_style=CHANGE_COLOURS.get(row.change, "white")))
     return Group(head, summary, *rows)
 
 
-def terminal_text(result: ContractResult, width: int = 120) -> str:
-    """The terminal report as plain text (tests, logs)."""
+def terminal_text(result: ContractResult, width: int = 120, marks: bool = True) -> str:
+    """The terminal report as plain text (tests, logs), changes marked `[-old-]{+new+}`."""
     import io
 
     from rich.console import Console
 
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
-    console.print(render_terminal(result))
+    console.print(render_terminal(result, marks=marks))
     return console.export_text()

@@ -82,7 +82,7 @@ def render(result: ContractResult) -> None:
     da, db = result.documents["a"].info, result.documents["b"].info
     table = [f"<style>{CSS}</style>", '<table class="rl"><tr><th></th>',
              f"<th>A: {html.escape(da.source_name)}</th><th>B: {html.escape(db.source_name)}</th></tr>"]
-    table += [row_html(k, r) for k, r in rows]
+    table += [row_html(k, r, result.where(r)) for k, r in rows]
     table.append("</table>")
     st.caption(f"{len(rows)} of {len(result.alignment)} aligned rows shown")
     st.html("".join(table))

@@ -32,6 +32,19 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def clause_title(anchor: str, heading: str | None, kind: str, limit: int = 60) -> str:
+    """How a reader names a clause: its number with its heading ("B.2 Required Information",
+    "第十二条"), a heading's own text ("Summary", not its id "h:summary"), "Preamble" for opening text."""
+    base = anchor.split("~")[0]
+    if heading and len(heading) > limit:
+        heading = heading[:limit - 1] + "…"
+    if kind == "heading" or base.startswith("h:"):
+        return heading or base[2:]
+    if kind == "preamble" or base.startswith("preamble"):
+        return "Preamble"
+    return f"{base} {heading}" if heading else base
+
+
 class ContractVersion(_Model):
     """One version of the agreement: the shared `DocumentInfo` and what the comparison adds to it."""
 
@@ -57,6 +70,11 @@ class ClauseOut(_Model):
     span: SourceSpan
     defines: list[str] = []
     xrefs: list[CrossReference] = []
+
+    @property
+    def title(self) -> str:
+        """The clause as a reader names it (`clause_title`)."""
+        return clause_title(self.anchor, self.heading, self.kind)
 
 
 class DiffOp(_Model):
@@ -113,3 +131,17 @@ class ContractResult(ResultBase):
     summary: list[SummaryItem]
     stats: dict[str, int]
     settings: Settings
+
+    def title(self, side: str, anchor: str | None) -> str:
+        """The reader's name of clause `anchor` of version `side` ("a" or "b"); "—" for none."""
+        if anchor is None:
+            return "—"
+        for c in self.clauses[side]:
+            if c.anchor == anchor:
+                return c.title
+        return anchor
+
+    def where(self, row: AlignmentRow) -> str:
+        """A row's clauses as a reader names them: one name when both sides agree, else "A → B"."""
+        ta, tb = self.title("a", row.a), self.title("b", row.b)
+        return ta if ta == tb else f"{ta} → {tb}"

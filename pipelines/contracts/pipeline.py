@@ -31,6 +31,7 @@ from pipelines.contracts.model import (
     Flag,
     Settings,
     SummaryItem,
+    clause_title,
 )
 from pipelines.contracts.redline import Op, body_tokens, diff_spans
 from pipelines.contracts.structure import Clause, Structure, contract_language, parse_structure
@@ -147,7 +148,9 @@ def compare_structures(doc_a: Document, sa: Structure, doc_b: Document, sb: Stru
 
     reflow = {k for k, r in enumerate(rows) if r.group in group_material
               and (k not in first_rows or not group_material[r.group])}
-    summary = _summary(rows, reflow)
+    titles = ({c.anchor: clause_title(c.anchor, c.heading, c.kind) for c in A},
+              {c.anchor: clause_title(c.anchor, c.heading, c.kind) for c in B})
+    summary = _summary(rows, titles, reflow)
     stats: dict[str, int] = {"clauses_a": len(A), "clauses_b": len(B)}
     for ch in ("unchanged", "modified", "added", "deleted", "moved", "renumbered", "split", "merged"):
         stats[ch] = sum(1 for r in rows if r.change == ch)
@@ -237,10 +240,12 @@ def _severity(r: AlignmentRow) -> int:
     return 2
 
 
-def _summary(rows: list[AlignmentRow], reflow: set[int] | None = None) -> list[SummaryItem]:
-    """One item per changed row: material first (by `_severity`, then in B's order), the rest after.
-    Rows in `reflow` (a split or merge whose words did not change, or a later row of one) are
-    not material for their change type."""
+def _summary(rows: list[AlignmentRow], titles: tuple[dict[str, str], dict[str, str]],
+             reflow: set[int] | None = None) -> list[SummaryItem]:
+    """One item per changed row, naming its clauses as a reader does (`titles`: anchor -> title for
+    A and B): material first (by `_severity`, then in B's order), the rest after. Rows in `reflow`
+    (a split or merge whose words did not change, or a later row of one) are not material for
+    their change type."""
     reflow = reflow or set()
     items = []
     for k, r in enumerate(rows):
@@ -249,8 +254,9 @@ def _summary(rows: list[AlignmentRow], reflow: set[int] | None = None) -> list[S
         by_change = r.change in MATERIAL_CHANGES or (r.change in {"split", "merged"} and k not in reflow)
         material = by_change or any(f.material for f in r.flags)
         kinds = sorted({f.kind for f in r.flags})
-        where = f"{r.a or '—'} → {r.b or '—'}" if r.a != r.b else (r.a or "")
-        text = f"{where}: {r.change}"
+        ta = titles[0].get(r.a, r.a) if r.a is not None else "—"
+        tb = titles[1].get(r.b, r.b) if r.b is not None else "—"
+        text = f"{ta if ta == tb else f'{ta} → {tb}'}: {r.change}"
         if k in reflow and not any(f.material for f in r.flags):
             text += " (layout only: the same words)"
         if r.edited and r.change not in {"modified", "split", "merged"}:

@@ -56,3 +56,20 @@ def test_cli_json_and_errors(tmp_path: Path) -> None:
     assert res.exit_code == 1
     err = res.stderr.strip().splitlines()
     assert len(err) == 1 and "broken.pdf" in err[0]
+
+
+def test_reader_names_and_plain_text_marks() -> None:
+    """The GitHub ToS pair: clauses named by their headings, not ids such as `h:summary`; piped to a
+    file (CliRunner is not a terminal) deletions and insertions are marked, not run together."""
+    d = FIXTURES / "en-github-tos-2017-10-to-2018-05"
+    r = compare_texts((d / "v1.txt").read_text(encoding="utf-8"), (d / "v2.txt").read_text(encoding="utf-8"))
+    text = terminal_text(r)
+    page = redline_html(r)
+    for surface in (text, page, " ".join(s.text for s in r.summary)):
+        assert "h:summary" not in surface and "h:the-github" not in surface
+    assert "Summary: modified" in text and "B.2 Account Requirements → B.3 Account Requirements" in text
+    assert "[-October 11, 2017-]{+May 25, 2018+}" in text and "[-account-]{+Account+}" in text
+    assert "accountAccount" not in text and "2017May" not in text
+    res = CliRunner().invoke(cli_app(), ["contracts", str(d / "v1.txt"), str(d / "v2.txt")])
+    assert res.exit_code == 0 and "[-October 11, 2017-]{+May 25, 2018+}" in res.stdout
+    assert "accountAccount" not in res.stdout
