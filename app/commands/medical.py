@@ -2,7 +2,10 @@
 conflicts, evidence on the terminal, or the export with --json.
 
 FOLDER holds the patient's documents (a single file is accepted too). A file that cannot be read
-stops the command with a one-line error naming it (exit 1).
+stops the command with a one-line error naming it (exit 1). When the documents' identity evidence
+(name, record number, sex, age, stays) shows several patients, each is reported on its own after a
+line saying so and why; with --json the command refuses with that line (exit 2) and names
+`longdoc batch`, which writes one export per patient.
 """
 
 from __future__ import annotations
@@ -46,9 +49,23 @@ def register(app: typer.Typer) -> None:
             except IngestError as exc:
                 typer.echo(f"longdoc: {exc}", err=True)
                 raise typer.Exit(1) from None
-        result = pipe.run_documents(docs, questions=question)
-        if as_json:
-            typer.echo(to_json(result), nl=False)
-            return
-        print_terminal(result)
+        groups = pipe.patients(docs)
+        if len(groups) > 1:
+            why = "; ".join(f"{', '.join(docs[i].doc_id for i in g.members[:3])}{' …' if len(g.members) > 3 else ''}: "
+                            f"{g.describe()}" for g in groups[:4])
+            head = (f"longdoc: {folder}: the documents are of {len(groups)} patients, not one "
+                    f"({why}{'; …' if len(groups) > 4 else ''})")
+            if as_json:
+                typer.echo(head + f"; one export each: longdoc batch {folder} --pipeline medical --out DIR", err=True)
+                raise typer.Exit(2)
+            typer.echo(head + "; each is reported on its own.")
+        for k, g in enumerate(groups):
+            part = [docs[i] for i in g.members]
+            result = pipe.run_documents(part, questions=question)
+            if as_json:
+                typer.echo(to_json(result), nl=False)
+                return
+            if len(groups) > 1:
+                typer.echo(f"\n=== Patient {k + 1} of {len(groups)}: {', '.join(d.doc_id for d in part)} — {g.reason}")
+            print_terminal(result)
 

@@ -5,7 +5,8 @@ ranked evidence for conclusions. Rule-based and deterministic; the engine is an 
 Modules: `sections` (EN/ZH headings), `text` (sentences), `lexicon` (terms), `labs` (lab results
 and vital signs, inline and tables), `entities` (mentions), `context` (ConText-style assertions),
 `timex` (time expressions and ISO normalisation), `evidence` (BM25 + MiniLM embeddings + concepts),
-`engine_rerank` (optional attention attribution), `pipeline` (MedicalPipeline), `models` (export).
+`identity` (whose record each document is; documents grouped by patient), `engine_rerank`
+(optional attention attribution), `pipeline` (MedicalPipeline), `models` (export).
 
 Why rules and not medspaCy: medspaCy 1.3.1 on Python 3.11 requires spaCy < 3.8, PyRuSH (a Cython
 build) and medspacy_quickumls (QuickUMLS, simstring, unqlite) — too heavy for this project and

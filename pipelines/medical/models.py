@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 
-SCHEMA_VERSION = "medical/2.0"
+SCHEMA_VERSION = "medical/2.1"
 
 
 class _M(BaseModel):
@@ -57,7 +57,12 @@ class Anchor(_M):
 
 
 class Patient(_M):
+    """The patient: the id (input hash), what the documents state about who it is (the first
+    statement of each; disagreements are `identity` conflicts) and the stay's anchor dates."""
+
     id: str
+    name: str | None = None
+    record_number: str | None = None
     sex: str | None = None
     age: str | None = None
     anchors: dict[str, Anchor] = {}

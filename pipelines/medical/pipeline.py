@@ -1,7 +1,8 @@
 """MedicalPipeline: all documents of one patient -> one MedicalResult.
 
 Stages: per document (kind, date, sections, sentences, entities with assertions, time
-expressions) -> patient anchors (admission, surgery, discharge: stated dates first, then the
+expressions) -> identity (what each document says about whose record it is; disagreements are
+`identity` conflicts, and `discover` / `patients` split a folder of several patients) -> patient anchors (admission, surgery, discharge: stated dates first, then the
 dates of admission notes, operative notes and discharge summaries) -> normalised times -> a time
 for every entity -> events (mentions of one concept on one day merged across documents; past-history
 re-mentions linked to the earlier event) -> relations on one timeline (networkx) -> conflicts
@@ -20,10 +21,18 @@ from pathlib import Path
 import networkx as nx
 
 from pipelines.base import Pipeline, PipelineInput, is_candidate_file
-from pipelines.documents import Document, Span
+from pipelines.documents import Document, IngestError, Span, load_document
 from pipelines.medical import context
 from pipelines.medical.entities import Mention, extract
 from pipelines.medical.evidence import Candidate, EvidenceIndex
+from pipelines.medical.identity import (
+    Identity,
+    PatientGroup,
+    consensus,
+    group_documents,
+    identity_conflicts,
+    read_identity,
+)
 from pipelines.medical.lexicon import DRUGS
 from pipelines.medical.models import (
     SCHEMA_VERSION,
@@ -197,7 +206,38 @@ class MedicalPipeline(Pipeline):
             files = files_under(sub, True)
             if files:
                 inputs.append(PipelineInput(sub.name, files))
-        return inputs
+        return [part for inp in inputs for part in self.split_by_patient(inp)]
+
+    def split_by_patient(self, inp: PipelineInput) -> list[PipelineInput]:
+        """The input as one input per patient (`identity.group_documents` over its documents'
+        identity evidence); the input itself when it holds one patient or a file cannot be read
+        (running it then reports the file)."""
+        try:
+            docs = [load_document(p) for p in inp.paths]
+        except IngestError:
+            return [inp]
+        groups = self.patients(docs)
+        if len(groups) <= 1:
+            return [inp]
+        return [PipelineInput(f"{inp.input_id}-{inp.paths[g.members[0]].stem}", tuple(inp.paths[i] for i in g.members))
+                for g in groups]
+
+    def patients(self, docs: list[Document]) -> list[PatientGroup]:
+        """`docs` grouped by patient: one group when nothing sets them apart, else one per patient,
+        each with the reason it stands apart (see `pipelines.medical.identity`)."""
+        return group_documents(self._identities(docs))
+
+    @staticmethod
+    def _identities(docs: list[Document], prepared: list[_Doc] | None = None) -> list[Identity]:
+        out = []
+        for i, doc in enumerate(docs):
+            if prepared is not None:
+                times, d = prepared[i].times, prepared[i].date
+            else:
+                times = find_times(doc)
+                d, _ = _doc_date(doc, times, _doc_kind(doc))
+            out.append(read_identity(doc, times, d))
+        return out
 
     def summary_line(self, result: MedicalResult) -> str:  # type: ignore[override]
         return (f"{len(result.documents)} documents, {len(result.entities)} entities, {len(result.events)} events, "
@@ -258,7 +298,14 @@ class MedicalPipeline(Pipeline):
         if not any(pd.date for pd in prepared):
             warnings.append("no document date found (file name or header): relative times stay unanchored")
         header = self.header(docs, input_sha256)
-        patient = self._patient(prepared, anchors, header["input_sha256"])  # its id: the input hash's first 12
+        idents = self._identities([pd.doc for pd in prepared], prepared)
+        patient = self._patient(idents, anchors, header["input_sha256"])  # its id: the input hash's first 12
+        for key, desc, spans in identity_conflicts(idents):
+            conflicts.append(Conflict(id=f"C{len(conflicts) + 1}", kind="identity", concept=f"patient {key}", date=None,
+                                      description=desc, entities=[], sources=[s.source() for s in spans]))
+        if any(c.kind == "identity" for c in conflicts):
+            warnings.append("the documents disagree about the patient's identity (see the identity conflicts): they may be "
+                            "the records of several patients")
         return MedicalResult(
             **header,
             patient=patient,
@@ -563,24 +610,10 @@ class MedicalPipeline(Pipeline):
         return out
 
     # ----------------------------------------------------------------------------------------
-    def _patient(self, prepared: list[_Doc], anchors: dict[str, Anchor], sha: str) -> Patient:
-        sex = age = None
-        for pd in prepared:
-            t = pd.doc.text
-            m = re.search(r"(\d{1,3})[ -](?:year|yr)s?[ -]old\b[^.\n]{0,40}?\b(male|female|man|woman|boy|girl)\b", t, re.I)
-            if m:
-                age = f"{m.group(1)} years"
-                sex = "female" if m.group(2).lower() in ("female", "woman", "girl") else "male"
-            m = m or re.search(r"(?<![\d.])\b(\d{1,3})\s*(?:yo|y/o|y\.o\.|yr old|year old)\s*-?\s*(M|F|male|female|man|woman)\b", t) \
-                or re.search(r"(?<![\d.])\b(\d{1,3})\s?([MF])\b(?=\s+(?:w/|with|who|presents|presenting|s/p|h/o|pmh|c/o))", t)
-            if m and age is None:
-                age = f"{m.group(1)} years"
-                sex = "female" if m.group(2).lower() in ("f", "female", "woman") else "male"
-            m = re.search(r"(?:性别[:：]?\s*)?([男女])[，,、\s]+(?:年龄[:：]?\s*)?(\d{1,3})\s*岁", t)
-            if m:
-                sex = "male" if m.group(1) == "男" else "female"
-                age = f"{m.group(2)} years"
-        return Patient(id=(sha[:12] if sha else "patient"), sex=sex, age=age, anchors=anchors)
+    def _patient(self, idents: list[Identity], anchors: dict[str, Anchor], sha: str) -> Patient:
+        facts = consensus(idents)
+        return Patient(id=(sha[:12] if sha else "patient"), name=facts.get("name"), record_number=facts.get("record"),
+                       sex=facts.get("sex"), age=facts.get("age"), anchors=anchors)
 
     def _doc_out(self, pd: _Doc) -> MedicalDocument:
         doc = pd.doc

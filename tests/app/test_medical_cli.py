@@ -41,3 +41,14 @@ def test_bad_file_is_one_line_naming_it(tmp_path):
 def test_missing_folder_fails_cleanly(tmp_path):
     res = runner.invoke(app, ["medical", str(tmp_path / "nope")])
     assert res.exit_code == 1 and "nope" in res.stderr
+
+
+def test_folder_of_several_patients_reports_each_or_refuses_json():
+    res = runner.invoke(app, ["medical", str(FIX / "curated-no-truth"), "--no-embeddings"])
+    assert res.exit_code == 0, res.output
+    assert "the documents are of 5 patients, not one" in res.stdout
+    assert res.stdout.count("=== Patient ") == 5 and "sex female · age 74 years" in res.stdout
+    res = runner.invoke(app, ["medical", str(FIX / "zh-cmbclin-sample" / "notes"), "--json", "--no-embeddings"])
+    assert res.exit_code == 2 and not res.stdout
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and "20 patients" in err[0] and "longdoc batch" in err[0]
