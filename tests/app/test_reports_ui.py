@@ -72,3 +72,36 @@ def test_page_runs_a_bundled_sample_and_offers_the_json():
     assert {m.label for m in at.metric} >= {"Figures/tables", "Mentions", "Unresolved"}
     assert any(m.label == "Figures/tables" and m.value == "5" for m in at.metric)
     assert at.get("download_button"), "the JSON download is offered"
+
+
+def test_page_image_is_drawn_at_a_readable_resolution_and_zooms_on_a_strip():
+    from app.ui.reports_page import PAGE_DPI, _page_image
+
+    pdf = (ROOT / "tests" / "fixtures" / "reports" / "zh-sustechthesis-example.pdf").read_bytes()
+    assert PAGE_DPI >= 150
+    box = ((100.0, 300.0, 200.0, 312.0), "#2563eb", 3)
+    whole = _page_image(pdf, 10, (box,))
+    assert whole.size[0] >= 595 * 150 / 72  # an A4 page at 150 dpi or more
+    strip = _page_image(pdf, 10, (box,), PAGE_DPI, (240.0, 372.0))
+    assert strip.size[0] == whole.size[0] and strip.size[1] < whole.size[1] / 4  # same width, a strip of it
+
+
+def test_target_card_shows_the_caption_once(tmp_path):
+    from app.ui.reports_page import _card_text, run_input
+
+    pdf = H.make_zh_broker(tmp_path / "b.pdf")
+    result, _ = run_input((pdf.name, pdf.read_bytes()))
+    fig = next(t for t in result.targets if t.id == "figure-1")
+    text = _card_text(fig)
+    assert fig.caption and text.count(fig.caption) == 1
+    at = AppTest.from_function(_page_script, default_timeout=90)
+    at.session_state["reports_pending_input"] = (pdf.name, pdf.read_bytes())
+    at.run()
+    box = next(s for s in at.selectbox if s.label == "Choose a mention")
+    box.select_index(next(i for i, o in enumerate(box.options) if "上图" in o)).run()
+    assert not at.exception, at.exception
+    shown = " ".join(m.value for m in at.markdown)
+    captions = [c for e in at.main if type(e).__name__ == "Image" for c in e.captions]
+    assert shown.count(fig.caption) == 1 and not any(fig.caption in c for c in captions)
+    at.toggle(key="reports_zoom").set_value(True).run()
+    assert not at.exception, at.exception
