@@ -116,6 +116,13 @@ EQUATION_ZH = re.compile(rf"(?:公式|式)\s*[(（]\s*(?P<list>(?:\d{{1,3}}|[A-Z
 FOOTNOTE_WORD = re.compile(r"\b(?:footnote|脚注|注)\s*(?P<num>\d{1,2})\b", re.IGNORECASE)
 
 
+# a cue that points at a source, then a bare compound number ("根据3.2", "见 2-1", "according to 3.2");
+# not a quantity ("根据3.2亿元") or another kind of number ("根据2.1节"), and never a plain "3", which is more often a count than a label
+_BARE_NUMBER = re.compile(
+    rf"(?P<cue>根据|依据|参见|参照|见|按照|(?<![A-Za-z])(?:according\s+to|see)\s)\s*(?P<num>\d{{1,3}}(?:[{DASHES}.．]\d{{1,3}}){{1,2}})(?![{DASHES}.．]?\d)(?![0-9A-Za-z%％亿万千百元倍年月日个次家人台辆吨节章条款页项段式])"
+)
+
+
 def _eq_range(a: str, b: str) -> list[str] | None:
     """Equation numbers from a to b: '36a'-'36d' -> 36a, 36b, 36c, 36d; '3'-'5' -> 3, 4, 5."""
     ma, mb = re.fullmatch(r"(.*?)([a-z])", a), re.fullmatch(r"(.*?)([a-z])", b)
@@ -323,6 +330,34 @@ class Resolver:
                 other = re.sub(r"\s+", " ", x.text)
                 f.reason = f"external: in a sentence about another work's {x.kind} ('{other} {said}')"
                 break
+
+    def find_bare_numbers(self, floats: list[Found]) -> list[Found]:
+        """A bare number that names a float by its number alone ("表3.2列出了分项数据，根据3.2可知…"):
+        inside a sentence that mentions that float, after a word that points at a source ("根据",
+        "见", "according to"), and only when it is unambiguous (one float of that kind and number,
+        no section of that number)."""
+        out: list[Found] = []
+        text = self.doc.text
+        sections = {r.number for r in self.refs if r.kind == "section"}
+        seen: set[int] = set()
+        for f in floats:
+            if f.resolution != "internal" or len(f.targets) != 1 or f.kind not in FLOAT_KINDS:
+                continue
+            ref = self._ref(f.targets[0])
+            hits, _ = self._lookup(ref.kind, ref.number)
+            if len(hits) != 1 or ref.number in sections or norm_number(ref.number) != ref.number:
+                continue
+            a, b = self._sentence(f.start, f.end)
+            for m in _BARE_NUMBER.finditer(text, a, b):
+                s, e = m.start("num"), m.end("num")
+                if s in seen or f.start <= s < f.end or norm_number(m.group("num")) != ref.number or self._is_excluded(s, e):
+                    continue
+                seen.add(s)
+                about = re.sub(r"\s+", " ", f.span.text)
+                out.append(Found(Span(self.doc, s, e), ref.kind, targets=[ref.id], confidence=0.7,
+                                 reason=f"bare number: '{m.group('num')}' after '{m.group('cue').strip()}' in a sentence about "
+                                        f"'{about}' (the only {ref.kind} of that number; no section of it)"))
+        return out
 
     def _resolve_float(self, s: int, e: int, list_start: int, external: str | None) -> Found:
         text = self.doc.text

@@ -108,14 +108,16 @@ def _analyse(doc: Document, layout, input_sha256: str) -> ReportResult:
     section_starts = {r.start for r in refs if r.kind == "section"}
     found: list[Found] = []
     taken = bytearray(len(doc.text) + 1)  # characters already inside a mention (earlier groups win)
+    floats = resolver.find_floats()
     for group in (
-        resolver.find_floats(),
+        floats,
         resolver.find_chains(),
         resolver.find_deictic(),
         resolver.find_citations(),
         [f for f in resolver.find_sections() if f.start not in section_starts and not _in_heading(f, refs)],
         resolver.find_equations(),
         resolver.find_footnote_marks(),
+        resolver.find_bare_numbers(floats),
     ):
         for f in group:
             if not any(taken[f.start:f.end]):

@@ -34,7 +34,8 @@ EN_LINES = [
 ZH_LINES = [
     "原文图3和图4给出了结果，文献[5]中的表2也是。",
     "如图1和图3所示，表1与表2相同。见图2.1。由式（A.3）可得。",
-    "表3.2列出了分项数据。",
+    "表3.2列出了分项数据，根据3.2可知收入上升。",
+    "表3.2的口径不变，根据3.2亿元的收入测算。图2.1中，根据2.1节的方法。",
 ]
 ZH_CAPTIONS = [
     "", "图4：销量", "", "表2：更多数据", "", "表3.2：分项数据", "", "图2.1：结构", "", "a = b + c （A.3）", "",
@@ -182,3 +183,15 @@ def test_numbers_are_reported_as_printed(drawn):
     assert find(result, "图2.1", 2).targets == ["figure-2-1"]
     _, thesis = corpus("zh-sustechthesis-example")
     assert {t.id: t.number for t in thesis.targets}["figure-2-1"] == "2-1"  # printed with a soft hyphen
+
+
+# -- a bare number naming a float ------------------------------------------------------------------
+
+def test_a_bare_number_in_a_sentence_about_that_table_resolves(drawn):
+    doc, result = drawn
+    bare = [m for m in result.mentions if m.text == "3.2" and m.page == 2]
+    assert len(bare) == 1, [m.text for m in result.mentions if m.page == 2]  # not "根据3.2亿元", a quantity
+    m = bare[0]
+    assert m.kind == "table" and m.targets == ["table-3-2"] and m.reason.startswith("bare number")
+    assert doc.text[m.span.char_start - 2:m.span.char_start] == "根据"
+    assert not [m for m in result.mentions if m.text == "2.1" and m.page == 2]  # "根据2.1节": not after a cue it names
