@@ -3,7 +3,8 @@
     python -m benchmarks.eval.contracts_rank CORPUS_DIR
 
 For each pair with truth, the truth rows that change substance (added, removed, or changed with a
-`kind` other than `capitalisation_only` / `whitespace_only`) are looked up in `result.summary`: a
+`kind` other than `capitalisation_only`, `whitespace_only` or `cross_reference_renumbering`: a
+reference that only follows a renumbering is by design not material) are looked up in `result.summary`: a
 summary item covers a truth unit when the clause it names (either side) starts inside that unit.
 Per pair: how many true material changes there are, how many the report marks material, their
 1-based ranks in the list, and how many items the report marks material that cover no true
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from pipelines.contracts import ContractResult, compare_texts
 
-NOT_MATERIAL_KINDS = {"capitalisation_only", "whitespace_only"}
+NOT_MATERIAL_KINDS = {"capitalisation_only", "whitespace_only", "cross_reference_renumbering"}
 
 
 def _uid(u: dict) -> str:

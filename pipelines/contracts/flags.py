@@ -4,7 +4,8 @@ Kinds: `amount` (money, with its currency), `percentage`, `date`, `duration`, `n
 figure that changed), `obligation` (shall -> may, 应当 -> 可以), `negation` (not/no/不/未 added or
 removed), `defined_term` (a party or defined term appears in, disappears from or is swapped in the
 changed words), `cross_reference` (targets changed; a reference that only follows a renumbering is
-reported but not material), `definition_changed` (the clause uses a term whose definition changed), `standard` (changed words
+reported but not material), `definition_changed` (the clause uses a term whose definition changed), `wording` (words
+changed that no other flag explains; not capitalisation, spacing or punctuation), `standard` (changed words
 name a measure or basis of calculation: income, expenditure, wage, rate, fee, standard, 收入, 支出,
 标准 …; the flag quotes the words removed and added).
 
@@ -168,11 +169,70 @@ def figure_flags(text_a: str, ca: Clause | list[Clause], text_b: str, cb: Clause
     return flags
 
 
+CHANGED_OPS = {"replace", "insert", "delete"}
+DISCLAIMER_EN = re.compile(
+    r"\b(?:(?:is|are|will|shall)\s+not\s+(?:be\s+)?(?:liable|responsible)|no\s+(?:liability|responsibility)|"
+    r"disclaims?|as\s+is|without\s+warrant(?:y|ies)|makes?\s+no\s+warrant(?:y|ies)|"
+    r"at\s+your\s+(?:own\s+|sole\s+)?risk)\b", re.I)
+DISCLAIMER_ZH = re.compile(r"不承担[^。；;]{0,12}责任|不负[^。；;]{0,6}责任|免除[^。；;]{0,8}责任|免责|概不负责")
+SENTENCE_END = re.compile(r"[.。!?！？\n]")
+
+
+def _by_op(occ: list[tuple[str, int, int]], ops: list[Op], side: str) -> dict[int, list[tuple[str, int, int]]]:
+    """Occurrences grouped by the changed op they touch on `side` ("a" or "b"), each in one op only."""
+    out: dict[int, list[tuple[str, int, int]]] = {}
+    for x in occ:
+        for k, o in enumerate(ops):
+            s, e = (o.a_start, o.a_end) if side == "a" else (o.b_start, o.b_end)
+            if o.op in CHANGED_OPS and s < e and x[1] < e and s < x[2]:
+                out.setdefault(k, []).append(x)
+                break
+    return out
+
+
+def _sentence(text: str, s: int, e: int, lo: int, hi: int) -> tuple[int, int]:
+    """The sentence around text[s:e], kept inside [lo, hi)."""
+    left = max((m.end() for m in SENTENCE_END.finditer(text, lo, s)), default=lo)
+    m = SENTENCE_END.search(text, e, hi)
+    right = m.end() if m else hi
+    while left < right and text[left].isspace():
+        left += 1
+    return left, right
+
+
+def _disclaimers(text_a: str, text_b: str, ops: list[Op], lang: str) -> tuple[list[RawFlag], list[tuple[int, int]]]:
+    """A disclaimer or limitation of liability removed (or added) by a changed op: "disclaimer
+    deleted" quoting its sentence; also the sentences' ranges in A and B, whose negations it explains."""
+    rx = DISCLAIMER_ZH if lang == "zh" else DISCLAIMER_EN
+    flags: list[RawFlag] = []
+    covered: list[tuple[int, int]] = []
+    for o in ops:
+        if o.op not in CHANGED_OPS:
+            continue
+        old = [m for m in rx.finditer(text_a, o.a_start, o.a_end)] if o.op != "insert" else []
+        new = [m for m in rx.finditer(text_b, o.b_start, o.b_end)] if o.op != "delete" else []
+        if old and not new:
+            s, e = _sentence(text_a, old[0].start(), old[0].end(), o.a_start, o.a_end)
+            flags.append(RawFlag("disclaimer", (s, e), None, f"disclaimer deleted: {_quote(text_a[s:e], 90)}"))
+            covered += [_sentence(text_a, m.start(), m.end(), o.a_start, o.a_end) for m in old]
+        elif new and not old:
+            s, e = _sentence(text_b, new[0].start(), new[0].end(), o.b_start, o.b_end)
+            flags.append(RawFlag("disclaimer", None, (s, e), f"disclaimer added: {_quote(text_b[s:e], 90)}"))
+            covered += [_sentence(text_b, m.start(), m.end(), o.b_start, o.b_end) for m in new]
+    return flags, covered
+
+
 def word_flags(text_a: str, ca: Clause, text_b: str, cb: Clause, ops: list[Op], lang: str,
                terms: set[str]) -> list[RawFlag]:
-    """Obligation strength, negation and parties/defined terms whose count in the clause changed.
-    Spans point to an occurrence inside the changed words when there is one."""
-    ra, rb = _changed_ranges(ops)
+    """Obligation strength, negation, disclaimers, parties and defined terms in the changed words.
+
+    A flag compares only words of the same changed op (the words at aligned positions) and names
+    them: "may → must (stronger)" when one op replaces one with the other, "must → —" when an op
+    removes it. Obligation and negation words are reported only when their count in the clause
+    changed (a word that merely moved inside the clause is not a change). A removed (added)
+    disclaimer is "disclaimer deleted" ("added"), and the negations inside it are not reported
+    again. A defined term swapped for another in a replaced phrase is material; a word capitalised
+    into a defined term ("account" → "Account", "accounts" → "Accounts") is reported, not material."""
     flags: list[RawFlag] = []
     obl = OBLIGATION_ZH if lang == "zh" else OBLIGATION_EN
     neg = NEGATION_ZH if lang == "zh" else NEGATION_EN
@@ -183,34 +243,79 @@ def word_flags(text_a: str, ca: Clause, text_b: str, cb: Clause, ops: list[Op], 
             out.append((m.group(0).lower() if fold and lang != "zh" else m.group(0), m.start(), m.end()))
         return out
 
-    def pick(occ, names, ranges):
-        cand = [x for x in occ if x[0] in names]
-        inside = [x for x in cand if _touches(x[1], x[2], ranges)]
-        x = (inside or cand or [None])[0]
-        return (x[1], x[2]) if x else None
-
-    def compare(kind, occ_a, occ_b, describe):
+    def per_op(kind, occ_a, occ_b, describe, skip=()):
         na, nb = Counter(x[0] for x in occ_a), Counter(x[0] for x in occ_b)
         if na == nb:
             return
-        gone, new = sorted((na - nb).keys()), sorted((nb - na).keys())
-        flags.append(RawFlag(kind, pick(occ_a, gone, ra), pick(occ_b, new, rb), describe(gone, new)))
+        gone, new = set((na - nb).keys()), set((nb - na).keys())
+        outside = [x for x in occ_a + occ_b if not any(x[1] < e and s < x[2] for s, e in skip)]
+        ga = _by_op([x for x in occ_a if x in outside and x[0] in gone], ops, "a")
+        gb = _by_op([x for x in occ_b if x in outside and x[0] in new], ops, "b")
+        for k in sorted(set(ga) | set(gb)):
+            g, n = ga.get(k, []), gb.get(k, [])
+            flags.append(RawFlag(kind, (g[0][1], g[0][2]) if g else None, (n[0][1], n[0][2]) if n else None,
+                                 describe([x[0] for x in g], [x[0] for x in n])))
 
     def obligation(gone, new):
         sa = max((STRENGTH.get(w, 1) for w in gone), default=None)
         sb = max((STRENGTH.get(w, 1) for w in new), default=None)
         d = "" if sa is None or sb is None else (" (weaker)" if sb < sa else " (stronger)" if sb > sa else "")
-        return f"{', '.join(gone) or '—'} → {', '.join(new) or '—'}{d}"
+        return f"{', '.join(_uniq(gone)) or '—'} → {', '.join(_uniq(new)) or '—'}{d}"
 
-    compare("obligation", hits(obl, text_a, ca), hits(obl, text_b, cb), obligation)
-    compare("negation", hits(neg, text_a, ca), hits(neg, text_b, cb),
-            lambda g, n: "; ".join(([f"added {', '.join(n)}"] if n else []) + ([f"removed {', '.join(g)}"] if g else [])))
-    term_rx = _term_regex(terms, lang)
-    ta = (hits(term_rx, text_a, ca, fold=False) if term_rx else []) + hits(PARTY_WORDS, text_a, ca, fold=False)
-    tb = (hits(term_rx, text_b, cb, fold=False) if term_rx else []) + hits(PARTY_WORDS, text_b, cb, fold=False)
-    compare("defined_term", ta, tb, lambda g, n: f"{', '.join(g) or '—'} → {', '.join(n) or '—'}")
-    compare("party", hits(COMPANY, text_a, ca, fold=False), hits(COMPANY, text_b, cb, fold=False),
-            lambda g, n: f"{', '.join(g) or '—'} → {', '.join(n) or '—'}")
+    disclaimers, covered = _disclaimers(text_a, text_b, ops, lang)
+    flags += disclaimers
+    per_op("obligation", hits(obl, text_a, ca), hits(obl, text_b, cb), obligation)
+    per_op("negation", hits(neg, text_a, ca), hits(neg, text_b, cb),
+           lambda g, n: "; ".join(([f"added {', '.join(_uniq(n))}"] if n else [])
+                                  + ([f"removed {', '.join(_uniq(g))}"] if g else [])), skip=covered)
+    flags += _term_flags(text_a, ca, text_b, cb, ops, lang, terms)
+    pa, pb = hits(COMPANY, text_a, ca, fold=False), hits(COMPANY, text_b, cb, fold=False)
+    na, nb = Counter(x[0] for x in pa), Counter(x[0] for x in pb)
+    if na != nb:
+        gone, new = sorted((na - nb).keys()), sorted((nb - na).keys())
+        ra, rb = _changed_ranges(ops)
+        xa = next((x for x in pa if x[0] in gone and _touches(x[1], x[2], ra)), next((x for x in pa if x[0] in gone), None))
+        xb = next((x for x in pb if x[0] in new and _touches(x[1], x[2], rb)), next((x for x in pb if x[0] in new), None))
+        flags.append(RawFlag("party", (xa[1], xa[2]) if xa else None, (xb[1], xb[2]) if xb else None,
+                             f"{', '.join(gone) or '—'} → {', '.join(new) or '—'}"))
+    return flags
+
+
+def _uniq(words: list[str]) -> list[str]:
+    return list(dict.fromkeys(words))
+
+
+def _term_flags(text_a: str, ca: Clause, text_b: str, cb: Clause, ops: list[Op], lang: str,
+                terms: set[str]) -> list[RawFlag]:
+    """Defined terms and party words inside replaced phrases: swapped for another (material), or a
+    common word capitalised into the defined term, singular and plural alike (one flag per word
+    pair, not material)."""
+    rxs = [rx for rx in (_term_regex(terms, lang, plural=True), PARTY_WORDS) if rx is not None]
+    flags: list[RawFlag] = []
+    capitalised: dict[tuple[str, str], list] = {}
+    for o in ops:
+        if o.op != "replace":
+            continue
+        old, new = text_a[o.a_start:o.a_end], text_b[o.b_start:o.b_end]
+        ta = [(m.group(0), m.start(), m.end()) for rx in rxs for m in rx.finditer(text_a, o.a_start, o.a_end)]
+        tb = [(m.group(0), m.start(), m.end()) for rx in rxs for m in rx.finditer(text_b, o.b_start, o.b_end)]
+        if Counter(x[0] for x in ta) == Counter(x[0] for x in tb):
+            continue
+        if old.casefold() == new.casefold() and lang != "zh":
+            if tb:
+                capitalised.setdefault((old.strip(), new.strip()), []).append(o)
+            continue
+        gone = sorted((Counter(x[0] for x in ta) - Counter(x[0] for x in tb)).keys())
+        added = sorted((Counter(x[0] for x in tb) - Counter(x[0] for x in ta)).keys())
+        xa = next((x for x in ta if x[0] in gone), None)
+        xb = next((x for x in tb if x[0] in added), None)
+        flags.append(RawFlag("defined_term", (xa[1], xa[2]) if xa else None, (xb[1], xb[2]) if xb else None,
+                             f"{', '.join(gone) or '—'} → {', '.join(added) or '—'}"))
+    for (old, new), occ in capitalised.items():
+        o = occ[0]
+        times = f" ×{len(occ)}" if len(occ) > 1 else ""
+        flags.append(RawFlag("defined_term", (o.a_start, o.a_end), (o.b_start, o.b_end),
+                             f"{old} → {new}{times} (capitalised: now the defined term)", material=False))
     return flags
 
 
@@ -238,12 +343,38 @@ def standard_flags(text_a: str, text_b: str, ops: list[Op], lang: str) -> list[R
     return flags
 
 
-def _term_regex(terms: set[str], lang: str) -> re.Pattern | None:
+def wording_flag(text_a: str, text_b: str, ops: list[Op], editorial: list[tuple[int, int]]) -> RawFlag | None:
+    """A change of words that no other flag explains: one material flag quoting the first changed
+    op whose words differ beyond capitalisation, spacing and punctuation; ops inside `editorial`
+    ranges of B (references that only follow a renumbering) do not count."""
+    def words(t: str) -> str:
+        return re.sub(r"[\W_]+", "", t.casefold())
+
+    found = []
+    for o in ops:
+        if o.op not in CHANGED_OPS or any(s <= o.b_start and o.b_end <= e for s, e in editorial if o.b_end > o.b_start):
+            continue
+        old = text_a[o.a_start:o.a_end] if o.op != "insert" else ""
+        new = text_b[o.b_start:o.b_end] if o.op != "delete" else ""
+        if words(old) != words(new):
+            found.append((o, old, new))
+    if not found:
+        return None
+    o, old, new = found[0]
+    detail = (f"removed {_quote(old)}" if not new.strip() else f"added {_quote(new)}" if not old.strip()
+              else f"{_quote(old)} → {_quote(new)}")
+    if len(found) > 1:
+        detail += f" (+{len(found) - 1} more)"
+    return RawFlag("wording", (o.a_start, o.a_end) if old else None, (o.b_start, o.b_end) if new else None, detail)
+
+
+def _term_regex(terms: set[str], lang: str, plural: bool = False) -> re.Pattern | None:
     good = sorted((t for t in terms if len(t) >= 2), key=len, reverse=True)
     if not good:
         return None
     alt = "|".join(re.escape(t) for t in good)
-    return re.compile(alt if lang == "zh" else rf"(?<![\w])(?:{alt})(?![\w])")
+    tail = "(?:s|es)?" if plural else ""
+    return re.compile(alt if lang == "zh" else rf"(?<![\w])(?:{alt}){tail}(?![\w])")
 
 
 def term_regex(terms: set[str], lang: str) -> re.Pattern | None:

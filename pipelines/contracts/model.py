@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 
-SCHEMA_VERSION = "contracts/2.0"
+SCHEMA_VERSION = "contracts/2.1"  # 2.1: flag kinds standard, disclaimer, wording (same shape)
 
 ChangeType = Literal["unchanged", "modified", "added", "deleted", "moved", "renumbered", "split", "merged"]
 OpType = Literal["equal", "format", "renumber", "replace", "insert", "delete"]
@@ -84,7 +84,8 @@ class DiffOp(_Model):
 
 
 class Flag(_Model):
-    kind: str  # amount | percentage | date | duration | number | obligation | negation | defined_term | cross_reference | definition_changed | standard
+    kind: str  # amount | percentage | date | duration | number | obligation | negation | defined_term | cross_reference
+    #          | definition_changed | standard | disclaimer | wording
     a_span: SourceSpan | None
     b_span: SourceSpan | None
     detail: str

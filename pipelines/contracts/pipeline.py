@@ -19,7 +19,14 @@ from pathlib import Path
 
 from pipelines.base import Pipeline, PipelineInput, is_candidate_file
 from pipelines.contracts.align import AlignConfig, Pair, align
-from pipelines.contracts.flags import RawFlag, figure_flags, standard_flags, term_regex, word_flags
+from pipelines.contracts.flags import (
+    RawFlag,
+    figure_flags,
+    standard_flags,
+    term_regex,
+    word_flags,
+    wording_flag,
+)
 from pipelines.contracts.model import (
     SCHEMA_VERSION,
     AlignmentRow,
@@ -127,7 +134,12 @@ def compare_structures(doc_a: Document, sa: Structure, doc_b: Document, sb: Stru
                 flags += figure_flags(ta, ca, tb, cb)
                 flags += word_flags(ta, ca, tb, cb, ops, lang, terms)
                 flags += standard_flags(ta, tb, ops, lang)
-                flags += _xref_flags(ca, cb, b_of_a)
+                xrefs = _xref_flags(ca, cb, b_of_a)
+                flags += xrefs
+                if not any(f.material for f in flags):
+                    following = [f.b for f in xrefs if not f.material and f.b]
+                    w = wording_flag(ta, tb, ops, following)
+                    flags += [w] if w else []
         elif p.a is not None:
             ca = A[p.a]
             ops = [Op("delete", ca.start, ca.end, 0, 0)]

@@ -56,3 +56,34 @@ def test_split_is_material_only_when_its_words_change(csa: str, heading: str, ma
     splits = [s for s in result.summary if s.change == "split"]
     assert len(splits) == 2
     assert any(s.material for s in splits) is material, [s.text for s in splits]
+
+
+@pytest.fixture(scope="module")
+def tos():
+    a, b, _ = load_pair("en-github-tos-2017-10-to-2018-05")
+    return compare_texts(a, b)
+
+
+def test_flags_on_tos_e3_name_aligned_words_and_the_deleted_disclaimer(tos) -> None:
+    """Clause E.3 of the GitHub ToS: a bullet with a liability disclaimer was deleted and an
+    unrelated phrase inserted. The flags say so, and pair no words across the two changes."""
+    row = next(r for r in tos.alignment if r.a == "E.3")
+    details = [(f.kind, f.detail) for f in row.flags]
+    assert any(k == "disclaimer" and d.startswith("disclaimer deleted") and "sole risk" in d for k, d in details)
+    assert not any(k == "negation" for k, _ in details), details  # the "not" belongs to the deleted disclaimer
+    assert not any(k == "obligation" and "→" in d and "—" not in d for k, d in details), details  # no may → required
+    assert not any(k == "defined_term" and "Your → Service" in d for k, d in details), details
+    dis = next(f for f in row.flags if f.kind == "disclaimer")
+    assert dis.a_span is not None and "sole risk" in dis.a_span.text and dis.b_span is None
+
+
+def test_capitalised_defined_term_is_flagged_alike_in_singular_and_plural(tos) -> None:
+    caps = [f for r in tos.alignment for f in r.flags if f.kind == "defined_term" and "capitalised" in f.detail]
+    singular = [f for f in caps if f.detail.startswith("account → Account")]
+    plural = [f for f in caps if f.detail.startswith("accounts → Accounts")]
+    assert singular and plural
+    assert {f.material for f in caps} == {False}
+    assert {f.a_span.text for f in singular} == {"account"} and {f.a_span.text for f in plural} == {"accounts"}
+    # a clause whose only change is that capitalisation is not material
+    e1 = next(s for s in tos.summary if s.a == "E.1")
+    assert not e1.material
