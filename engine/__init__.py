@@ -73,7 +73,7 @@ from engine.fallback import (
     fit,
     run_with_fallback,
 )
-from engine.llm import LLM, AttributionOutput, GenerationOutput, ScoreOutput, StreamDelta
+from engine.llm import LLM, AttributionOutput, GenerationOutput, ScoreOutput, StepProgress, StreamDelta
 
 __all__ = [
     "LLM",
@@ -84,6 +84,7 @@ __all__ = [
     "EngineConfig",
     "GenerationOutput",
     "StreamDelta",
+    "StepProgress",
     "ScoreOutput",
     "AttributionOutput",
     "EngineError",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from collections.abc import Sequence as Seq
 from pathlib import Path
 
@@ -33,13 +33,13 @@ from engine.errors import EngineError
 from engine.fallback.planner import FallbackPolicy, FallbackReport, LongRequest, run_with_fallback
 from engine.fallback.tools import TextTools
 from engine.kv.cold import ColdTier
-from engine.kv.document_cache import DocumentCache
+from engine.kv.document_cache import DocumentCache, DocumentKV
 from engine.kv.paged_cache import PagedKVCache
 from engine.kv.prefix_cache import PrefixCache
 from engine.runner.model_runner import ModelRunner
 
-__all__ = ["LLM", "AttributionOutput", "GenerationOutput", "ScoreOutput", "StreamDelta", "resolve_device",
-           "resolve_dtype"]
+__all__ = ["LLM", "AttributionOutput", "GenerationOutput", "ScoreOutput", "StepProgress", "StreamDelta",
+           "resolve_device", "resolve_dtype"]
 
 Prompt = str | list[int]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
@@ -64,6 +64,49 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
         return DTYPES[dtype]
     except KeyError:
         raise EngineError(f"unknown dtype {dtype!r} (use float32, bfloat16 or float16)") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class StepProgress:
+    """Where a call's requests stand after one engine step: prompt tokens whose KV is in place (from a
+    cache or computed) of all prompt tokens, output tokens so far of at most `output_tokens_max`,
+    and requests finished. Passed to the `on_step` callback of `generate` / `generate_with_document_batch`."""
+
+    prompt_tokens_done: int
+    prompt_tokens_total: int
+    output_tokens: int
+    output_tokens_max: int
+    finished: int
+    requests: int
+
+    @property
+    def tokens_done(self) -> int:
+        return self.prompt_tokens_done + self.output_tokens
+
+    @property
+    def tokens_total(self) -> int:
+        """Prompt tokens plus every request's max_tokens (an upper bound: requests may stop earlier)."""
+        return self.prompt_tokens_total + self.output_tokens_max
+
+
+OnStep = Callable[[StepProgress], bool | None]
+
+
+def step_progress(seqs: list[Sequence]) -> StepProgress:
+    """The progress of `seqs` now; a finished request counts its output as complete."""
+    done = total = out = out_max = fin = 0
+    for s in seqs:
+        n = len(s.prompt_ids)
+        total += n
+        out_max += s.params.max_tokens
+        if s.finished:
+            done += n
+            out += s.params.max_tokens
+            fin += 1
+        else:
+            done += min(s.num_cached, n)
+            out += len(s.output_ids)
+    return StepProgress(done, total, out, out_max, fin, len(seqs))
 
 
 class LLM:
@@ -171,11 +214,13 @@ class LLM:
 
     # ------------------------------------------------------------------ generation
     def generate(
-        self, prompts: Prompt | Seq[Prompt], params: SamplingParams | None = None
+        self, prompts: Prompt | Seq[Prompt], params: SamplingParams | None = None, on_step: OnStep | None = None
     ) -> list[GenerationOutput]:
-        """Generate for one prompt or a batch (strings or token-id lists); one output per prompt."""
+        """Generate for one prompt or a batch (strings or token-id lists); one output per prompt.
+        on_step(StepProgress) runs after every engine step; when it returns True the requests that
+        have not finished stop there with finish_reason "abort" (the finished ones are kept)."""
         seqs = self._make_seqs(prompts, params)
-        for _ in self._run(seqs):
+        for _ in self._run(seqs, on_step):
             pass
         return [self.output.output(s) for s in seqs]
 
@@ -208,10 +253,11 @@ class LLM:
             seqs.append(self.core.new_sequence(ids, params, p if isinstance(p, str) else None))
         return seqs
 
-    def _run(self, seqs: list[Sequence]) -> Iterator[StreamDelta]:
+    def _run(self, seqs: list[Sequence], on_step: OnStep | None = None) -> Iterator[StreamDelta]:
         """Add the sequences to the engine core and step it until every one has finished; yield a
         delta per new token. Identical deterministic requests (same tokens, same greedy or seeded
-        params) are computed once and their results copied to every duplicate."""
+        params) are computed once and their results copied to every duplicate. on_step: called with
+        the progress of `seqs` after every step; True stops the unfinished ones ("abort")."""
         index: dict[int, int] = {s.seq_id: i for i, s in enumerate(seqs)}
         unique: dict[tuple, Sequence] = {}
         copies: dict[int, list[Sequence]] = {}
@@ -241,6 +287,11 @@ class LLM:
                         if c is not s:
                             self.output.copy_state(s, c)
                         yield StreamDelta(index[c.seq_id], out.text, [out.token], s.finished, s.finish_reason)
+                if on_step is not None and on_step(step_progress(seqs)):
+                    for s in seqs:
+                        if not s.finished:
+                            s.finish_reason = "abort"
+                    break
         finally:
             for s in added:
                 self.core.abort(s)
@@ -319,17 +370,18 @@ class LLM:
         return self.doc_cache.store()
 
     def _document_seq(self, instructions: Prompt, document: Prompt, question: Prompt,
-                      params: SamplingParams | None) -> tuple[Sequence, float]:
+                      params: SamplingParams | None, doc: DocumentKV | None = None) -> tuple[Sequence, float]:
+        """The request's sequence with `doc` (None: the document's KV, computed or loaded now) to place."""
         params = params or SamplingParams()
         instr = self.encode(instructions)  # a string gets BOS
-        doc_ids = self.encode(document, add_special_tokens=False)
+        doc_ids = self.encode(document, add_special_tokens=False) if doc is None else doc.token_ids
         q_ids = self.encode(question, add_special_tokens=False)
         if not doc_ids or not q_ids:
             raise EngineError("generate_with_document needs a non-empty document and question")
         ids = instr + doc_ids + q_ids
         self.check_len(len(ids))
         t0 = time.perf_counter()
-        doc = self.doc_cache.get(doc_ids)
+        doc = doc if doc is not None else self.doc_cache.get(doc_ids)
         text = instructions + document + question if all(
             isinstance(x, str) for x in (instructions, document, question)) else None
         seq = self.core.new_sequence(ids, params, text)
@@ -352,17 +404,37 @@ class LLM:
         benchmarks/bench_doc_reuse.py). Strings: the instructions are tokenized with BOS, the
         document and the question without special tokens. metrics: ttft_s counts from this call
         (computing or loading the document included), document_s is that part of it."""
-        seq, t0 = self._document_seq(instructions, document, question, params)
-        offset, doc = seq.doc
+        return self.generate_with_document_batch(instructions, document, [question], params)[0]
+
+    def generate_with_document_batch(self, instructions: Prompt, document: Prompt, questions: Seq[Prompt],
+                                     params: SamplingParams | None = None,
+                                     on_step: OnStep | None = None) -> list[GenerationOutput]:
+        """`generate_with_document` for several questions over one document, submitted together: the
+        document's KV is computed (or loaded) once, placed into every request, and the scheduler
+        batches them. One output per question; metrics as `generate_with_document`'s (ttft_s from
+        this call). on_step: as `generate`'s, called once the document's KV is ready and after every
+        engine step."""
+        if not questions:
+            return []
+        first, t0 = self._document_seq(instructions, document, questions[0], params)
+        offset, doc = first.doc
+        seqs = [first] + [self._document_seq(instructions, document, q, params, doc)[0] for q in questions[1:]]
         t_doc = time.perf_counter() - t0
-        for _ in self._run([seq]):
-            pass
-        out = self.output.output(seq)
-        if seq.first_token_time is not None:
-            out.metrics["ttft_s"] = seq.first_token_time - t0
-        out.metrics.update(document_s=t_doc, document_tokens=doc.num_tokens, document_offset=offset,
-                           document_loaded=doc.loaded)
-        return out
+        if on_step is not None and on_step(step_progress(seqs)):
+            for s in seqs:
+                s.finish_reason = "abort"
+        else:
+            for _ in self._run(seqs, on_step):
+                pass
+        outs = []
+        for seq in seqs:
+            out = self.output.output(seq)
+            if seq.first_token_time is not None:
+                out.metrics["ttft_s"] = seq.first_token_time - t0
+            out.metrics.update(document_s=t_doc, document_tokens=doc.num_tokens, document_offset=offset,
+                               document_loaded=doc.loaded)
+            outs.append(out)
+        return outs
 
     @torch.inference_mode()
     def document_logits(self, instructions: Prompt, document: Prompt, question: Prompt) -> torch.Tensor:

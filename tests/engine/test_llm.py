@@ -114,6 +114,30 @@ def test_context_length_error_names_the_limit(gemma_tiny):
     assert out.finish_reason == "length" and len(out.prompt_token_ids) + len(out.token_ids) == 32
 
 
+def test_on_step_reports_progress_and_stops_the_unfinished(gemma_tiny):
+    llm = LLM(model=gemma_tiny, device="cpu", cache=CacheConfig(block_size=4, memory_budget=2**22),
+              scheduler=SchedulerConfig(max_prefill_chunk=8, max_num_seqs=2))
+    prompts = [list(range(1, 20)), list(range(2, 30)), list(range(3, 12))]
+    seen = []
+    full = llm.generate(prompts, SamplingParams(max_tokens=5), on_step=lambda p: seen.append(p))
+    assert [p.tokens_done for p in seen] == sorted(p.tokens_done for p in seen)
+    last = seen[-1]
+    assert last.tokens_done == last.tokens_total == 19 + 28 + 9 + 3 * 5 and last.finished == last.requests == 3
+    steps = llm.sched_counters.steps
+    calls = []
+    outs = llm.generate(prompts, SamplingParams(max_tokens=5), on_step=lambda p: calls.append(p) or p.finished >= 1)
+    assert calls[-1].finished == 1 and all(p.finished == 0 for p in calls[:-1])
+    assert llm.sched_counters.steps - steps == len(calls)  # no step after the one that said stop
+    assert [o.finish_reason for o in outs].count("abort") == 2 and not llm.core.has_unfinished()
+    done = next(i for i, o in enumerate(outs) if o.finish_reason != "abort")
+    assert outs[done].token_ids == full[done].token_ids  # the finished request is kept whole
+    ids = list(range(5, 25))
+    batch = llm.generate_with_document_batch([1, 2], ids, [[7, 8], [9, 10, 11]], SamplingParams(max_tokens=3))
+    assert [o.token_ids for o in batch] == [llm.generate_with_document([1, 2], ids, q, SamplingParams(max_tokens=3)).token_ids
+                                            for q in ([7, 8], [9, 10, 11])]
+    assert llm.doc_cache.computed == 1 and batch[0].metrics["document_tokens"] == 20
+
+
 def test_sampling_is_seeded_and_options_apply(gemma_tiny):
     llm = LLM(model=gemma_tiny, device="cpu", cache=CacheConfig(block_size=4, memory_budget=2**22))
     p = list(range(1, 10))

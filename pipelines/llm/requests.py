@@ -1,0 +1,301 @@
+"""The request API: a batch of questions that share one `Document`, submitted together.
+
+`ask_document(llm, doc, questions, ...)` lays out every prompt as instructions + document +
+question, submits the questions together so the scheduler batches them, and computes the
+document's KV once (`strategy`: "placement" — `LLM.generate_with_document_batch`, the document
+computed on its own and placed behind the instructions; "prefix" — [instructions + document]
+prefilled once and taken from the prefix cache by every question; BENCHMARKS.md, "The LLM layer",
+measures both). Each `Item` holds the answer's text, finish reason and token ids, optionally the
+token log-probabilities (`LLM.score`) and the document spans the answer attends to
+(`pipelines.llm.spans.attribute_answer`), or an error of its own.
+
+Around the batch: `on_progress(Progress)` after every engine step (tokens done of tokens total,
+elapsed, an estimate of the time left); `cancel` (a threading.Event) and `budget` (seconds and/or
+tokens) checked between engine steps — the finished items are kept, the others carry the reason;
+an item whose prompt does not fit the context gets its error (or, with `fallback`, goes through
+the engine's fallback with the pipelines' text tools and carries its report) and the rest of the
+batch goes on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.documents import Document
+from pipelines.llm.spans import AttributedSpan, attribute_answer
+
+INSTRUCTIONS = "Read the document and answer the question after it.\n\nDocument:\n"
+QUESTION = "\n\nQuestion: {question}\nAnswer:"
+STOP = ("\nQuestion:",)
+STRATEGIES = ("placement", "prefix")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Stop the batch after `seconds` of wall time or `tokens` engine tokens (prompt tokens put in
+    place plus tokens generated), whichever comes first; None: no limit."""
+
+    seconds: float | None = None
+    tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Progress:
+    """tokens_done of tokens_total (prompt tokens in place and tokens generated; a finished answer
+    counts its whole max_tokens), seconds elapsed, items finished of items."""
+
+    tokens_done: int
+    tokens_total: int
+    elapsed_s: float
+    items_done: int
+    items_total: int
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.tokens_done / self.tokens_total) if self.tokens_total else 1.0
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the rate so far; None before any work is done."""
+        if self.tokens_done <= 0:
+            return None
+        return self.elapsed_s * max(0, self.tokens_total - self.tokens_done) / self.tokens_done
+
+    def describe(self) -> str:
+        eta = self.eta_s
+        left = "" if eta is None else f", about {eta:.0f} s left"
+        return (f"{self.tokens_done:,}/{self.tokens_total:,} tokens, {self.items_done}/{self.items_total} answers, "
+                f"{self.elapsed_s:.0f} s{left}")
+
+
+@dataclass
+class Item:
+    """One question's outcome. error: one line when it has no answer (context too long, cache full,
+    cancelled, budget exceeded); fallback: the engine's FallbackReport when its prompt did not fit
+    and a fallback served it."""
+
+    question: str
+    text: str = ""
+    finish_reason: str | None = None
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] | None = None
+    spans: list[AttributedSpan] = field(default_factory=list)
+    error: str | None = None
+    fallback: Any = None
+    metrics: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict:
+        return {"question": self.question, "text": self.text, "finish_reason": self.finish_reason,
+                "logprobs": self.logprobs, "spans": [s.to_dict() for s in self.spans], "error": self.error,
+                "fallback": self.fallback.to_dict() if self.fallback is not None else None,
+                "metrics": self.metrics}
+
+
+@dataclass
+class BatchResult:
+    """status: "ok", "cancelled" or "budget_exceeded" (message says what stopped and what was kept).
+    reuse: what the engine reused for this batch (documents computed / loaded, prompt tokens taken
+    from the prefix cache)."""
+
+    items: list[Item]
+    strategy: str
+    status: str = "ok"
+    message: str | None = None
+    seconds: float = 0.0
+    reuse: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"strategy": self.strategy, "status": self.status, "message": self.message,
+                "seconds": round(self.seconds, 3), "reuse": self.reuse, "items": [i.to_dict() for i in self.items]}
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Tracker:
+    """Progress over the batch's phases, monotone; checks cancellation and the budget."""
+
+    def __init__(self, total: int, items: int, on_progress: Callable[[Progress], None] | None,
+                 cancel: threading.Event | None, budget: Budget | None) -> None:
+        self.total, self.items, self.on_progress = max(total, 1), items, on_progress
+        self.cancel, self.budget = cancel, budget or Budget()
+        self.t0 = time.perf_counter()
+        self.base = self.done = self.items_done = 0
+        self.status, self.message = "ok", None
+
+    def report(self, phase_done: int, items_done: int | None = None) -> bool:
+        """Record progress; True when the batch must stop (cancelled or over budget)."""
+        self.done = max(self.done, min(self.total, self.base + phase_done))
+        if items_done is not None:
+            self.items_done = max(self.items_done, items_done)
+        elapsed = time.perf_counter() - self.t0
+        if self.on_progress is not None:
+            self.on_progress(Progress(self.done, self.total, elapsed, self.items_done, self.items))
+        if self.status != "ok":
+            return True
+        if self.cancel is not None and self.cancel.is_set():
+            self.status, self.message = "cancelled", f"cancelled after {elapsed:.1f} s"
+        elif self.budget.seconds is not None and elapsed > self.budget.seconds:
+            self.status = "budget_exceeded"
+            self.message = f"time budget of {self.budget.seconds:g} s exceeded after {elapsed:.1f} s"
+        elif self.budget.tokens is not None and self.done > self.budget.tokens:
+            self.status = "budget_exceeded"
+            self.message = f"token budget of {self.budget.tokens:,} exceeded at {self.done:,} tokens"
+        return self.status != "ok"
+
+    def phase_end(self, work: int) -> None:
+        self.base += work
+
+    def finish(self, items_done: int) -> None:
+        if self.status == "ok":
+            self.base, self.done = self.total, self.total
+        self.items_done = items_done
+        if self.on_progress is not None:
+            self.on_progress(Progress(self.done, self.total, time.perf_counter() - self.t0, items_done, self.items))
+
+
+def ask_document(llm, doc: Document, questions: Sequence[str], *, instructions: str = INSTRUCTIONS,
+                 question_template: str = QUESTION, max_tokens: int = 64, stop: Sequence[str] = STOP,
+                 strategy: str = "placement", attribute: bool = False,
+                 candidates: Sequence[tuple[int, int]] | None = None, top_k: int = 3, logprobs: bool = False,
+                 on_progress: Callable[[Progress], None] | None = None, cancel: threading.Event | None = None,
+                 budget: Budget | None = None, fallback=None) -> BatchResult:
+    """Answer `questions` over `doc` with `llm` (an engine.LLM) in one batch; see the module docstring.
+    Greedy decoding. attribute: each answer's top_k spans among `candidates` (character ranges of
+    doc.text; default its sentences). fallback: an engine FallbackPolicy for items whose prompt does
+    not fit (None: such items get the context error)."""
+    from engine import ContextLengthError, EngineError, SamplingParams
+
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    items = [Item(q) for q in questions]
+    suffixes = [question_template.format(question=q) for q in questions]
+    params = SamplingParams(max_tokens=max_tokens, stop=list(stop))
+    instr_n = len(llm.encode(instructions))
+    doc_n = len(llm.encode(doc.text, add_special_tokens=False))
+    fit, long = [], []
+    for i, suf in enumerate(suffixes):
+        n = instr_n + doc_n + len(llm.encode(suf, add_special_tokens=False))
+        items[i].metrics["prompt_tokens"] = n
+        try:
+            llm.check_len(n)
+            fit.append(i)
+        except EngineError as exc:
+            if fallback is not None and isinstance(exc, ContextLengthError):
+                long.append(i)
+            else:
+                items[i].error = str(exc)
+    work = sum(items[i].metrics["prompt_tokens"] + max_tokens for i in fit) + len(long) * (doc_n + max_tokens)
+    if strategy == "prefix" and fit:
+        work += instr_n + doc_n
+    if attribute or logprobs:
+        work += (int(attribute) + int(logprobs)) * len(fit) * (instr_n + doc_n + max_tokens)
+    track = _Tracker(work, len(items), on_progress, cancel, budget)
+    before = _reuse(llm)
+    track.report(0)
+    if fit:
+        _run_fit(llm, doc, items, fit, instructions, suffixes, params, strategy, track)
+    for i in long:
+        if track.report(0):
+            break
+        _run_long(llm, doc, items[i], instructions, suffixes[i], params, fallback)
+        track.phase_end(doc_n + max_tokens)
+        track.report(0, sum(it.finish_reason is not None for it in items))
+    for i in fit:
+        it = items[i]
+        if it.error is not None or track.report(0):
+            continue
+        prompt_n = instr_n + doc_n + max_tokens
+        if logprobs and it.token_ids:
+            it.logprobs = llm.score(instructions + doc.text + suffixes[i], it.token_ids).logprobs
+        track.phase_end(prompt_n if logprobs else 0)
+        if attribute and it.text.strip() and not track.report(0):
+            it.spans = attribute_answer(llm, doc, instructions, suffixes[i], it.text, candidates, top_k)
+        track.phase_end(prompt_n if attribute else 0)
+    for it in items:
+        if it.error is None and it.finish_reason in (None, "abort"):
+            it.error = f"no answer: {track.message or 'stopped'}"
+    track.finish(sum(it.error is None for it in items))
+    after = _reuse(llm)
+    return BatchResult(items, strategy, track.status, _message(track, items), time.perf_counter() - track.t0,
+                       {k: after[k] - before[k] for k in after})
+
+
+def _message(track: _Tracker, items: list[Item]) -> str | None:
+    if track.status == "ok":
+        return None
+    kept = sum(it.error is None for it in items)
+    return f"{track.message}: {kept} of {len(items)} answers finished and kept"
+
+
+def _reuse(llm) -> dict[str, int]:
+    c = llm.doc_cache
+    ps = llm.prefix.stats
+    return {"documents_computed": c.computed, "documents_loaded": c.loaded,
+            "prefix_hit_tokens": ps.hit_tokens + ps.cold_hit_tokens}
+
+
+def _run_fit(llm, doc: Document, items: list[Item], fit: list[int], instructions: str, suffixes: list[str],
+             params, strategy: str, track: _Tracker) -> None:
+    """The items that fit, submitted together; one by one when the batch as a whole hits a cache error."""
+    from engine import CacheFullError, EngineError, SamplingParams
+
+    done_before = sum(it.finish_reason is not None for it in items)
+
+    def on_step(p) -> bool:
+        return track.report(p.tokens_done, done_before + p.finished)
+
+    def on_prime(p) -> bool:
+        return track.report(p.prompt_tokens_done)
+
+    try:
+        if strategy == "prefix":
+            prime = llm.generate(instructions + doc.text, SamplingParams(max_tokens=1), on_step=on_prime)
+            track.phase_end(len(prime[0].prompt_token_ids))
+            if track.status != "ok":
+                return
+            outs = llm.generate([instructions + doc.text + suffixes[i] for i in fit], params, on_step=on_step)
+        else:
+            outs = llm.generate_with_document_batch(instructions, doc.text, [suffixes[i] for i in fit], params,
+                                                    on_step=on_step)
+    except CacheFullError:
+        if len(fit) == 1:
+            items[fit[0]].error = "the KV cache is too small for this request (cache full)"
+            return
+        for i in fit:
+            _run_fit(llm, doc, items, [i], instructions, suffixes, params, strategy, track)
+        return
+    except EngineError as exc:
+        for i in fit:
+            items[i].error = str(exc)
+        return
+    for i, out in zip(fit, outs, strict=True):
+        it = items[i]
+        it.text, it.finish_reason, it.token_ids = out.text.strip(), out.finish_reason, list(out.token_ids)
+        it.metrics.update(out.metrics, cached_prompt_tokens=out.cached_tokens)
+    track.phase_end(sum(items[i].metrics["prompt_tokens"] + params.max_tokens for i in fit))
+
+
+def _run_long(llm, doc: Document, item: Item, instructions: str, suffix: str, params, fallback) -> None:
+    """An item whose prompt does not fit, through the engine's fallback with the pipelines' text tools."""
+    from engine import EngineError, LongRequest
+    from pipelines.text.fallback_tools import PipelineTextTools
+
+    req = LongRequest(document=doc.text, question=suffix, instructions=instructions)
+    try:
+        out, report = llm.generate_long(req, params, fallback, text_tools=PipelineTextTools())
+    except EngineError as exc:
+        item.error = str(exc)
+        return
+    item.text, item.finish_reason, item.token_ids = out.text.strip(), out.finish_reason, list(out.token_ids)
+    item.fallback = report
+    item.metrics.update(out.metrics)

@@ -1,0 +1,98 @@
+"""Engine settings and the one engine handle per process and settings.
+
+`EngineSettings` names the model (None: the packaged Gemma 3 270M), device, dtype and context
+limit; `EngineSettings.from_env()` reads LONGDOC_MODEL / LONGDOC_DEVICE / LONGDOC_DTYPE /
+LONGDOC_MAX_MODEL_LEN. `get_engine(settings)` loads the engine once per process and settings
+(lazily, under a lock, so concurrent callers share one load) and returns the same `LLM` after;
+when the model cannot load it raises `EngineUnavailable` with one line saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ENV = {"model": "LONGDOC_MODEL", "device": "LONGDOC_DEVICE", "dtype": "LONGDOC_DTYPE",
+       "max_model_len": "LONGDOC_MAX_MODEL_LEN"}
+
+
+class EngineUnavailable(RuntimeError):
+    """The engine could not be loaded; the message is one line."""
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """model: a GGUF file or HF folder, None for the packaged default. device: "cpu", "cuda" or None
+    (CUDA when available). dtype: float32 / bfloat16 / float16 or None (the engine's default for the
+    device). max_model_len: context limit in tokens, None for the model's. max_num_seqs: requests
+    the scheduler runs at once (a pipeline's batch). max_prefill_chunk: prompt tokens per prefill
+    step (None: the engine's default)."""
+
+    model: str | None = None
+    device: str | None = None
+    dtype: str | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int = 8
+    max_prefill_chunk: int | None = None
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **over: Any) -> EngineSettings:
+        """Settings from the environment; keyword arguments that are not None win over it."""
+        env = os.environ if environ is None else environ
+        vals: dict[str, Any] = {k: env.get(v) or None for k, v in ENV.items()}
+        if vals["max_model_len"] is not None:
+            try:
+                vals["max_model_len"] = int(vals["max_model_len"])
+            except ValueError:
+                raise ValueError(f"LONGDOC_MAX_MODEL_LEN={vals['max_model_len']!r} is not a number of tokens") from None
+        vals.update({k: (str(v) if k == "model" and isinstance(v, Path) else v) for k, v in over.items()
+                     if v is not None})
+        return cls(**vals)
+
+    def describe(self) -> str:
+        """One line: model, device, dtype, context."""
+        return (f"model {self.model or 'Gemma 3 270M (packaged)'}, device {self.device or 'auto'}, "
+                f"dtype {self.dtype or 'auto'}, context {self.max_model_len or 'the model maximum'}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_ENGINES: dict[EngineSettings, Any] = {}
+_LOCK = threading.Lock()
+
+
+def get_engine(settings: EngineSettings | None = None):
+    """The process's `engine.LLM` for `settings` (default: `EngineSettings.from_env()`), loaded on
+    first use and shared after. Raises EngineUnavailable (one line) when it cannot load."""
+    settings = settings if settings is not None else EngineSettings.from_env()
+    with _LOCK:
+        llm = _ENGINES.get(settings)
+        if llm is None:
+            llm = _ENGINES[settings] = _load(settings)
+        return llm
+
+
+def loaded_engines() -> list[EngineSettings]:
+    """Settings of the engines this process has loaded."""
+    with _LOCK:
+        return list(_ENGINES)
+
+
+def _load(settings: EngineSettings):
+    try:
+        from engine import LLM, EngineError, SchedulerConfig
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise EngineUnavailable(f"the engine cannot be imported: {exc}") from exc
+    try:
+        sched = SchedulerConfig(max_num_seqs=settings.max_num_seqs)
+        if settings.max_prefill_chunk is not None:
+            sched = SchedulerConfig(max_num_seqs=settings.max_num_seqs, max_prefill_chunk=settings.max_prefill_chunk)
+        return LLM(model=settings.model, device=settings.device, dtype=settings.dtype, scheduler=sched,
+                   max_model_len=settings.max_model_len)
+    except (EngineError, OSError, ValueError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise EngineUnavailable(f"no model could be loaded ({settings.describe()}): {first}") from exc

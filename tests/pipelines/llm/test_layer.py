@@ -1,0 +1,210 @@
+"""The LLM layer on a tiny random-weight Gemma 3 with a character tokenizer: one document's KV
+computed once for a batch, attribution to exact characters, choose() against LLM.score, progress,
+cancellation, budgets, per-item errors and the fallback, settings and the step registry."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from pipelines.documents import Document
+from pipelines.llm import (
+    Budget,
+    EngineSettings,
+    EngineUnavailable,
+    LLMMode,
+    Measurement,
+    StepDecision,
+    ask_document,
+    choose,
+    decision,
+    get_engine,
+    register,
+    sentence_spans,
+    step_enabled,
+)
+
+TEXT = ("The supplier shall deliver the goods within 30 days. Payment is due on delivery.\n"
+        "Either party may end this agreement with 60 days notice. The law of Ontario governs it.\n"
+        "Liability is capped at the fees paid in the last 12 months.")
+QUESTIONS = ["Who delivers?", "When is payment due?", "Which law governs?"]
+
+
+@pytest.fixture
+def doc() -> Document:
+    return Document.from_text(TEXT, doc_id="contract")
+
+
+@pytest.fixture
+def chunked(tiny_text_model):
+    """An engine with 32-token prefill steps, so a prompt takes several steps."""
+    return get_engine(EngineSettings(model=str(tiny_text_model), device="cpu", dtype="float32",
+                                     max_model_len=1024, max_prefill_chunk=32))
+
+
+def test_one_handle_per_settings(tiny_text_model, tiny_llm):
+    s = EngineSettings(model=str(tiny_text_model), device="cpu", dtype="float32", max_model_len=1024)
+    assert get_engine(s) is tiny_llm
+    assert get_engine(EngineSettings(model=str(tiny_text_model), device="cpu", dtype="float32",
+                                     max_model_len=512)) is not tiny_llm
+
+
+def test_settings_from_the_environment():
+    env = {"LONGDOC_MODEL": "/m.gguf", "LONGDOC_DEVICE": "cpu", "LONGDOC_DTYPE": "bfloat16",
+           "LONGDOC_MAX_MODEL_LEN": "4096"}
+    s = EngineSettings.from_env(env)
+    assert (s.model, s.device, s.dtype, s.max_model_len) == ("/m.gguf", "cpu", "bfloat16", 4096)
+    assert EngineSettings.from_env(env, device="cuda", dtype=None).device == "cuda"
+    assert EngineSettings.from_env({}) == EngineSettings()
+    with pytest.raises(ValueError, match="LONGDOC_MAX_MODEL_LEN"):
+        EngineSettings.from_env({"LONGDOC_MAX_MODEL_LEN": "lots"})
+
+
+def test_a_model_that_cannot_load_is_one_line(tmp_path):
+    with pytest.raises(EngineUnavailable) as err:
+        get_engine(EngineSettings(model=str(tmp_path / "missing.gguf"), device="cpu"))
+    assert "\n" not in str(err.value) and "no model could be loaded" in str(err.value)
+
+
+@pytest.mark.parametrize("strategy", ["placement", "prefix"])
+def test_a_batch_over_one_document_computes_it_once(chunked, doc, strategy):
+    chunked.clear_prefix_cache()
+    steps = chunked.sched_counters.steps
+    res = ask_document(chunked, doc, QUESTIONS, max_tokens=4, strategy=strategy)
+    assert res.status == "ok" and all(it.ok and it.finish_reason for it in res.items)
+    if strategy == "placement":
+        assert res.reuse["documents_computed"] + res.reuse["documents_loaded"] == 1
+    else:  # the document is prefilled once, every question takes it from the prefix cache
+        doc_tokens = len(chunked.encode(doc.text, add_special_tokens=False))
+        assert all(it.metrics["cached_prompt_tokens"] >= doc_tokens - 32 for it in res.items)
+        assert res.reuse["prefix_hit_tokens"] >= len(QUESTIONS) * (doc_tokens - 32)
+    # the questions decode together: fewer steps than running them one after another
+    batched = chunked.sched_counters.steps - steps
+    again = ask_document(chunked, doc, QUESTIONS[:1], max_tokens=4, strategy=strategy)
+    if strategy == "placement":  # the second call does not recompute the document
+        assert again.reuse["documents_computed"] == 0 and again.reuse["documents_loaded"] == 1
+    assert batched < len(QUESTIONS) * 4 + 40
+    assert [it.text for it in res.items[:1]] == [again.items[0].text]
+
+
+def test_attribution_points_at_the_exact_characters(tiny_llm, doc):
+    res = ask_document(tiny_llm, doc, QUESTIONS[:2], max_tokens=4, attribute=True, top_k=2)
+    for it in res.items:
+        assert 1 <= len(it.spans) <= 2
+        for a in it.spans:
+            s = a.source
+            assert doc.text[s.char_start:s.char_end] == s.text and s.doc_id == "contract"
+            assert (s.char_start, s.char_end) in sentence_spans(doc)
+        assert it.spans[0].score >= it.spans[-1].score
+    own = [(0, 8), (60, 80)]
+    res = ask_document(tiny_llm, doc, QUESTIONS[:1], max_tokens=4, attribute=True, candidates=own, top_k=5)
+    assert sorted((a.source.char_start, a.source.char_end) for a in res.items[0].spans) == own
+    assert abs(sum(a.score for a in res.items[0].spans) - 1.0) < 1e-4
+
+
+def test_sentences_are_trimmed_and_cover_cjk():
+    d = Document.from_text("  First one.  Second!\n第一句。第二句？\n\n")
+    assert [d.text[s:e] for s, e in sentence_spans(d)] == ["First one.", "Second!", "第一句。", "第二句？"]
+
+
+def test_logprobs_are_those_of_score(tiny_llm, doc):
+    res = ask_document(tiny_llm, doc, QUESTIONS[:1], max_tokens=3, logprobs=True)
+    it = res.items[0]
+    from pipelines.llm import INSTRUCTIONS, QUESTION
+
+    ref = tiny_llm.score(INSTRUCTIONS + doc.text + QUESTION.format(question=QUESTIONS[0]), it.token_ids)
+    assert it.logprobs == pytest.approx(ref.logprobs, abs=1e-5) and len(it.logprobs) == len(it.token_ids)
+
+
+def test_choose_picks_the_higher_log_probability_and_matches_score(tiny_llm):
+    prompt = "Is the cap lowered? Answer:"
+    c = choose(tiny_llm, prompt, {"yes": " y", "no": " n"})  # one token each: one forward
+    for label, cont in {"yes": " y", "no": " n"}.items():
+        assert c.logprobs[label] == pytest.approx(tiny_llm.score(prompt, cont).total, abs=1e-4)
+    assert c.label == max(c.logprobs, key=c.logprobs.get)
+    assert c.margin == pytest.approx(abs(c.logprobs["yes"] - c.logprobs["no"]))
+    m = choose(tiny_llm, prompt, {"internal": " internal", "external": " external"})  # several tokens
+    assert m.logprobs["internal"] == pytest.approx(tiny_llm.score(prompt, " internal").total, abs=1e-5)
+    assert m.label == max(m.logprobs, key=m.logprobs.get)
+
+
+def test_progress_is_monotone_and_reaches_the_total(chunked, doc):
+    seen = []
+    res = ask_document(chunked, doc, QUESTIONS, max_tokens=4, attribute=True, logprobs=True,
+                       on_progress=seen.append)
+    assert res.status == "ok" and len(seen) > 5
+    done = [p.tokens_done for p in seen]
+    assert done == sorted(done) and done[-1] == seen[-1].tokens_total and len(set(done)) > 4
+    assert seen[-1].items_done == len(QUESTIONS) and seen[-1].fraction == 1.0
+    assert all(p.eta_s is None or p.eta_s >= 0 for p in seen) and "tokens" in seen[-1].describe()
+
+
+def test_cancellation_stops_within_a_step(chunked, doc):
+    cancel = threading.Event()
+    at = {}
+
+    def progress(p):
+        if p.tokens_done > 0 and not cancel.is_set():
+            cancel.set()
+            at["steps"] = chunked.sched_counters.steps
+
+    res = ask_document(chunked, doc, QUESTIONS, max_tokens=8, strategy="prefix", on_progress=progress,
+                       cancel=cancel)
+    assert res.status == "cancelled" and "cancelled" in res.message
+    assert chunked.sched_counters.steps == at["steps"]  # no engine step after the one that saw it
+    assert all(not it.ok and "cancelled" in it.error for it in res.items)
+    assert not chunked.core.has_unfinished()  # nothing left queued in the engine
+
+
+def test_budget_exceeded_keeps_the_finished_items(tiny_text_model, doc):
+    llm = get_engine(EngineSettings(model=str(tiny_text_model), device="cpu", dtype="float32",
+                                    max_model_len=1024, max_num_seqs=2))
+    from pipelines.llm import INSTRUCTIONS, QUESTION
+
+    def work(q: str) -> int:  # prompt tokens + max_tokens: what a finished answer counts
+        return (len(llm.encode(INSTRUCTIONS)) + len(llm.encode(doc.text, add_special_tokens=False))
+                + len(llm.encode(QUESTION.format(question=q), add_special_tokens=False)) + 6)
+
+    # two requests run at once: the first two finish within the budget, the next two go over it
+    first_two = work(QUESTIONS[0]) + work(QUESTIONS[1])
+    res = ask_document(llm, doc, QUESTIONS + ["Who pays?"], max_tokens=6, budget=Budget(tokens=first_two + 5))
+    assert res.status == "budget_exceeded"
+    assert res.message.startswith("token budget of") and "answers finished and kept" in res.message
+    kept = [it for it in res.items if it.ok]
+    assert res.items[0].ok and res.items[1].ok and len(kept) == 2 and all(it.finish_reason in ("length", "stop", "eos") for it in kept)
+    assert all("budget" in it.error for it in res.items if not it.ok)
+    timed = ask_document(llm, doc, QUESTIONS, max_tokens=6, budget=Budget(seconds=0.0))
+    assert timed.status == "budget_exceeded" and timed.message.startswith("time budget of 0 s exceeded")
+
+
+def test_an_item_too_long_keeps_the_rest_of_the_batch(tiny_llm, doc):
+    long_q = "Why " * 300
+    res = ask_document(tiny_llm, doc, [QUESTIONS[0], long_q, QUESTIONS[1]], max_tokens=4)
+    assert res.status == "ok"
+    assert res.items[0].ok and res.items[2].ok and res.items[0].text is not None
+    assert not res.items[1].ok and "longer than the configured context" in res.items[1].error
+
+
+def test_a_long_item_goes_through_the_fallback_with_its_report(tiny_llm):
+    from engine import FallbackPolicy
+
+    big = Document.from_text("The notice period is 60 days. " * 40)
+    res = ask_document(tiny_llm, big, ["How long is the notice?"], max_tokens=4,
+                       fallback=FallbackPolicy(strategy="truncate", truncate_side="middle"))
+    it = res.items[0]
+    assert it.ok and it.fallback is not None and it.fallback.fallback_triggered
+    assert it.fallback.tokens_dropped > 0 and it.to_dict()["fallback"]["strategy"] == "truncate"
+
+
+def test_llm_modes_and_the_registry():
+    assert LLMMode.parse("auto") is LLMMode.AUTO
+    with pytest.raises(ValueError, match="off, auto or on"):
+        LLMMode.parse("sometimes")
+    assert not step_enabled("medical.engine_rerank", "auto") and step_enabled("medical.engine_rerank", "on")
+    assert not step_enabled("medical.engine_rerank", "off")
+    assert decision("medical.engine_rerank").measurement is None
+    with pytest.raises(ValueError, match="measured gain"):
+        register(StepDecision("x.step", "fp", in_auto=True, measurement=None))
+    register(StepDecision("x.step", "fp", True, Measurement("f1", 0.5, 0.6, "python bench.py", "2026-12-03")))
+    assert step_enabled("x.step", "auto", "fp") and not step_enabled("x.step", "auto")
