@@ -61,6 +61,14 @@ _EN: list[tuple[str, str, str, int]] = [
         "if", "should", "return if", "call if", "in case of", "watch for", "monitor for", "risk of", "to prevent",
         "prevent", "prophylaxis", "prophylactic", "in the event of", "as needed for", "prn", "warning signs",
         "precautions", "unless"]],
+    # planned, not done: "Plan laparoscopic appendectomy", "scheduled for colonoscopy", "will start heparin",
+    # "consider CT", "would recommend Coumadin" ("Plan:" as a heading is cut off by the colon)
+    *[(p, HYPOTHETICAL, "f", 6) for p in [
+        "plan", "plans", "plan for", "planned", "planning", "scheduled", "scheduled for", "will", "will need",
+        "will undergo", "consider", "considering", "to undergo", "recommend", "recommended", "would recommend",
+        "candidate for", "awaiting"]],
+    *[(p, HYPOTHETICAL, "b", 3) for p in ["is planned", "was planned", "planned", "is scheduled", "was scheduled",
+                                          "is recommended", "was recommended"]],
 ]
 _EN_PSEUDO = ["no increase", "no change", "not only", "no further", "not necessarily", "gram negative",
               "gram-negative", "not certain if", "not certain whether", "no significant change", "without difficulty",
@@ -84,6 +92,7 @@ _ZH: list[tuple[str, str, str, int]] = [
     *[(p, HISTORICAL, "b", 3) for p in ["病史", "史"]],
     *[(p, FAMILY, "f", 40) for p in ["家族史", "家族中", "父亲", "母亲", "其父", "其母", "兄弟", "姐妹", "家人", "子女"]],
     *[(p, HYPOTHETICAL, "f", 40) for p in ["如", "若", "如有", "如出现", "一旦", "警惕", "预防", "必要时", "以防"]],
+    *[(p, HYPOTHETICAL, "f", 12) for p in ["拟行", "拟", "计划", "择期", "准备行", "建议行"]],
 ]
 _ZH_PSEUDO = ["无明显诱因", "无诱因", "无明显缓解", "未见明显异常", "无特殊", "否认无", "未引起重视", "如下", "例如",
               "无明显变化", "未见异常", "无不适", "无明显原因"]

@@ -2,11 +2,13 @@
 
 Stages: per document (kind, date, sections, sentences, entities with assertions, time
 expressions) -> identity (what each document says about whose record it is; disagreements are
-`identity` conflicts, and `discover` / `patients` split a folder of several patients) -> patient anchors (admission, surgery, discharge: stated dates first, then the
+`identity` conflicts, and `discover` / `patients` split a folder of several patients) -> patient
+anchors (admission, surgery, discharge: stated dates first, then the
 dates of admission notes, operative notes and discharge summaries) -> normalised times -> a time
 for every entity -> events (mentions of one concept on one day merged across documents; past-history
 re-mentions linked to the earlier event) -> relations on one timeline (networkx) -> conflicts
-(affirmed and negated on the same day) -> evidence (for a question, and the evidence chain of
+(affirmed and negated at the same time: within a few hours, or on one day when neither states a
+time of day) -> evidence (for a question, and the evidence chain of
 every discharge diagnosis). Deterministic; no engine needed (an optional engine re-ranking step
 is off by default).
 """
@@ -278,6 +280,7 @@ class MedicalPipeline(Pipeline):
                 n += 1
                 times_out.append(TimeExpression(id=f"T{n}", text=t.text, span=pd.doc.span(t.start, t.end), kind=t.kind,
                                                 time=TimeInterval(**tv.as_dict())))
+        self._clock = {pd.doc.doc_id: _header_clock(pd) for pd in prepared}
         self._stay = (anchor_dates.get("admission"), anchor_dates.get("discharge"))
         self._surgery = anchor_dates.get("surgery")
         entities = self._entities(prepared)
@@ -398,7 +401,11 @@ class MedicalPipeline(Pipeline):
             line_start = text.rfind("\n", 0, t.start) + 1
             dated_entry = not text[line_start:t.start].strip(" \t-*•")  # "POD 3, 14:00: ...", "5月12日 08:00 ..."
             header = t.start < 300 and t.kind in ("date", "datetime")
-            if (same_par and dated_entry) or (m.type in ("lab", "vital") and (same_sec or pd.kind == "lab_report" or header)):
+            label = re.match(r"\s*[)）]?\s*[:：]", text[t.end:t.end + 4]) is not None  # "Labs 03/08: WBC ...", "(03/08):"
+            # a lab or vital takes the time of its table, report header or dated entry, not a date in an
+            # earlier sentence of prose ("... EKG done on 11/02/07 ... BNP shows 3788")
+            if (same_par and dated_entry) or (m.type in ("lab", "vital") and (
+                    pd.kind == "lab_report" or header or (same_sec and (dated_entry or label)))):
                 return TimeInterval(**tv.as_dict())
             if same_par and dated_entry is False and t.kind in ("date", "datetime", "anchored", "document_relative"):
                 continue  # a date inside an earlier sentence of prose does not date this one
@@ -517,16 +524,39 @@ class MedicalPipeline(Pipeline):
         for key in sorted(set(pos) & set(neg)):
             ps = [m for ev in pos[key] for m in ev.mentions if by_id[m].assertion in (context.PRESENT, context.POSSIBLE)]
             ns = [m for ev in neg[key] for m in ev.mentions]
-            if not ps or not ns:
+            # statements hours apart can both be true ("no fever" at 07:30, 38.6 °C at 14:00): a pair
+            # contradicts when both times of day are known and within the tolerance, or neither is known
+            # (the same day is then the same time); a day-level statement is not compared with a timed one
+            clocks = {i: self._clock_of(by_id[i]) for i in ns + ps}
+            pairs = [(n_, p_, _hours_apart(clocks[n_], clocks[p_])) for n_ in ns for p_ in ps
+                     if (clocks[n_] is None and clocks[p_] is None)
+                     or (clocks[n_] and clocks[p_] and _hours_apart(clocks[n_], clocks[p_]) <= _CONFLICT_TOLERANCE_H)]
+            if not pairs:
                 continue
-            a, b = by_id[ns[0]], by_id[ps[0]]
+            pairs.sort(key=lambda x: (x[2] is None, x[2] or 0))
+            a, b, gap = by_id[pairs[0][0]], by_id[pairs[0][1]], pairs[0][2]
+            ns = list(dict.fromkeys(x[0] for x in pairs))
+            ps = list(dict.fromkeys(x[1] for x in pairs))
             cross = a.doc_id != b.doc_id
-            desc = (f"'{a.text}' ({a.doc_id}) says no {key[0]}, but '{b.text}' ({b.doc_id}) records it on {key[1]}"
-                    + (" — in different documents" if cross else " — in the same document"))
+            when = (f"{gap:g} h apart, within the {_CONFLICT_TOLERANCE_H} h a clinician would call the same time"
+                    if gap is not None else "on the same day, neither time of day stated")
+            desc = (f"'{a.text}' ({a.doc_id}) says no {key[0]}, but '{b.text}' ({b.doc_id}) records it on {key[1]}, "
+                    f"{when}" + (" — in different documents" if cross else " — in the same document"))
             ids = ns + ps
             out.append(Conflict(id=f"C{len(out) + 1}", kind="negated_and_affirmed_same_day", concept=key[0], date=key[1],
                                 description=desc, entities=ids, sources=[by_id[i].span for i in ids]))
         return out
+
+    def _clock_of(self, e: Entity) -> str | None:
+        """The entity's time to the minute: its own, or its note's header time when it is dated to the
+        note's day ("Date: 2024-03-08 07:30 ... POD 3 ... No fever")."""
+        t = e.time
+        if t is not None and t.granularity in ("minute", "hour") and t.start:
+            return t.start
+        clock = self._clock.get(e.doc_id)
+        if t is not None and t.granularity == "day" and t.start and clock and clock[:10] == t.start[:10]:
+            return clock
+        return None
 
     # ----------------------------------------------------------------------------------------
     def _candidates(self, prepared: list[_Doc], entities: list[Entity]) -> list[Candidate]:
@@ -628,6 +658,29 @@ def _next_day(d: date) -> str:
     from datetime import timedelta
 
     return (d + timedelta(days=1)).isoformat()
+
+
+_CONFLICT_TOLERANCE_H = 4  # hours within which a finding's absence and presence contradict each other
+
+
+def _header_clock(pd: _Doc) -> str | None:
+    """The note's time of day, from a header datetime on the note's date ("Date: 2024-03-08 07:30")."""
+    if pd.date is None:
+        return None
+    for t, tv in zip(pd.times, pd.time_values, strict=True):
+        if t.start > 300:
+            break
+        if tv.granularity == "minute" and tv.start and tv.start[:10] == pd.date.isoformat():
+            return tv.start
+    return None
+
+
+def _hours_apart(a: str | None, b: str | None) -> float | None:
+    from datetime import datetime
+
+    if not a or not b or len(a) < 16 or len(b) < 16:
+        return None
+    return round(abs((datetime.fromisoformat(a[:16]) - datetime.fromisoformat(b[:16])).total_seconds()) / 3600, 2)
 
 
 def _le(a: str, b: str) -> bool:

@@ -2,7 +2,7 @@
 
 Found: absolute dates and times (2024-03-05, 2024/3/5, 03/05/2024 and 03/05/24 — US month-first
 unless the first number is over 12 —, 5 Mar 2024, March 5, 2024, March 2024, 2024年3月5日,
-3月5日 14:30, 3月5日14时30分), anchored relative times (POD 3, post-operative day #3, 术后第3天,
+3月5日 14:30, 3月5日14时30分), anchored relative times (POD 3, POD 3, 14:00, post-operative day #3, 术后第3天, 术后第3天 14:00,
 hospital day 2, 入院第2天, 3 days prior to admission, 入院前1年, on admission, 入院时), times
 relative to the document (yesterday, 昨日, 今晨, 3 days ago, 3小时前, 2周来, 一个月来) and
 durations (for 2 weeks, x3 days, 3小时, 2年余).
@@ -46,8 +46,10 @@ PATTERNS: list[tuple[str, re.Pattern]] = [
     ("mdy", re.compile(r"(?<!\w)(?P<mon>" + _MON + r")\s+(?P<d>[0-3]?\d)(?:st|nd|rd|th)?(?:,\s*|\s+)(?P<y>(?:19|20)\d{2})(?!\d)" + _TIME, re.I)),
     ("md", re.compile(r"(?<!\w)(?P<mon>" + _MON + r")\s+(?P<d>[0-3]?\d)(?:st|nd|rd|th)?(?![\d,]*\s*(?:19|20)\d{2})(?!\w)" + _TIME, re.I)),
     ("my", re.compile(r"(?<!\w)(?P<mon>" + _MON + r")\s+(?P<y>(?:19|20)\d{2})(?!\d)", re.I)),
-    ("pod", re.compile(r"(?<!\w)(?:POD|post[- ]?op(?:erative)?\s+day|postop\s+day)\s*#?\s*(?P<n>\d{1,3})(?!\d)", re.I)),
-    ("zh_pod", re.compile(r"术后\s*第?\s*(?P<n>\d{1,3}|[一二两三四五六七八九十]{1,3})\s*[天日]")),
+    ("pod", re.compile(r"(?<!\w)(?:POD|post[- ]?op(?:erative)?\s+day|postop\s+day)\s*#?\s*(?P<n>\d{1,3})(?!\d)"
+                       r"(?:,?\s*(?:at\s+)?(?P<hh>[01]?\d|2[0-3])[:：](?P<mm>[0-5]\d)(?!\d))?", re.I)),
+    ("zh_pod", re.compile(r"术后\s*第?\s*(?P<n>\d{1,3}|[一二两三四五六七八九十]{1,3})\s*[天日]"
+                          r"(?:[，,]?\s*(?P<hh>[01]?\d|2[0-3])[:：](?P<mm>[0-5]\d)(?!\d))?")),
     ("hd", re.compile(r"(?<!\w)(?:hospital\s+day|HD)\s*#?\s*(?P<n>\d{1,3})(?!\d)", re.I)),
     ("zh_hd", re.compile(r"(?:入院|住院)(?:后)?\s*第\s*(?P<n>\d{1,3}|[一二两三四五六七八九十]{1,3})\s*[天日]")),
     ("before_anchor", re.compile(r"(?<!\w)(?P<n>" + _QTY + r")\s*(?P<u>" + _EN_UNIT + r")\s+(?:prior\s+to|before|preceding)\s+(?:the\s+)?(?P<anchor>admission|presentation|surgery|the operation|operation|discharge)", re.I)),
@@ -157,6 +159,8 @@ def find_times(doc: Document) -> list[TimeMention]:
                 kind = "month"
             elif name in ("pod", "zh_pod"):
                 val = {"anchor": "surgery", "n": _qty(g["n"]), "unit": "day", "direction": 1, "ordinal": True}
+                if g.get("hh") is not None:  # "POD 3, 14:00"
+                    val["hh"], val["mm"] = int(g["hh"]), int(g["mm"])
                 kind = "anchored"
             elif name in ("hd", "zh_hd"):
                 val = {"anchor": "admission", "n": _qty(g["n"]) - 1, "unit": "day", "direction": 1, "ordinal": True}
@@ -294,6 +298,9 @@ def normalize(t: TimeMention, doc_date: date | None, anchors: dict[str, date], *
         if base is None:
             return TimeValue(None, None, v["unit"], "unanchored")
         d = _shift(base, v["n"], v["unit"], v["direction"])
+        if "hh" in v:
+            dt = datetime(d.year, d.month, d.day, v["hh"], v["mm"])
+            return TimeValue(_iso(dt, "minute"), _iso(dt + timedelta(minutes=1), "minute"), "minute", v["anchor"])
         gran = "day" if v["unit"] in ("minute", "hour", "day") else v["unit"]
         s, e = _span_for(d, gran)
         return TimeValue(s, e, gran, v["anchor"], approximate=v["unit"] in ("week", "month", "year"))
