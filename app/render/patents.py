@@ -1,73 +1,120 @@
 """Drawings of a `PatentResult`'s claim tree: a rich tree for the terminal (`render_tree`, and
-`render_tree_text` as plain text) and Graphviz DOT for the UI (`to_dot`)."""
+`render_tree_text` as plain text), Graphviz DOT for the UI (`to_dot`) and the claim-count line
+(`counts_line`). Each claim is shown by what it adds (`TreeNode.label`: a dependent claim's
+"wherein …" limitation, an independent claim's preamble), claim 1's tree first, an independent
+claim's elements nested under it."""
 
 from __future__ import annotations
 
 import io
-import re
 
 from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
-from pipelines.patents import Claim, PatentResult, TreeNode
-from pipelines.text.script import has_cjk
+from pipelines.patents import Claim, ClaimPart, PatentResult, TreeNode, claim_label, shorten
 
 
-def first_words(text: str, n_words: int = 8, n_cjk: int = 18) -> str:
-    """The start of a claim's text for labels, without its number."""
-    t = re.sub(r"^\s*(?:\[?\s*claims?\s*)?\d{1,3}\s*[.、．)\]:]*\s*(?:\([^)]{0,40}\)\s*)?", "", text, flags=re.IGNORECASE)
-    t = " ".join(t.split())
-    if has_cjk(t[:10]):
-        return t[:n_cjk] + ("…" if len(t) > n_cjk else "")
-    words = t.split(" ")
-    return " ".join(words[:n_words]) + ("…" if len(words) > n_words else "")
-
-
-def _label(c: Claim, codes: list[str]) -> Text:
+def _label(c: Claim, codes: list[str], text: str | None = None, info: frozenset[str] = frozenset()) -> Text:
+    """A claim's line: number, status, category, `text` (else its label), finding codes (`info`:
+    the codes shown as notes rather than warnings)."""
     label = Text()
     label.append(f"{c.number}", style="bold")
     if c.status != "active":
         label.append(f" ({c.status})", style="yellow")
     label.append(f" [{c.category}] ", style="cyan")
-    label.append(first_words(c.text) if not c.cancelled else "", style="")
+    if not c.cancelled:
+        label.append(text if text is not None else claim_label(c), style="")
     for code in codes:
-        label.append(f" ⚠ {code}", style="bold red")
+        if code in info:
+            label.append(f" ℹ {code}", style="dim")
+        else:
+            label.append(f" ⚠ {code}", style="bold red")
     return label
 
 
-def render_tree(result: PatentResult) -> Tree:
-    """A rich Tree of the claim set: number, status, category, first words, finding codes."""
+def counts_line(result: PatentResult) -> str:
+    """'10 claims, 1 independent, 0 multiple dependent; for USPTO fees: 10 claims, 1 independent'
+    (with the excess over 20 and 3, and the multiple dependent claim fee, when due)."""
+    s = result.stats
+    k = s.claim_counts
+    line = f"{s.n_active} claims, {s.n_independent} independent, {s.n_multiple_dependent} multiple dependent"
+    if k is None:
+        return line
+    line += f"; for USPTO fees: {k.total_for_fees} claims, {k.independent} independent"
+    extra = []
+    if k.excess_total:
+        extra.append(f"{k.excess_total} over 20")
+    if k.excess_independent:
+        extra.append(f"{k.excess_independent} independent over 3")
+    if k.multiple_dependent_fee:
+        extra.append("multiple dependent claim fee")
+    return line + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _add_parts(branch: Tree, parts: list[ClaimPart]) -> None:
+    """An independent claim's elements under its node, nested as the claim nests them."""
+    stack = [(branch, parts)]
+    while stack:
+        node, items = stack.pop()
+        for p in items:
+            child = node.add(Text("· " + shorten(p.span.text, 10), style="dim"))
+            if p.parts:
+                stack.append((child, p.parts))
+
+
+def render_tree(result: PatentResult, elements: bool = True) -> Tree:
+    """A rich Tree of the claim set: number, status, category, what the claim adds (a dependent
+    claim's limitation, an independent claim's preamble), finding codes; with `elements`, an
+    independent claim's elements (and a dependent claim's nested ones) under it. Claim 1's tree
+    comes first."""
     by_number = {c.number: c for c in result.claims}
     codes: dict[int, list[str]] = {}
     for f in result.findings:
         for n in f.claims[:1]:
             codes.setdefault(n, []).append(f.code)
-    root = Tree(Text(f"{result.document.source_name}: {result.stats.n_claims} claims, "
-                     f"{result.stats.n_independent} independent, {len(result.findings)} findings", style="bold"))
+    info = frozenset(f.code for f in result.findings if f.severity == "info")
+    root = Tree(Text(f"{result.document.source_name}: {counts_line(result)}; {len(result.findings)} findings",
+                     style="bold"))
 
     def add(parent: Tree, t: TreeNode) -> None:
         c = by_number[t.number]
         if t.repeat:  # a claim with several parents: spelled out at its first appearance only
             parent.add(Text.assemble((f"{t.number}", "bold"), (" (also under another parent, see above)", "dim")))
             return
-        label = _label(c, sorted(set(codes.get(t.number, []))))
+        label = _label(c, sorted(set(codes.get(t.number, []))), t.label or None, info)
         if t.continued:
             label.append("  (continued below)", style="dim")
         branch = parent.add(label)
+        if elements and (c.independent or any(p.parts for p in c.parts)):
+            _add_parts(branch, c.parts)
         for k in t.children:
             add(branch, k)
 
-    for t in result.trees:
+    for t in ordered_trees(result):
         add(root, t)
     if result.unattached:
         ua = root.add(Text("not attached to an independent claim", style="dim"))
         for n in result.unattached:
-            ua.add(_label(by_number[n], sorted(set(codes.get(n, [])))))
+            ua.add(_label(by_number[n], sorted(set(codes.get(n, []))), info=info))
     cancelled = [c.number for c in result.claims if c.cancelled]
     if cancelled:
         root.add(Text("cancelled: " + ", ".join(map(str, cancelled)), style="dim"))
     return root
+
+
+def ordered_trees(result: PatentResult) -> list[TreeNode]:
+    """The trees with the one holding the lowest claim number (claim 1's) first, then the others
+    by their root's number; continuations last."""
+    def lowest(t: TreeNode) -> int:
+        best, stack = t.number, [t]
+        while stack:
+            n = stack.pop()
+            best = min(best, n.number)
+            stack.extend(n.children)
+        return best
+
+    return sorted(result.trees, key=lambda t: (t.continuation, lowest(t), t.number))
 
 
 def render_tree_text(result: PatentResult, width: int = 100) -> str:
@@ -82,7 +129,8 @@ def _dot_escape(s: str) -> str:
 
 
 def to_dot(result: PatentResult) -> str:
-    """Graphviz DOT of the claim tree (edges parent -> dependent), for `st.graphviz_chart`."""
+    """Graphviz DOT of the claim tree (edges parent -> dependent), for `st.graphviz_chart`: each
+    node shows what its claim adds; the independent claims stand in one column, claim 1's on top."""
     flagged: dict[int, set[str]] = {}
     for f in result.findings:
         for n in f.claims[:1]:
@@ -90,12 +138,13 @@ def to_dot(result: PatentResult) -> str:
     lines = [
         "digraph claims {",
         "  rankdir=LR;",
+        "  ordering=out;",
         '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica", fontsize=10];',
         '  edge [color="#666666"];',
     ]
     numbers = {c.number for c in result.claims}
     for c in result.claims:
-        words = first_words(c.text, 6, 12) if not c.cancelled else ""
+        words = claim_label(c, 8, 16)
         label = f"{c.number} · {c.category}"
         if c.status != "active":
             label += f" ({c.status})"
@@ -116,5 +165,9 @@ def to_dot(result: PatentResult) -> str:
         for p in c.depends_on:
             if p in numbers and p != c.number:
                 lines.append(f'  "{p}" -> "{c.number}";')
+    roots = [t.number for t in ordered_trees(result) if not t.continuation]
+    if len(roots) > 1:  # the roots in one column, claim 1's tree on top
+        chain = " -> ".join(f'"{n}"' for n in roots)
+        lines.append(f"  {{ rank=same; {chain} [style=invis]; }}")
     lines.append("}")
     return "\n".join(lines) + "\n"

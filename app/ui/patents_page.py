@@ -34,15 +34,19 @@ def run_input(name: str, data: bytes):
 
 
 def render(result, doc) -> None:
-    from app.render.patents import to_dot
+    from app.render.patents import counts_line, to_dot
 
     claims = result.claims
-    n_ind = sum(1 for c in claims if c.independent)
-    c1, c2, c3, c4 = st.columns(4)
-    c1.metric("Claims", len(claims))
-    c2.metric("Independent", n_ind)
-    c3.metric("Dependent", len(claims) - n_ind)
-    c4.metric("Findings", len(result.findings))
+    s = result.stats
+    counts = s.claim_counts
+    c1, c2, c3, c4, c5 = st.columns(5)
+    c1.metric("Claims", s.n_active)
+    c2.metric("Independent", s.n_independent)
+    c3.metric("Multiple dependent", s.n_multiple_dependent)
+    c4.metric("For USPTO fees", counts.total_for_fees if counts else s.n_active)
+    c5.metric("Findings", len(result.findings))
+    if counts is not None:
+        st.caption(f"{counts_line(result)}. Counting rule: {counts.rule}.")
     st.download_button(
         "Download JSON", to_json(result), file_name=f"{doc.doc_id}.patents.json", mime="application/json", key="patents_download"
     )
@@ -69,12 +73,16 @@ def render(result, doc) -> None:
             unsafe_allow_html=True,
         )
         st.html(highlight(claim.span.text, claim.span.char_start, marks))
+        if claim.limitation is not None and not claim.independent:
+            st.markdown(f"**Adds:** {claim.limitation.text}")
+        if any(p.parts for p in claim.parts):
+            st.markdown(_parts_markdown(claim.parts))
         meta = f"status: {claim.status} · category: {claim.category} · "
         meta += "independent" if claim.independent else f"depends on {', '.join(map(str, claim.depends_on))}"
         st.caption(meta)
         own = [f for f in result.findings if chosen in f.claims]
         for f in own:
-            st.warning(f"{f.code}: {f.message}")
+            (st.info if f.severity == "info" else st.warning)(f"{f.code}: {f.message}")
 
     st.subheader("Findings")
     if not result.findings:
@@ -90,9 +98,21 @@ def render(result, doc) -> None:
 
 
 def _claim_label(result, number: int) -> str:
+    from pipelines.patents import claim_label
+
     claim = next(c for c in result.claims if c.number == number)
-    words = " ".join(claim.text.split()[:8])
-    return f"{number}. {words}…"
+    return f"{number}. {claim_label(claim, 10, 20)}"
+
+
+def _parts_markdown(parts, depth: int = 0) -> str:
+    """A claim's elements as a nested Markdown list (an element ending in a colon holds its items)."""
+    lines = []
+    for p in parts:
+        text = " ".join(p.span.text.split()).replace("*", "\\*")
+        lines.append("  " * depth + "- " + text)
+        if p.parts:
+            lines.append(_parts_markdown(p.parts, depth + 1))
+    return "\n".join(lines)
 
 
 def page() -> None:

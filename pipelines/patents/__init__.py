@@ -9,18 +9,22 @@ Modules, in the order the analysis runs:
 - `structure`: category, preamble, transitional phrase, body elements;
 - `antecedent`: "the X" / "said X" / "所述X" without antecedent basis;
 - `findings`: the findings over the claim set;
-- `tree`: the networkx graph and the nested trees of the export;
+- `counts`: the claim counts a fee calculation needs (the USPTO's rule);
+- `tree`: the networkx graph, the nested trees of the export and each claim's label;
 - `analyse`: the whole analysis, Document -> `PatentResult` (`model`);
 - `pipeline`: `PatentsPipeline` and the entry points the CLI and UI call.
 
 The names below are the package's public interface (what the app imports).
 """
 
-from pipelines.patents.model import Claim, Finding, PatentResult, TreeNode
+from pipelines.patents.model import Claim, ClaimCounts, ClaimPart, Finding, PatentResult, TreeNode
 from pipelines.patents.pipeline import PatentsPipeline, analyse_document, analyse_text, build_graph
+from pipelines.patents.tree import claim_label, shorten
 
 __all__ = [
     "Claim",
+    "ClaimCounts",
+    "ClaimPart",
     "Finding",
     "PatentResult",
     "PatentsPipeline",
@@ -28,4 +32,6 @@ __all__ = [
     "analyse_document",
     "analyse_text",
     "build_graph",
+    "claim_label",
+    "shorten",
 ]

@@ -17,10 +17,12 @@ from pipelines.patents.antecedent import (
     letters_only,
     words_of,
 )
+from pipelines.patents.counts import claim_counts
 from pipelines.patents.findings import compute_findings
 from pipelines.patents.model import (
     SCHEMA_VERSION,
     Claim,
+    ClaimPart,
     ClaimsSection,
     PatentResult,
     Reference,
@@ -29,7 +31,7 @@ from pipelines.patents.model import (
 from pipelines.patents.references import Ref, find_references
 from pipelines.patents.section import CLAIM_START_LINE, find_section
 from pipelines.patents.splitter import RawClaim, split_claims
-from pipelines.patents.structure import analyse_structure
+from pipelines.patents.structure import Part, analyse_structure, nest_elements
 from pipelines.patents.text import mask_furniture, normalise, trim
 from pipelines.patents.tree import build_graph, build_trees
 from pipelines.text.script import detect_language
@@ -118,6 +120,8 @@ def analyse_document(doc: Document, input_sha256: str = "") -> PatentResult:
                     transition=doc.span(*struct.transition) if struct and struct.transition else None,
                     transition_kind=struct.transition_kind if struct else None,
                     elements=[doc.span(a, b) for a, b in struct.elements] if struct else [],
+                    parts=_parts(doc, nest_elements(norm, struct.elements)) if struct else [],
+                    limitation=doc.span(*struct.limitation) if struct and struct.limitation else None,
                     text=text,
                     span=span,
                     status_span=status_span,
@@ -153,6 +157,21 @@ def analyse_document(doc: Document, input_sha256: str = "") -> PatentResult:
         unattached=unattached,
         stats=_stats(claims, findings, graph),
     )
+
+
+def _parts(doc: Document, parts: list[Part]) -> list[ClaimPart]:
+    """Nested elements as export models (no recursion: a claim's nesting is shallow, but the
+    stack keeps it safe for any depth)."""
+    out: list[ClaimPart] = []
+    stack: list[tuple[list[Part], list[ClaimPart]]] = [(parts, out)]
+    while stack:
+        src, dst = stack.pop()
+        for p in src:
+            cp = ClaimPart(span=doc.span(p.start, p.end))
+            dst.append(cp)
+            if p.parts:
+                stack.append((p.parts, cp.parts))
+    return out
 
 
 def _ancestors(claims: list[Claim], graph: nx.DiGraph) -> dict[int, list[int]]:
@@ -259,4 +278,5 @@ def _stats(claims: list[Claim], findings: list, graph: nx.DiGraph) -> Stats:
         findings_by_severity=dict(sorted(sev.items())),
         findings_by_code=dict(sorted(code.items())),
         is_dag=is_dag,
+        claim_counts=claim_counts(claims, graph, findings),
     )

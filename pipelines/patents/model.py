@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 
-SCHEMA_VERSION = "patents/1.0"
+SCHEMA_VERSION = "patents/1.1"
 
 
 class _Model(BaseModel):
@@ -38,6 +38,14 @@ class Reference(_Model):
     kind: str = Field(description="single | alternative | conjunctive | range | all_preceding | preceding | external")
 
 
+class ClaimPart(_Model):
+    """An element of a claim's body with the elements it holds: "wherein the fan assembly
+    comprises:" holds "a housing …", "a box fan unit …" and "mounting hooks …"."""
+
+    span: SourceSpan
+    parts: list[ClaimPart] = Field(default_factory=list)
+
+
 class Claim(_Model):
     """One claim with its dependencies and structure."""
 
@@ -57,6 +65,14 @@ class Claim(_Model):
         description="comprising | including | consisting_of | consisting_essentially_of | characterized | wherein | having | containing",
     )
     elements: list[SourceSpan]
+    parts: list[ClaimPart] = Field(
+        default_factory=list, description="the elements nested: an element ending in a colon holds the items after it"
+    )
+    limitation: SourceSpan | None = Field(
+        default=None,
+        description='what a dependent claim adds: from its transition ("wherein …", "further comprising …", '
+        '"其特征在于…") to its end',
+    )
     text: str = Field(description="the claim's text (page furniture inside it left out)")
     span: SourceSpan
     status_span: SourceSpan | None = None
@@ -80,11 +96,35 @@ class TreeNode(_Model):
     number: int
     status: str
     category: str
+    label: str = Field(
+        default="",
+        description="what the reader sees: a dependent claim's limitation, an independent claim's preamble, shortened",
+    )
     findings: list[str] = Field(default_factory=list, description="codes of findings on this claim")
     repeat: bool = False
     continued: bool = False
     continuation: bool = False
     children: list[TreeNode] = Field(default_factory=list)
+
+
+class ClaimCounts(_Model):
+    """The claim counts a fee calculation needs, by the USPTO's rule (37 CFR 1.75(c), MPEP
+    608.01(n)): a proper multiple dependent claim counts as the number of claims it refers to, and
+    a claim depending on it, directly or through single dependencies, counts as that many too; an
+    improper one (on another multiple dependent claim, or "claims 1 and 2") counts as one. The
+    fee thresholds are the USPTO's: 20 claims in all, 3 independent."""
+
+    rule: str = Field(description="the counting rule applied")
+    independent: int = Field(description="independent claims (live)")
+    total: int = Field(description="claims as numbered (live)")
+    multiple_dependent: int = Field(description="multiple dependent claims (live)")
+    total_for_fees: int = Field(description="claims as counted for fees")
+    counted_as: dict[int, int] = Field(
+        default_factory=dict, description="claims that count as more than one for fees: claim -> count"
+    )
+    excess_total: int = Field(description="claims for fees beyond 20")
+    excess_independent: int = Field(description="independent claims beyond 3")
+    multiple_dependent_fee: bool = Field(description="at least one proper multiple dependent claim (37 CFR 1.16(j))")
 
 
 class Stats(_Model):
@@ -101,6 +141,7 @@ class Stats(_Model):
     findings_by_severity: dict[str, int]
     findings_by_code: dict[str, int]
     is_dag: bool
+    claim_counts: ClaimCounts | None = None
 
 
 class PatentResult(ResultBase):
@@ -119,3 +160,4 @@ class PatentResult(ResultBase):
 
 
 TreeNode.model_rebuild()
+ClaimPart.model_rebuild()

@@ -93,6 +93,40 @@ class Structure:
     transition: tuple[int, int] | None = None
     transition_kind: str | None = None
     elements: list[tuple[int, int]] = field(default_factory=list)
+    limitation: tuple[int, int] | None = None  # a dependent claim's addition: its transition to its end
+
+
+@dataclass
+class Part:
+    """An element (offsets into the document) with the elements it holds."""
+
+    start: int
+    end: int
+    parts: list[Part] = field(default_factory=list)
+
+
+_GROUP_END = re.compile(r"(?:^|[\s;,])(?:and|or|and/or|以及|和|或)\s*$", re.IGNORECASE)
+
+
+def nest_elements(norm: str, elements: list[tuple[int, int]]) -> list[Part]:
+    """The elements nested: one followed by a colon ("wherein the fan assembly comprises:") holds
+    the elements after it; its group ends with the element joined by "and"/"or" ("…; and mounting
+    hooks …"), or at the end of the claim."""
+    root = Part(-1, -1)
+    stack = [root]
+    prev_end = None
+    for a, b in elements:
+        node = Part(a, b)
+        stack[-1].parts.append(node)
+        gap = norm[prev_end:a] if prev_end is not None else ""
+        closes = len(stack) > 1 and prev_end is not None and bool(_GROUP_END.search(gap.strip(" \t\n;,，；")))
+        after = norm[b : b + 3].lstrip(" \t")
+        if after.startswith(":"):
+            stack.append(node)
+        elif closes:
+            stack.pop()
+        prev_end = b
+    return root.parts
 
 
 def _masked(norm: str, start: int, end: int, refs: list[tuple[int, int]]) -> str:
@@ -193,6 +227,9 @@ def analyse_structure(
         a, b = trim(norm, body_start, end, chars=".;。；")
         if a < b:
             st.elements = [(a, b)]
+        if dependent and refs:
+            la, lb = trim(norm, max(body_start, refs[-1][1]), end, chars=",，.;。；")
+            st.limitation = (la, lb) if la < lb else None
         return st
     pa, pb = trim(norm, body_start, chosen.start(), chars=",，")
     if pa < pb:
@@ -201,6 +238,9 @@ def analyse_structure(
     st.transition = (ta, tb)
     st.transition_kind = chosen.lastgroup
     st.elements = split_elements(norm, tb, end, zh, wrapped)
+    if dependent:
+        la, lb = trim(norm, ta, end, chars=".;。；")
+        st.limitation = (la, lb) if la < lb else None
     return st
 
 

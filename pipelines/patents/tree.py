@@ -1,11 +1,15 @@
-"""The claim tree: a networkx DiGraph (parent -> dependent claim) and the nested trees of the
-export (`PatentResult.trees`, `unattached`)."""
+"""The claim tree: a networkx DiGraph (parent -> dependent claim), the nested trees of the
+export (`PatentResult.trees`, `unattached`) and each node's label (`claim_label`: what a dependent
+claim adds, an independent claim's preamble, shortened)."""
 
 from __future__ import annotations
+
+import re
 
 import networkx as nx
 
 from pipelines.patents.model import Claim, TreeNode
+from pipelines.text.script import has_cjk
 
 MAX_DEPTH = 40  # nesting deeper than this continues as a separate entry (JSON parsers cap nesting)
 
@@ -24,6 +28,29 @@ def build_graph(claims: list[Claim]) -> nx.DiGraph:
     return g
 
 
+_CLAIM_NUMBER = re.compile(r"^\s*(?:\[?\s*claims?\s*)?\d{1,3}\s*[.、．)\]:]*\s*(?:\([^)]{0,40}\)\s*)?", re.IGNORECASE)
+
+
+def shorten(text: str, n_words: int = 12, n_cjk: int = 28) -> str:
+    """`text` on one line, cut to `n_words` words (or `n_cjk` characters of Chinese) with "…"."""
+    t = " ".join(text.split())
+    if has_cjk(t[:10]):
+        return t[:n_cjk] + ("…" if len(t) > n_cjk else "")
+    words = t.split(" ")
+    return " ".join(words[:n_words]) + ("…" if len(words) > n_words else "")
+
+
+def claim_label(c: Claim, n_words: int = 12, n_cjk: int = 28) -> str:
+    """What the reader sees for a claim: a dependent claim's limitation ("wherein the housing
+    cover has a hanging rib…", "其特征在于…"), else the claim's start without its number; shortened."""
+    if c.cancelled:
+        return ""
+    if not c.independent and c.limitation is not None:
+        return shorten(c.limitation.text, n_words, n_cjk)
+    text = c.preamble.text if c.independent and c.preamble is not None else _CLAIM_NUMBER.sub("", c.text, count=1)
+    return shorten(text, n_words, n_cjk)
+
+
 def build_trees(claims: list[Claim], g: nx.DiGraph, finding_codes: dict[int, list[str]]) -> tuple[list[TreeNode], list[int]]:
     """Nested trees, one per independent claim (plus continuations), and the unattached claims."""
     by_number = {c.number: c for c in claims}
@@ -36,8 +63,8 @@ def build_trees(claims: list[Claim], g: nx.DiGraph, finding_codes: dict[int, lis
         c = by_number[n]
         reached.add(n)
         kids = children[n]
-        base = {"number": n, "status": c.status, "category": c.category, "findings": finding_codes.get(n, []),
-                "continuation": continuation}
+        base = {"number": n, "status": c.status, "category": c.category, "label": claim_label(c),
+                "findings": finding_codes.get(n, []), "continuation": continuation}
         if n in path or (n in expanded and not continuation):
             return TreeNode(**base, repeat=bool(kids))
         expanded.add(n)

@@ -32,10 +32,15 @@ def iter_spans(result: PatentResult) -> Iterator[SourceSpan]:
             yield s
     for c in result.claims:
         yield c.span
-        for s in (c.preamble, c.transition, c.status_span):
+        for s in (c.preamble, c.transition, c.status_span, c.limitation):
             if s is not None:
                 yield s
         yield from c.elements
+        stack = list(c.parts)
+        while stack:
+            p = stack.pop()
+            yield p.span
+            stack.extend(p.parts)
         for r in c.references:
             yield r.span
     for f in result.findings:
