@@ -68,21 +68,29 @@ _ITEM_SPLIT = re.compile(
 )
 
 _EXTERNAL_AFTER = re.compile(
-    r"^\s*[)\],]?\s*(?:in|of|from)\s+(?:\[\d|[Rr]efs?\.|[Rr]eferences?\s+\d|the\s+original\b|"
+    r"^\s*[)\],]?\s*(?:in|of|from)\s+(?:\[\d|[Rr]efs?\.|[Rr]eferences?\s+\[?\d|the\s+original\b|"
     r"the\s+(?:cited\s+|source\s+|reference\s+)?(?:paper|article|publication|study|manuscript)\s+(?:by|of)\b|"
+    r"(?:that|the\s+same|the\s+cited|the\s+source)\s+(?:paper|article|publication|study|manuscript|work)\b|"
     r"(?:their|his|her)\s+(?:paper|article|work|study)|[A-Z][\w'’-]+(?:\s+et\s+al\b|\s+(?:and|&)\s+[A-Z][\w'’-]+|,?\s*\(?(?:19|20)\d\d))"
 )
 # when no target carries the number: wording that says the figure is another work's
 _OTHER_WORK = re.compile(r"reproduc|replicat|original|reported\s+in|in\s+the\s+(?:source|cited)\s+(?:paper|article|study)|原文|原论文|文献", re.IGNORECASE)
 _EXTERNAL_BEFORE = re.compile(
     r"(?:\[\d+(?:\s*[,–-]\s*\d+)*\]|et al\.?|\((?:19|20)\d\d[a-z]?\))\s*(?:'s|’s|的|中的?)?\s*$"
+    # inside a citation: "[12, Fig. 3]", "(Lee et al., 2019, Fig. 2)", "Lee et al. (2019, Figure 2)"
+    r"|\[\s*\d{1,3}\s*[,;]\s*$"
+    r"|(?:et al\.?\s*,?\s*\(?|\([A-Z][\w'’-]+(?:\s+(?:and|&)\s+[A-Z][\w'’-]+)?\s*,?\s*|[A-Z][\w'’-]+\s*\()"
+    r"(?:19|20)\d\d[a-z]?\s*[,;:]\s*(?:pp?\.\s*\d+\s*[,;]\s*)?$"
     r"|(?:文献|原文|原论文|原研究)\s*(?:\[\d+(?:\s*[,–-]\s*\d+)*\])?\s*(?:的|中的?)?\s*$"
 )
 # a label prefix that names another set of floats than the numbered ones of the body
 _SUPPLEMENT_BEFORE = re.compile(r"(?:Supplementary|Supplemental|Suppl\.|Extended\s+Data|Online|补充|附加)\s*$", re.IGNORECASE)
-# words that claim a float for the document itself, or set it against another work's
+# words that claim a float for the document itself, or set it beside another work's (a comparison
+# or a reproduction names two different floats)
 _OWN_OR_CONTRAST = re.compile(r"\b(?:our|ours|this\s+(?:paper|report|study|work|article|replication|manuscript)|here|below|above|"
-                              r"whereas|while|unlike|but|however|in\s+contrast)\b|本文|本报告|本研究|我们|而|但", re.IGNORECASE)
+                              r"whereas|while|unlike|but|however|in\s+contrast|with|versus|vs|against|"
+                              r"reproduc\w*|replicat\w*|compar\w*|match\w*|agree\w*|differ\w*|resembl\w*)\b|"
+                              r"本文|本报告|本研究|我们|而|但|相比|对比|比较|复现|重现|一致|不同", re.IGNORECASE)
 # sentence ends: . ! ? followed by a space or a line break (not "Fig." / "et al." / "Eq."), and CJK ends
 _SENTENCE_END = re.compile(r"(?<!\bal)(?<!\bFig)(?<!\bFigs)(?<!\bEq)(?<!\bEqs)(?<!\bTab)(?<!\bNo)(?<!\bvs)(?<!\bSec)[.!?;](?=\s)|[。！？；]|\n\s*\n")
 

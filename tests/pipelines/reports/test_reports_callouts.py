@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.documents import load_document
+from pipelines.documents import Document, load_document
 from pipelines.reports import analyse_document
 from tests.pdfgen import make_pdf
 
@@ -23,8 +23,8 @@ CAPTIONS = [
 ]
 EN_LINES = [
     "Results are in Figure 1 and Table 1. Tables 2-3 of the original",
-    "study report more. We redo Supplementary Table 1 from Lee et al.",
-    "with Table 5 of that study. As Figs. 4-5 in [12] show, the effect holds;",
+    "study report more. Supplementary Table 1 from Lee et al.",
+    "and Table 5 list the cohorts. As Figs. 4-5 in [12] show, the effect holds;",
     "see also Figure 3b and Fig. 3B. The sample is in the Figure",
     "2 below, and in the Fig-",
     "ure 1 above. Eq. 2.27 and 2.33 in [9] hold; Eq. 3a-3c too.",
@@ -84,7 +84,7 @@ def test_another_works_floats_are_external_with_the_words_that_say_so(drawn, tex
 
 def test_a_float_in_a_sentence_about_another_works_float_is_external(drawn):
     _, result = drawn
-    m = find(result, "Table 5", 1)  # "... Supplementary Table 1 from Lee et al. with Table 5 of that study."
+    m = find(result, "Table 5", 1)  # "Supplementary Table 1 from Lee et al. and Table 5 list the cohorts."
     assert m.resolution == "external" and m.targets == []
     assert "Table 1 from Lee et al" in m.reason
 
@@ -195,3 +195,38 @@ def test_a_bare_number_in_a_sentence_about_that_table_resolves(drawn):
     assert m.kind == "table" and m.targets == ["table-3-2"] and m.reason.startswith("bare number")
     assert doc.text[m.span.char_start - 2:m.span.char_start] == "根据"
     assert not [m for m in result.mentions if m.text == "2.1" and m.page == 2]  # "根据2.1节": not after a cue it names
+
+
+# -- the words that say whose a float is, one sentence at a time ----------------------------------
+
+_FLOATS = ("\n\nFigure 1. A.\n\nFigure 2. B.\n\nFigure 3. C.\n\nTable 1. D.\n\nTable 2. E.\n\nTable 3. F.\n\n"
+           "References\n[3] X. Y. A paper. 2000.\n[12] Z. W. Another paper. 2001.\n")
+
+
+@pytest.mark.parametrize("sentence,want", [
+    ("Tables 2–3 of the original study report more.", {"Tables 2–3": None}),
+    ("See [12, Fig. 3] for the setup.", {"Fig. 3": None}),
+    ("As shown in Figure 3 of reference [12].", {"Figure 3": None}),
+    ("As in Lee et al. (2019, Figure 2).", {"Figure 2": None}),
+    ("As before (Lee et al., 2019, Fig. 2).", {"Fig. 2": None}),
+    ("As before (Smith, 2019, Fig. 2).", {"Fig. 2": None}),
+    ("Fig. 3 from ref. [12] shows it.", {"Fig. 3": None}),
+    ("Smith et al.'s Figure 2 shows it.", {"Figure 2": None}),
+    ("参考文献[3]中表2给出了结果。", {"表2": None}),
+    ("与原文表2相比，本文表1更全。", {"表2": None, "表1": "table-1"}),
+    ("We compare our Figure 1 with Figure 2 in [12].", {"Figure 1": "figure-1", "Figure 2": None}),
+    ("Figure 1 reproduces Figure 2 of the original study.", {"Figure 1": "figure-1", "Figure 2": None}),
+    ("In 2019, Figure 2 shows growth.", {"Figure 2": "figure-2"}),
+    ("Data from 2019; Figure 2 shows growth.", {"Figure 2": "figure-2"}),
+])
+def test_whose_float_a_sentence_names(sentence, want):
+    doc = Document.from_text(sentence + _FLOATS, doc_id="t")
+    result = analyse_document(doc)
+    got = {m.text: m for m in result.mentions if m.span.char_start < len(sentence) and m.kind != "citation"}
+    assert set(got) == set(want), got
+    for text, target in want.items():
+        m = got[text]
+        if target is None:
+            assert m.resolution == "external" and m.targets == [] and m.reason.startswith("external"), m
+        else:
+            assert m.resolution == "internal" and m.targets == [target], m
