@@ -3,8 +3,9 @@ table rows (name | value | unit | reference range | flag, separated by tabs, pip
 
 Each hit carries name, canonical analyte, value, unit (normalised: ×109/L -> x10^9/L), reference
 range, abnormal flag and where the flag came from: the report itself (↑, H, 偏高), the reference
-range printed next to it, or a default adult range (lexicon.DEFAULT_RANGES) when the report gives
-none. Vital signs: temperature, pulse, respiration, blood pressure, SpO2; a temperature of 38.0 ℃
+range printed next to it, or a default adult range (`ranges`, sources named there) when the report
+gives none; a result printed without a unit takes the unit its value fits (`unit_inferred`), and
+conventional units get their SI value (`value_si`, `unit_si`). Vital signs: temperature, pulse, respiration, blood pressure, SpO2; a temperature of 38.0 ℃
 (100.4 °F) or more is flagged high (fever).
 """
 
@@ -14,7 +15,8 @@ import re
 from dataclasses import dataclass, field
 
 from pipelines.documents import Document, HasSpan, Span
-from pipelines.medical.lexicon import DEFAULT_RANGES, LAB_NAMES, VITAL_NAMES
+from pipelines.medical.lexicon import LAB_NAMES, VITAL_NAMES
+from pipelines.medical.ranges import infer_unit, reference_range, to_si
 
 _NUM = r"[<>≤≥]?\s*\d+(?:\.\d+)?"
 _UNIT = (r"(?:[x×X*]\s*10\s*(?:\^|\*\*)?\s*(?:9|12|⁹|¹²)\s*/\s*L|[x×X*]\s*10(?:9|12)\s*/\s*L|10\^(?:9|12)/L|"
@@ -101,11 +103,22 @@ def _finish(m: Measurement, flag_text: str | None, ref: tuple[str, str] | None) 
     if ref:
         m.ref_low, m.ref_high = float(ref[0]), float(ref[1])
     val = _num(m.value)
+    unit = m.unit
+    if unit is None and m.ref_low is None and val is not None:
+        unit = infer_unit(m.analyte, val, conventional=m.name.isascii())
+        if unit:
+            m.unit = unit
+            m.extra["unit_inferred"] = True
     if m.flag is None and val is not None:
-        lo_hi = (m.ref_low, m.ref_high) if m.ref_low is not None else DEFAULT_RANGES.get(m.analyte, {}).get(m.unit or "")
+        lo_hi = (m.ref_low, m.ref_high) if m.ref_low is not None else reference_range(m.analyte, unit)
         if lo_hi and lo_hi[0] is not None:
             m.flag = "high" if val > lo_hi[1] else "low" if val < lo_hi[0] else "normal"
             m.flag_source = "reference_range" if m.ref_low is not None else "default_range"
+            if m.ref_low is None:
+                m.extra["default_range"] = [lo_hi[0], lo_hi[1]]
+    si = to_si(m.analyte, val, m.unit) if val is not None else None
+    if si is not None:
+        m.extra["value_si"], m.extra["unit_si"] = si
     return m
 
 
