@@ -1,13 +1,12 @@
 """Adult reference ranges for the common lab panels, in conventional (US) and SI units, the unit of
 a result printed without one, and SI values for the common conventional units.
 
-Sources: the ranges are the adult serum/plasma/whole-blood values of the Merck Manual Professional
-Version, "Normal Laboratory Values" (Blood, Plasma, and Serum table), rounded to the usual report
-form; where `lexicon.DEFAULT_RANGES` already holds a range for an analyte and unit (the ranges the
-bundled Chinese and English samples print, e.g. WBC 4.0–10.0 x10^9/L, platelets 100–300 x10^9/L
-after the Chinese national standard WS/T 405-2012) that one is used. Troponin I: the 99th-percentile
-upper reference limit of conventional assays, 0.04 ng/mL; BNP: 100 pg/mL (heart-failure cut-off).
-They apply only when the report prints no range and no flag of its own.
+Sources: typical adult serum/plasma/whole-blood ranges in the form the Merck Manual Professional
+Version's "Normal Laboratory Values" table gives them (entered by hand, rounded to the usual report
+form); where `lexicon.DEFAULT_RANGES` already holds a range for an analyte and unit (the ranges the
+bundled samples' reports print, e.g. WBC 4.0–10.0 x10^9/L, platelets 100–300 x10^9/L) that one is
+used. Troponin I: the 99th-percentile upper reference limit of conventional assays, 0.04 ng/mL;
+BNP: 100 pg/mL (the heart-failure cut-off). They apply only when the report prints no range and no flag of its own.
 
 A result printed without a unit ("creatinine 5.90", "platelet count 139") takes the first unit, in
 the note's convention (conventional units for English names, SI for Chinese), whose range the value
