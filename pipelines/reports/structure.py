@@ -158,6 +158,12 @@ def find_bibliography(doc: Document, layout: Layout) -> list[Item]:
     return out
 
 
+# a numbered entry runs over at most this many lines, and onto the next page only when its last
+# line is unfinished; text after it (an unheaded appendix, a new page of body text) is not part of
+# the last entry
+_MAX_ENTRY_LINES = 8
+
+
 def _entries(doc: Document, layout: Layout, lines: list[Line]) -> list[Item]:
     out: list[Item] = []
     numbered = sum(1 for ln in lines[:40] if _BIB_NUM.match(ln.text))
@@ -187,8 +193,11 @@ def _entries(doc: Document, layout: Layout, lines: list[Line]) -> list[Item]:
             if _BIB_NUM.match(ln.text):
                 close()
                 cur.append(ln)
-            elif cur:
+            elif cur and len(cur) < _MAX_ENTRY_LINES and not ln.blank_before and (
+                    ln.page == cur[-1].page or not cur[-1].text.rstrip().endswith((".", "。"))):
                 cur.append(ln)
+            else:  # a paragraph gap, a long run of lines, or a new page after a finished entry: not the entry
+                close()
         else:
             starts = ln.bbox is not None and indent_x is not None and round(ln.bbox[0]) <= indent_x + 2
             if starts and (not cur or re.match(rf"^[A-Z{HAN_EXT}]", text)):

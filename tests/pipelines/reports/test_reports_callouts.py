@@ -230,3 +230,18 @@ def test_whose_float_a_sentence_names(sentence, want):
             assert m.resolution == "external" and m.targets == [] and m.reason.startswith("external"), m
         else:
             assert m.resolution == "internal" and m.targets == [target], m
+
+
+def test_text_after_the_last_bibliography_entry_is_still_read(tmp_path):
+    """The last numbered entry ends with its page; a next page of body text (an appendix without
+    a heading) is not swallowed into it, so its mentions are found."""
+    path = make_pdf(tmp_path / "bib.pdf", [
+        ["Body text cites [1] and [2].", "", "Figure 1. A plot.", "", "References",
+         "[1] A. Author. A paper. 2001.", "[2] B. Author. Another paper. 2002."],
+        ["The appendix text shows Figure 1 again.", "More text here with Figure 1."],
+    ])
+    doc = load_document(path)
+    result = analyse_document(doc, path.read_bytes())
+    assert [(m.page, m.targets) for m in result.mentions if m.kind == "figure"] == [(2, ["figure-1"]), (2, ["figure-1"])]
+    last = next(t for t in result.targets if t.id == "ref-2")
+    assert last.span.text == "[2] B. Author. Another paper. 2002."
