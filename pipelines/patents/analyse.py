@@ -101,6 +101,7 @@ def analyse_document(doc: Document, input_sha256: str = "") -> PatentResult:
                     norm, raw.body_start, raw.end, [(r.start, r.end) for r in refs], zh, dependent=has_refs,
                     wrapped=wrapped,
                 )
+            elements = [doc.span(a, b) for a, b in struct.elements] if struct else []
             references = [
                 Reference(text=doc.text[r.start : r.end], span=doc.span(r.start, r.end), claims=list(r.claims), kind=r.kind)
                 for r in refs
@@ -119,8 +120,8 @@ def analyse_document(doc: Document, input_sha256: str = "") -> PatentResult:
                     preamble=doc.span(*struct.preamble) if struct and struct.preamble else None,
                     transition=doc.span(*struct.transition) if struct and struct.transition else None,
                     transition_kind=struct.transition_kind if struct else None,
-                    elements=[doc.span(a, b) for a, b in struct.elements] if struct else [],
-                    parts=_parts(doc, nest_elements(norm, struct.elements)) if struct else [],
+                    elements=elements,
+                    parts=_parts(elements, nest_elements(norm, struct.elements)) if struct else [],
                     limitation=doc.span(*struct.limitation) if struct and struct.limitation else None,
                     text=text,
                     span=span,
@@ -159,15 +160,16 @@ def analyse_document(doc: Document, input_sha256: str = "") -> PatentResult:
     )
 
 
-def _parts(doc: Document, parts: list[Part]) -> list[ClaimPart]:
-    """Nested elements as export models (no recursion: a claim's nesting is shallow, but the
-    stack keeps it safe for any depth)."""
+def _parts(elements: list[SourceSpan], parts: list[Part]) -> list[ClaimPart]:
+    """Nested elements as export models over the claim's element spans (the same objects; no
+    recursion, so any depth is safe)."""
+    span_of = {(e.char_start, e.char_end): e for e in elements}
     out: list[ClaimPart] = []
     stack: list[tuple[list[Part], list[ClaimPart]]] = [(parts, out)]
     while stack:
         src, dst = stack.pop()
         for p in src:
-            cp = ClaimPart(span=doc.span(p.start, p.end))
+            cp = ClaimPart.model_construct(span=span_of[(p.start, p.end)], parts=[])
             dst.append(cp)
             if p.parts:
                 stack.append((p.parts, cp.parts))
@@ -203,10 +205,15 @@ def _antecedents(
     words_cache: dict[int, set[str]] = {}
     out: dict[int, list[Missing]] = {}
     ancestors_of = _ancestors(claims, graph)
+    def word_set(n: int) -> set[str]:
+        if n not in words_cache:
+            words_cache[n] = words_of(norm[body[n][0] : body[n][1]])
+        return words_cache[n]
+
     texts = None
     if not zh:
         live = [c.number for c in claims if not c.cancelled and c.number in body]
-        texts = ClaimTexts({n: letters_only(norm[body[n][0] : body[n][1]]) for n in live})
+        texts = ClaimTexts({n: norm[body[n][0] : body[n][1]] for n in live}, word_set)
     for c in claims:
         if c.cancelled or c.number not in body:
             continue
@@ -219,9 +226,7 @@ def _antecedents(
         else:
             sets = []
             for n in ancestors:
-                if n not in words_cache:
-                    words_cache[n] = words_of(norm[body[n][0] : body[n][1]])
-                sets.append(words_cache[n])
+                sets.append(word_set(n))
 
             memo: list[str] = []
 

@@ -100,19 +100,31 @@ class ClaimTexts:
     """The letters-only text (`letters_only`) of every live claim and which claims hold each word,
     to find the claims that introduce a term ("a housing cover", "an inlet")."""
 
-    def __init__(self, clean_by_claim: dict[int, str]) -> None:
-        self.clean = clean_by_claim
-        self.claims_of_word: dict[str, set[int]] = {}
-        for n, text in clean_by_claim.items():
-            for w in set(text.split()):
-                self.claims_of_word.setdefault(w, set()).add(n)
+    def __init__(self, texts: dict[int, str], words: Callable[[int], set[str]] | None = None) -> None:
+        """`texts`: each claim's body; `words`: a claim's `words_of` (shared with the caller's
+        cache). Made letters-only, and indexed, on first use."""
+        self.texts = texts
+        self.words = words or (lambda n: words_of(self.texts[n]))
+        self.clean: dict[int, str] = {}
+        self.claims_of_word: dict[str, set[int]] | None = None
 
     def holders(self, word: str, exclude: frozenset[int]) -> set[int]:
         """Claims other than `exclude` with the word in either number."""
+        if self.claims_of_word is None:
+            self.claims_of_word = {}
+            for n in self.texts:
+                for w in self.words(n):
+                    self.claims_of_word.setdefault(w, set()).add(n)
         out: set[int] = set()
         for f in forms(word):
             out |= self.claims_of_word.get(f, set())
         return out - exclude
+
+    def _clean(self, n: int) -> str:
+        got = self.clean.get(n)
+        if got is None:
+            got = self.clean[n] = letters_only(self.texts[n])
+        return got
 
     def introducing(self, words: list[str], exclude: frozenset[int]) -> tuple[int, ...]:
         """Claims other than `exclude` that introduce the term `words` with an indefinite article
@@ -123,7 +135,8 @@ class ClaimTexts:
         last = "|".join(sorted(forms(words[-1])))
         body = "".join(re.escape(w) + " +" for w in words[:-1])
         pat = re.compile(rf"\b{_INTRODUCERS}(?: +[a-z]+){{0,2}}? +{body}(?:{last})\b")
-        return tuple(sorted(n for n in cands if pat.search(self.clean[n])))
+        key = words[0] if len(words) > 1 else words[-1][:3]
+        return tuple(sorted(n for n in cands if key in self._clean(n) and pat.search(self._clean(n))))
 
 
 def _np_words(low: str, clean: str, pos: int, limit: int = 6) -> list[tuple[str, int]]:
@@ -201,6 +214,9 @@ def check_english(
         outside the chain that introduces the whole term ("the housing cover")."""
         if texts is None:
             return None
+        ahead = clean[pos : pos + 48].split()[1:4]
+        if all(len(w) <= 2 or w in _STOP or w in seen or w in inherited_union for w in ahead):
+            return None  # the words after the first are known (or end the phrase): nothing borrowed
         words = _np_words(low, clean, pos)
         for k in range(1, len(words)):
             w = words[k][0]
