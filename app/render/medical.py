@@ -1,5 +1,6 @@
-"""Terminal view of a `MedicalResult` (rich): the patient, the dated timeline, the conflicts between
-documents and the top evidence for each conclusion."""
+"""Terminal view of a `MedicalResult` (rich): the patient, the dated timeline (medications marked
+started / stopped / continued, abnormal labs marked high / low), the conflicts between documents and
+the top evidence for each conclusion."""
 
 from __future__ import annotations
 
@@ -22,10 +23,16 @@ def print_terminal(result: MedicalResult, console: Console | None = None) -> Non
     t = Table(title="Timeline (events with a date)", show_lines=False)
     for col in ("date", "event", "type", "status", "sources"):
         t.add_column(col)
+    by_id = {e.id: e for e in result.entities}
     for ev in result.events:
         if not ev.time.start or ev.type in ("lab", "vital") and ev.status == "present" and ev.concept.startswith("vital:"):
             continue
-        t.add_row(ev.time.start, ev.concept, ev.type, ev.status, ", ".join(ev.documents))
+        courses = sorted({str(by_id[m].normalized["course"]) for m in ev.mentions if "course" in by_id[m].normalized})
+        name = ev.concept + (f" ({', '.join(courses)})" if courses else "")
+        if ev.type == "lab":
+            flags = {by_id[m].normalized.get("flag") for m in ev.mentions} & {"high", "low"}
+            name += f" [{'/'.join(sorted(flags))}]" if flags else ""
+        t.add_row(ev.time.start, escape(name), ev.type, ev.status, ", ".join(ev.documents))
     con.print(t)
     for c in result.conflicts:
         con.print(f"[red]conflict[/red] {c.date}: {escape(c.description)}")

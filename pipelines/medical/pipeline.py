@@ -410,6 +410,22 @@ class MedicalPipeline(Pipeline):
             if same_par and dated_entry is False and t.kind in ("date", "datetime", "anchored", "document_relative"):
                 continue  # a date inside an earlier sentence of prose does not date this one
             break
+        course = _med_course(text, s0, s1, m) if m.type == "medication" else None
+        if course in ("started", "stopped"):
+            # "On post-operative day 3 he developed fever ... Cefazolin was changed to vancomycin": a
+            # medication started or stopped in an undated sentence of a dated narrative happened on or
+            # after the paragraph's latest earlier date, not across the whole stay
+            par = text.rfind("\n\n", 0, s0)
+            floor = None
+            for t, tv in zip(pd.times, pd.time_values, strict=True):
+                if par < t.start < s0 and tv.start is not None and tv.granularity in ("day", "hour", "minute"):
+                    floor = tv
+            if floor is not None:
+                d0 = date.fromisoformat(floor.start[:10])
+                dis = self._stay[1]
+                end = _next_day(dis) if (course == "started" and dis is not None and dis >= d0) else _next_day(d0)
+                return TimeInterval(start=d0.isoformat(), end=end, granularity="day" if course == "stopped" else "stay",
+                                    anchored_to=floor.anchored_to)
         if pd.kind == "discharge_summary" and m.section in ("hospital_course", "labs", "procedures") and self._stay:
             # an undated hospital-course statement happened during the stay, not on the discharge day
             adm, dis = self._stay
@@ -429,8 +445,14 @@ class MedicalPipeline(Pipeline):
                 eid = f"E{len(out) + 1}"
                 pd.entity_ids.append(eid)
                 trig = m.trigger.source() if m.trigger is not None else None
+                norm = dict(m.normalized)
+                if m.type == "medication":
+                    sent = m.sentence if m.sentence is not None else m.span
+                    course = _med_course(pd.doc.text, sent.start, sent.end, m)
+                    if course:
+                        norm["course"] = course
                 out.append(Entity(id=eid, type=m.type, text=m.text, span=m.span.source(), doc_id=pd.doc.doc_id,
-                                  assertion=m.assertion, normalized=_round(m.normalized), concept=_concept_key(m),
+                                  assertion=m.assertion, normalized=_round(norm), concept=_concept_key(m),
                                   section=m.section, trigger=trig, time=self._entity_time(pd, m)))
         return out
 
@@ -672,6 +694,31 @@ def _header_clock(pd: _Doc) -> str | None:
             break
         if tv.granularity == "minute" and tv.start and tv.start[:10] == pd.date.isoformat():
             return tv.start
+    return None
+
+
+_MED_START = re.compile(r"\b(?:start(?:ed|ing)?|initiat(?:ed|ing)|begun|began|commenced|(?:changed|switched|converted|"
+                        r"escalated|de-?escalated|transitioned) (?:over )?to|added|new(?:ly)? (?:started|prescribed)|"
+                        r"placed on|put on)\b|开始|改为|换为|加用|予以?|给予", re.I)
+_MED_STOP = re.compile(r"\b(?:discontinu(?:ed|e|ing)|stopp?(?:ed|ing)?|d/c'?d|held|withheld|ceased|completed)\b|停用|停药|撤除",
+                       re.I)
+_MED_CONT = re.compile(r"\b(?:continu(?:e|ed|es|ing)|remain(?:s|ed)? on|resume[ds]?)\b|继续|维持", re.I)
+
+
+def _med_course(text: str, s0: int, s1: int, m: Mention) -> str | None:
+    """What the sentence does with the medication: started, stopped, continued, or None (a mention).
+    The verb counts when it stands before the drug in its clause ("changed to vancomycin") or
+    right after it ("vancomycin was discontinued")."""
+    before = re.split(r"[;；。]|\.\s", text[s0:m.start])[-1]
+    after = re.split(r"[;；。,，]|\.\s", text[m.end:s1])[0][:40]
+    if _MED_STOP.search(after) or _MED_STOP.search(before[-40:]):
+        return "stopped"
+    if "changed to" not in before.lower() and re.search(r"\bchanged\b|\bswitched\b|改为|换为", after):
+        return "stopped"  # "Cefazolin was changed to vancomycin": cefazolin stops
+    if _MED_START.search(before[-50:]) or re.match(r"\s*(?:was |were )?(?:started|initiated|begun|added)\b", after, re.I):
+        return "started"
+    if _MED_CONT.search(before[-40:]) or _MED_CONT.search(after):
+        return "continued"
     return None
 
 

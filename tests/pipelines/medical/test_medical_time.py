@@ -60,3 +60,13 @@ def test_statements_hours_apart_do_not_conflict(appy):
     r = MedicalPipeline(use_embeddings=False).run_documents([doc])
     c = [c for c in r.conflicts if c.concept == "fever"]
     assert len(c) == 1 and "1.5 h apart, within the 4 h" in c[0].description
+
+
+def test_medication_start_and_stop_come_from_the_notes_that_start_and_stop_them(appy):
+    vanc = next(e for e in appy.entities if e.concept == "vancomycin")
+    assert vanc.normalized["course"] == "started"
+    assert (vanc.time.start, vanc.time.end) == ("2024-03-08", "2024-03-12")  # from POD 3, not the whole stay
+    cef = [e for e in appy.entities if e.concept == "cefazolin"]
+    assert [(e.doc_id, e.normalized.get("course"), e.time.start) for e in cef] == [
+        ("admission_note.txt", "started", "2024-03-04"), ("discharge_summary.txt", "stopped", "2024-03-08")]
+    assert "course" not in next(e for e in appy.entities if e.concept == "lisinopril").normalized
