@@ -2,6 +2,7 @@
 
     python -m benchmarks.eval.contracts_calibrate CORPUS_DIR [--foreign DIR_OR_FILE ...] [--semantic] [--seeds 3]
     python -m benchmarks.eval.contracts_calibrate CORPUS_DIR --compare     (n-gram vs MiniLM on heavier edits)
+    python -m benchmarks.eval.contracts_calibrate CORPUS_DIR --floor [--foreign ...]   (the content floor)
 
 CORPUS_DIR holds one folder per real pair (`v1.txt`, `v2.txt`, `truth.json`). Besides the real pairs,
 every v1 is altered synthetically (`contracts_synthetic.make_pair`: deletions, insertions of clauses taken from
@@ -10,6 +11,11 @@ threshold on a grid the script reports mean clause-alignment F1 over the real pa
 synthetic pairs; the chosen threshold is the middle of the widest run of grid points whose overall
 mean F1 is within 0.002 of the best. It also reports the score gap: the lowest score of a true pair
 against the highest best-candidate score of a clause that truly has no partner.
+
+`--floor` measures `AlignConfig.min_content` (the content score below which no pair is matched) at
+the chosen threshold: the same cases plus, per pair and seed, a variant in which three numbered
+clauses keep their number under a foreign clause's text (`reuse`: truly deleted + added); the
+floor is the middle of the widest run of grid points within 0.002 of the best mean F1.
 """
 
 from __future__ import annotations
@@ -109,6 +115,61 @@ def run(corpus: Path, foreign: list[str], semantic: bool, seeds: int) -> dict:
             "plateau": [widest[0], widest[-1]], "chosen": chosen, "gaps": gaps}
 
 
+FLOOR_GRID = [round(x, 2) for x in np.arange(0.0, 0.62, 0.02)]
+
+
+def _reuse_cases(corpus: Path, foreign: list[str], seeds: int) -> list[tuple[str, str, str, dict, bool]]:
+    pairs = sorted(d for d in corpus.iterdir() if (d / "truth.json").is_file())
+    cases = []
+    for d in pairs:
+        a = (d / "v1.txt").read_text(encoding="utf-8")
+        st = parse_structure(Document.from_text(a))
+        pool = _foreign([str(p / "v1.txt") for p in pairs if p != d] + foreign, st.language)
+        if pool:
+            sim = ngram_matrix(pool, [c.body(a) for c in st.clauses], st.language)
+            pool = [t for t, m in zip(pool, sim.max(axis=1), strict=True) if m < 0.5]
+        for seed in range(seeds if pool else 0):
+            syn = make_pair(a, pool, seed, n_each=3, ops=("reuse",))
+            cases.append((f"{d.name}#reuse{seed}", syn.a, syn.b, syn.truth, False))
+    return cases
+
+
+def run_floor(corpus: Path, foreign: list[str], seeds: int) -> dict:
+    """Mean clause-alignment F1 per content floor (real pairs, synthetic edits, reused numbers)."""
+    cfg0 = AlignConfig()
+    groups = {"real": [], "synthetic": [], "reuse": []}
+    cases = [(c, "real" if c[4] else "synthetic") for c in _cases(corpus, foreign, seeds)]
+    cases += [(c, "reuse") for c in _reuse_cases(corpus, foreign, seeds)]
+    table: dict[float, list[tuple[str, float]]] = {f: [] for f in FLOOR_GRID}
+    for (name, a, b, truth, _real), group in cases:
+        sa, sb = parse_structure(Document.from_text(a)), parse_structure(Document.from_text(b))
+        content, _ = content_scores(a, sa, b, sb, cfg0)
+        for f in FLOOR_GRID:
+            al = align(a, sa, b, sb, AlignConfig(min_content=f), content=content)
+            table[f].append((group, score(truth, sa.clauses, sb.clauses, al.pairs).alignment_f1))
+        groups[group].append(name)
+    rows = []
+    for f in FLOOR_GRID:
+        row = {"floor": f, "all_f1": float(np.mean([x[1] for x in table[f]])),
+               "min_f1": float(np.min([x[1] for x in table[f]]))}
+        for g in groups:
+            row[f"{g}_f1"] = float(np.mean([x[1] for x in table[f] if x[0] == g]))
+        rows.append(row)
+    best = max(r["all_f1"] for r in rows)
+    good = [r["floor"] for r in rows if r["all_f1"] >= best - 0.002]
+    runs, cur = [], [good[0]]
+    for t in good[1:]:
+        if round(t - cur[-1], 2) <= 0.02:
+            cur.append(t)
+        else:
+            runs.append(cur)
+            cur = [t]
+    runs.append(cur)
+    widest = max(runs, key=len)
+    return {"threshold": cfg0.tau, "cases": {g: len(v) for g, v in groups.items()}, "grid": rows,
+            "best_all_f1": best, "plateau": [widest[0], widest[-1]], "chosen": round((widest[0] + widest[-1]) / 2, 2)}
+
+
 def _gap(truth: dict, A, B, S: np.ndarray) -> dict:
     """Lowest score of a true 1-1 pair vs highest best score of a truly unpaired clause (head clauses)."""
     def head(clauses, u):
@@ -166,7 +227,14 @@ def main() -> None:
     ap.add_argument("--semantic", action="store_true")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--compare", action="store_true", help="compare the n-gram and MiniLM paths on heavier edits")
+    ap.add_argument("--floor", action="store_true", help="measure the content floor (clauses reusing a number)")
     args = ap.parse_args()
+    if args.floor:
+        out = run_floor(args.corpus, args.foreign, args.seeds)
+        for r in out["grid"]:
+            print(f"floor={r['floor']:.2f} " + " ".join(f"{k}={v:.4f}" for k, v in r.items() if k != "floor"))
+        print(json.dumps({k: v for k, v in out.items() if k != "grid"}))
+        return
     if args.compare:
         for row in compare_paths(args.corpus):
             print(json.dumps(row))

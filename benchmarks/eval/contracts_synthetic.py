@@ -7,7 +7,9 @@ numbered leaf clauses of version A (a seeded RNG picks them; clauses never overl
   numbered as the next sibling (so nothing else is renumbered);
 - `edit`: a share of the clause's words is replaced by words from elsewhere in the document;
 - `reword`: sentences swapped, common legal words replaced by synonyms, some words dropped;
-- `move`: the clause is cut and pasted elsewhere, keeping its number.
+- `move`: the clause is cut and pasted elsewhere, keeping its number;
+- `reuse`: the clause keeps its number but its text is replaced by a clause from another document
+  (truth: the old clause removed, the new one added).
 The truth is written in the corpus format (`units_v1`, `units_v2`, `alignment`), so
 `contracts_evaluate.score` applies unchanged.
 """
@@ -64,6 +66,12 @@ def make_pair(text: str, foreign: list[str], seed: int, n_each: int = 2,
                     continue
                 k = fit[-1]
                 leaves.remove(k)
+            elif op == "reuse":  # only a clause with its own number label
+                fit = [k for k in leaves if clauses[k].label_start == clauses[k].start]
+                if not fit:
+                    continue
+                k = fit[-1]
+                leaves.remove(k)
             elif leaves:
                 k = leaves.pop()
             else:
@@ -84,6 +92,8 @@ def make_pair(text: str, foreign: list[str], seed: int, n_each: int = 2,
             pieces.append((k, _edit(seg, c, rng, words, edit_share, zh)))
         elif op == "reword":
             pieces.append((k, _reword(seg, c, rng, zh)))
+        elif op == "reuse":
+            pieces.append((None, text[c.start:c.label_end] + ("" if zh else " ") + rng.choice(foreign)))
         else:
             pieces.append((k, seg))
         if op == "insert":

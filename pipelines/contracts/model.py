@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 
-SCHEMA_VERSION = "contracts/2.1"  # 2.1: flag kinds standard, disclaimer, wording (same shape)
+SCHEMA_VERSION = "contracts/2.1"  # 2.1: flag kinds standard, disclaimer, wording; settings.min_content
 
 ChangeType = Literal["unchanged", "modified", "added", "deleted", "moved", "renumbered", "split", "merged"]
 OpType = Literal["equal", "format", "renumber", "replace", "insert", "delete"]
@@ -119,6 +119,7 @@ class SummaryItem(_Model):
 class Settings(_Model):
     method: str  # "ngram" or "ngram+minilm"
     threshold: float
+    min_content: float | None = None  # content score below which no pair is matched
     w_anchor: float
     w_context: float
     w_semantic: float

@@ -179,6 +179,7 @@ def compare_structures(doc_a: Document, sa: Structure, doc_b: Document, sb: Stru
         clauses={"a": [_clause_out(doc_a, c) for c in A], "b": [_clause_out(doc_b, c) for c in B]},
         alignment=rows, summary=summary, stats=stats,
         settings=Settings(method="ngram+minilm" if al.semantic_used else "ngram", threshold=cfg.tau,
+                          min_content=cfg.min_content,
                           w_anchor=cfg.w_anchor, w_context=cfg.w_context,
                           w_semantic=cfg.w_semantic if al.semantic_used else 0.0,
                           embedder=MINILM_NAME if al.semantic_used and minilm_folder() else None),

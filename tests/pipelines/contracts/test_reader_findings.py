@@ -87,3 +87,24 @@ def test_capitalised_defined_term_is_flagged_alike_in_singular_and_plural(tos) -
     # a clause whose only change is that capitalisation is not material
     e1 = next(s for s in tos.summary if s.a == "E.1")
     assert not e1.material
+
+
+def _reuse_number(new_body: str) -> tuple[str, str]:
+    """The real GitHub ToS with section B.4 ("Additional Terms") keeping its number "4." under a new
+    Confidentiality text (taken from the real CSA)."""
+    a, _, _ = load_pair("en-github-tos-2017-10-to-2018-05")
+    start = a.index("4. Additional Terms")
+    end = a.index("C. Acceptable Use", start)
+    return a, a[:start] + "4. Confidentiality\n\n" + new_body + "\n\n" + a[end:]
+
+
+def test_reused_number_with_new_text_is_deleted_and_added(csa: str) -> None:
+    body = next(x for x in csa.splitlines() if x.startswith("12.1 ")).removeprefix("12.1 ")
+    a, b = _reuse_number(body)
+    rows = [(r.a, r.b, r.change) for r in compare_texts(a, b).alignment if "B.4" in (r.a, r.b)]
+    assert sorted(rows, key=str) == sorted([("B.4", None, "deleted"), (None, "B.4", "added")], key=str), rows
+    # the same number kept with its own text lightly edited is still one modified clause
+    a2, _, _ = load_pair("en-github-tos-2017-10-to-2018-05")
+    b2 = a2.replace("and you agree to its provisions.", "and you agree to all of its provisions.")
+    rows = [(r.a, r.b, r.change) for r in compare_texts(a2, b2).alignment if "B.4" in (r.a, r.b)]
+    assert rows == [("B.4", "B.4", "modified")]
