@@ -9,6 +9,12 @@ from rich.text import Text
 from pipelines.reports import ReportResult
 
 
+def target_names(result: ReportResult, ids: list[str]) -> list[str]:
+    """Targets as a reader names them: the label as printed and its id ('图2.1 (figure-2-1)')."""
+    labels = {t.id: t.label for t in result.targets}
+    return [f"{labels[i]} ({i})" if labels.get(i) and labels[i] != i else i for i in ids]
+
+
 def render_terminal(result: ReportResult, max_rows: int = 200) -> Group:
     """A rich renderable: a summary line, the figure/table targets, the mentions, the unresolved."""
     doc = result.document
@@ -24,11 +30,11 @@ def render_terminal(result: ReportResult, max_rows: int = 200) -> Group:
         parts.append(Text(f"warning: {w}", style="yellow"))
 
     tt = Table(title="Figures and tables", show_lines=False, expand=False)
-    for col in ("id", "page", "caption"):
+    for col in ("label", "id", "page", "caption"):
         tt.add_column(col, overflow="fold")
     for t in result.targets:
         if t.kind in ("figure", "table", "exhibit", "chart"):
-            tt.add_row(t.id, str(t.page), (t.caption[:100] + ("…" if len(t.caption) > 100 else "")))
+            tt.add_row(t.label, t.id, str(t.page), (t.caption[:100] + ("…" if len(t.caption) > 100 else "")))
     parts.append(tt)
 
     mt = Table(title="Mentions", expand=False)
@@ -36,7 +42,7 @@ def render_terminal(result: ReportResult, max_rows: int = 200) -> Group:
         mt.add_column(col, overflow="fold")
     for m in result.mentions[:max_rows]:
         style = {"external": "cyan", "unresolved": "red", "ambiguous": "yellow"}.get(m.resolution, "")
-        tgt = ", ".join(m.targets) if m.targets else m.resolution
+        tgt = ", ".join(target_names(result, m.targets)) if m.targets else m.resolution
         mt.add_row(str(m.page), m.text.replace("\n", " "), m.kind, tgt, f"{m.confidence:.2f}", m.reason[:160], style=style)
     if len(result.mentions) > max_rows:
         mt.caption = f"… {len(result.mentions) - max_rows} more (use --json for all)"

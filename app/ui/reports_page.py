@@ -15,6 +15,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.export import to_json
+from app.render.reports import target_names
 from pipelines.documents import Document, IngestError, load_bytes
 from pipelines.reports import Mention, ReportResult, Target
 
@@ -40,8 +41,9 @@ def run_input(file: tuple[str, bytes]) -> tuple[ReportResult, Document]:
     return analyse_document(doc, pdf), doc
 
 
-def _mention_label(i: int, m: Mention) -> str:
-    where = ", ".join(m.targets) if m.targets else m.resolution
+def _mention_label(result: ReportResult, m: Mention) -> str:
+    """A mention in the chooser: page, text and its targets by their printed labels."""
+    where = ", ".join(target_names(result, m.targets)) if m.targets else m.resolution
     return f"p{m.page} · {m.text.replace(chr(10), ' ')} → {where}"
 
 
@@ -121,7 +123,7 @@ def render(result: ReportResult, pdf_bytes: bytes | None) -> None:
     with right:
         st.subheader("Mention")
         if mentions:
-            idx = st.selectbox("Choose a mention", list(range(len(mentions))), format_func=lambda i: _mention_label(i, mentions[i]), key="reports_mention")
+            idx = st.selectbox("Choose a mention", list(range(len(mentions))), format_func=lambda i: _mention_label(result, mentions[i]), key="reports_mention")
             chosen = mentions[idx]
             st.caption(f"{chosen.kind} · {chosen.resolution} · confidence {chosen.confidence:.2f} · hops {chosen.hops}")
             st.write(chosen.reason)

@@ -69,3 +69,20 @@ def test_scanned_pdf_raises_ingest_error(tmp_path):
     with pytest.raises(IngestError) as info:
         load_document(path)
     assert "scan.pdf" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_terminal_names_targets_by_their_printed_labels():
+    """The thesis numbers per chapter ('图 2­1', printed with a soft hyphen): the reader sees the
+    label as printed beside the id, in the targets table and in each mention's targets."""
+    from rich.console import Console
+
+    from app.render.reports import render_terminal, target_names
+    from pipelines.reports import analyse_document
+
+    pdf = FIX / "zh-sustechthesis-example.pdf"
+    result = analyse_document(load_document(pdf), pdf.read_bytes())
+    assert target_names(result, ["figure-2-1", "nope"]) == ["图 2\u00ad1 (figure-2-1)", "nope"]
+    console = Console(width=250, record=True)
+    console.print(render_terminal(result))
+    out = console.export_text()
+    assert "表 2\u00ad3 (table-2-3)" in out and "图 A\u00ad1" in out

@@ -98,7 +98,9 @@ def test_target_card_shows_the_caption_once(tmp_path):
     at.session_state["reports_pending_input"] = (pdf.name, pdf.read_bytes())
     at.run()
     box = next(s for s in at.selectbox if s.label == "Choose a mention")
-    box.select_index(next(i for i, o in enumerate(box.options) if "上图" in o)).run()
+    option = next(o for o in box.options if "上图" in o)
+    assert option.endswith("→ 图1 (figure-1)")  # the target by its printed label
+    box.select_index(list(box.options).index(option)).run()
     assert not at.exception, at.exception
     shown = " ".join(m.value for m in at.markdown)
     captions = [c for e in at.main if type(e).__name__ == "Image" for c in e.captions]
