@@ -99,8 +99,16 @@ def run(corpus: Path, foreign: list[str], semantic: bool, seeds: int) -> dict:
         rows.append({"threshold": t, "real_f1": float(np.mean(real)), "synthetic_f1": float(np.mean(syn)) if syn else None,
                      "all_f1": float(np.mean(allf)), "min_f1": float(np.min(allf)),
                      "changed_f1": float(np.mean([x[3] for x in table[t]]))})
+    best, plateau, chosen = _plateau(rows, "threshold")
+    return {"semantic": semantic, "cases": len(table[GRID[0]]), "grid": rows, "best_all_f1": best,
+            "plateau": plateau, "chosen": chosen, "gaps": gaps}
+
+
+def _plateau(rows: list[dict], key: str) -> tuple[float, list[float], float]:
+    """The best mean F1 over the grid, the widest run of grid points (step 0.02) within 0.002 of it,
+    and the middle of that run."""
     best = max(r["all_f1"] for r in rows)
-    good = [r["threshold"] for r in rows if r["all_f1"] >= best - 0.002]
+    good = [r[key] for r in rows if r["all_f1"] >= best - 0.002]
     runs, cur = [], [good[0]]
     for t in good[1:]:
         if round(t - cur[-1], 2) <= 0.02:
@@ -110,9 +118,7 @@ def run(corpus: Path, foreign: list[str], semantic: bool, seeds: int) -> dict:
             cur = [t]
     runs.append(cur)
     widest = max(runs, key=len)
-    chosen = round((widest[0] + widest[-1]) / 2, 2)
-    return {"semantic": semantic, "cases": len(table[GRID[0]]), "grid": rows, "best_all_f1": best,
-            "plateau": [widest[0], widest[-1]], "chosen": chosen, "gaps": gaps}
+    return best, [widest[0], widest[-1]], round((widest[0] + widest[-1]) / 2, 2)
 
 
 FLOOR_GRID = [round(x, 2) for x in np.arange(0.0, 0.62, 0.02)]
@@ -155,19 +161,9 @@ def run_floor(corpus: Path, foreign: list[str], seeds: int) -> dict:
         for g in groups:
             row[f"{g}_f1"] = float(np.mean([x[1] for x in table[f] if x[0] == g]))
         rows.append(row)
-    best = max(r["all_f1"] for r in rows)
-    good = [r["floor"] for r in rows if r["all_f1"] >= best - 0.002]
-    runs, cur = [], [good[0]]
-    for t in good[1:]:
-        if round(t - cur[-1], 2) <= 0.02:
-            cur.append(t)
-        else:
-            runs.append(cur)
-            cur = [t]
-    runs.append(cur)
-    widest = max(runs, key=len)
+    best, plateau, chosen = _plateau(rows, "floor")
     return {"threshold": cfg0.tau, "cases": {g: len(v) for g, v in groups.items()}, "grid": rows,
-            "best_all_f1": best, "plateau": [widest[0], widest[-1]], "chosen": round((widest[0] + widest[-1]) / 2, 2)}
+            "best_all_f1": best, "plateau": plateau, "chosen": chosen}
 
 
 def _gap(truth: dict, A, B, S: np.ndarray) -> dict:

@@ -2,12 +2,14 @@
 
 Kinds: `amount` (money, with its currency), `percentage`, `date`, `duration`, `number` (any other
 figure that changed), `obligation` (shall -> may, 应当 -> 可以), `negation` (not/no/不/未 added or
-removed), `defined_term` (a party or defined term appears in, disappears from or is swapped in the
-changed words), `cross_reference` (targets changed; a reference that only follows a renumbering is
-reported but not material), `definition_changed` (the clause uses a term whose definition changed), `wording` (words
-changed that no other flag explains; not capitalisation, spacing or punctuation), `standard` (changed words
-name a measure or basis of calculation: income, expenditure, wage, rate, fee, standard, 收入, 支出,
-标准 …; the flag quotes the words removed and added).
+removed), `disclaimer` (a disclaimer or limitation of liability deleted or added), `defined_term`
+(a party or defined term swapped in a replaced phrase; a word capitalised into a defined term,
+reported but not material), `party` (a company name changed), `cross_reference` (targets changed;
+a reference that only follows a renumbering is reported but not material), `definition_changed`
+(the clause uses a term whose definition changed), `standard` (changed words name a measure or
+basis of calculation: income, expenditure, wage, rate, fee, standard, 收入, 支出, 标准 …),
+`wording` (words changed that no other flag explains; not capitalisation, spacing or punctuation).
+Word flags compare only the words of one changed op (aligned positions) and quote or name them.
 
 Values are compared as multisets of normalised values (1,000 == 1000, 十二 == 12, 10% == 百分之十),
 so a figure that moved inside the clause is not a change, and every figure that did change is.

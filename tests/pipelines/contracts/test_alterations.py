@@ -147,7 +147,7 @@ def test_chinese_alterations() -> None:
     assert not ch[("第二条第二款", "第二条第三款")].edited
     assert any(f.kind in {"obligation", "negation"} for f in ch[("第三条", "第三条")].flags)
     assert apply_changes(r, ZH) == b
-    # character-level redline inside a Chinese clause
+    # the Chinese redline pairs the changed words (五 / 十 inside them)
     ops = [(o.op, o.a_span.text if o.a_span else "", o.b_span.text if o.b_span else "") for o in ch[("第二条", "第二条")].diff]
     assert ("replace", "五", "十") in ops or any(o[0] == "replace" and "五" in o[1] and "十" in o[2] for o in ops)
 
