@@ -205,14 +205,18 @@ def _antecedents(
     words_cache: dict[int, set[str]] = {}
     out: dict[int, list[Missing]] = {}
     ancestors_of = _ancestors(claims, graph)
+    live = [c.number for c in claims if not c.cancelled and c.number in body]
+
     def word_set(n: int) -> set[str]:
         if n not in words_cache:
             words_cache[n] = words_of(norm[body[n][0] : body[n][1]])
         return words_cache[n]
 
     texts = None
-    if not zh:
-        live = [c.number for c in claims if not c.cancelled and c.number in body]
+    compact: dict[int, str] = {}  # Chinese: each claim's text with whitespace removed
+    if zh:
+        compact = {n: "".join(norm[body[n][0] : body[n][1]].split()) for n in live}
+    else:
         texts = ClaimTexts({n: norm[body[n][0] : body[n][1]] for n in live}, word_set)
     for c in claims:
         if c.cancelled or c.number not in body:
@@ -221,8 +225,10 @@ def _antecedents(
         skip = [(r.start, r.end) for r in refs_by_claim.get(c.number, [])]
         ancestors = [n for n in ancestors_of.get(c.number, []) if n in body]
         if zh:
-            inherited_text = "".join("".join(norm[body[n][0] : body[n][1]].split()) for n in ancestors)
-            hits = check_chinese(norm, a, b, skip, inherited_text)
+            inherited_text = "".join(compact[n] for n in ancestors if n in compact)
+            chain = {c.number, *ancestors}
+            outside = {n: t for n, t in compact.items() if n not in chain}
+            hits = check_chinese(norm, a, b, skip, inherited_text, outside)
         else:
             sets = []
             for n in ancestors:

@@ -349,8 +349,21 @@ def _has_ordinal_phrase(ordinal: str, head: str, text: str, end: int | None = No
 _CN_TERM_STOP = re.compile(r"[的在与和及上中内为是对将,;:。()、\s\d]|进行|包括|设置|固定|连接|通过")
 
 
-def check_chinese(norm: str, start: int, end: int, skip: list[tuple[int, int]], inherited_text: str) -> list[Missing]:
-    """"所述X" in norm[start:end] where even X's first two characters occur nowhere earlier.
+_CN_INTRODUCERS = re.compile(r"(?:一种|一个|一对|一|若干|多个|至少一个|设有|设置有|包括|还包括|包含|具有|安装有|连接有|配置有)$")
+
+
+def check_chinese(
+    norm: str,
+    start: int,
+    end: int,
+    skip: list[tuple[int, int]],
+    inherited_text: str,
+    outside: dict[int, str] | None = None,
+) -> list[Missing]:
+    """"所述X" in norm[start:end] where even X's first two characters occur nowhere earlier; or,
+    when they do, where the whole term X (three characters or more) occurs nowhere in the claim or
+    its chain but is introduced ("设有壳体盖", "一种壳体盖") in a claim of `outside` (claim number ->
+    text with whitespace removed: the claims outside the chain), which are then named.
 
     `inherited_text`: the ancestors' text with whitespace removed (PDF lines break inside words)."""
     out: list[Missing] = []
@@ -368,5 +381,19 @@ def check_chinese(norm: str, start: int, end: int, skip: list[tuple[int, int]], 
                 earlier = _WS.sub("", seg[:i]).replace("所述", "")
                 if probe not in earlier and probe not in inherited_text:
                     out.append(Missing(abs_i, start + term_end, term))
+                elif outside and len(term) >= 3 and term not in earlier and term not in inherited_text:
+                    intro = tuple(sorted(n for n, text in outside.items() if _introduces_cn(text, term)))
+                    if intro:
+                        out.append(Missing(abs_i, start + term_end, term, intro))
         i = seg.find("所述", i + 2)
     return out
+
+
+def _introduces_cn(text: str, term: str) -> bool:
+    """True when `text` has `term` right after an introducing word ("设有壳体盖"), not after 所述."""
+    k = text.find(term)
+    while k >= 0:
+        if _CN_INTRODUCERS.search(text, max(0, k - 4), k):
+            return True
+        k = text.find(term, k + 1)
+    return False

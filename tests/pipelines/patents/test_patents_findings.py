@@ -207,3 +207,16 @@ def test_inherent_part_needs_an_owner_with_basis():
     inherent = [(f.claims, f.spans[0].text) for f in codes(result, "antecedent_basis_inherent")]
     assert inherent == [([2], "the cross plate of the frame"), ([2], "the base of a column")]
     assert [(f.claims, f.spans[0].text) for f in codes(result, "antecedent_basis")] == [([3], "the hinge"), ([3], "the door")]
+
+
+def test_antecedent_basis_chinese_term_introduced_outside_the_chain():
+    text = (
+        "1.一种风扇组件，包括壳体和风扇。\n"
+        "2.根据权利要求1所述的风扇组件，其特征在于，所述壳体上设有壳体盖，所述壳体盖上开设有进风口。\n"
+        "3.根据权利要求1所述的风扇组件，其特征在于，所述壳体的两侧设有安装筋。\n"
+        "4.根据权利要求3所述的风扇组件，其特征在于，所述壳体盖上设有紧固筋，所述风扇固定于所述安装筋。\n"
+        "5.根据权利要求2所述的风扇组件，其特征在于，所述壳体盖为塑料。\n"
+    )
+    found = codes(analyse_text(text), "antecedent_basis")
+    assert [(f.claims, f.spans[0].text) for f in found] == [([4], "所述壳体盖")]
+    assert "introduced in claim 2" in found[0].message and "(1, 3)" in found[0].message
