@@ -100,6 +100,9 @@ _FREQ_RX = _terms_rx(FREQUENCIES, r"(?<![A-Za-z])q\.?\s?\d{1,2}\s?h(?:ours?|rs?)
 _DRUG_RX = _terms_rx(DRUGS)
 _NON_ENTITY_ITEMS = re.compile(r"^(?:none|no known allergies|no complaints|no active medications|nkda|n/a|unknown|无|不详|"
                                r"no known drug allergies|see above|as above|other|others)\.?$", re.I)
+# a list item that reports a normal finding ("normal left ventricular ejection fraction at 55%",
+# "unremarkable abdomen", "正常") is not a problem
+_NORMAL_ITEM = re.compile(r"^(?:normal|unremarkable|within normal limits|wnl|intact|preserved)\b|正常|未见异常", re.I)
 
 
 def _med_details(text: str, start: int, end: int) -> dict:
@@ -289,6 +292,8 @@ def _add_item(text: str, col: _Collector, a: int, b: int, default: str, source: 
     if not item.strip() or _NON_ENTITY_ITEMS.match(item.strip()):
         return
     typ, can = _item_type(item, default)
+    if typ in ("problem", "symptom") and _NORMAL_ITEM.search(item.strip()[:12]):
+        return
     norm: dict = {}
     if typ == "medication":
         norm = _med_details(text, a, b)

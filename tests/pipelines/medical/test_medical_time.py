@@ -70,3 +70,7 @@ def test_medication_start_and_stop_come_from_the_notes_that_start_and_stop_them(
     assert [(e.doc_id, e.normalized.get("course"), e.time.start) for e in cef] == [
         ("admission_note.txt", "started", "2024-03-04"), ("discharge_summary.txt", "stopped", "2024-03-08")]
     assert "course" not in next(e for e in appy.entities if e.concept == "lisinopril").normalized
+
+
+def test_a_normal_finding_is_not_a_negated_problem(afib):
+    assert not [e for e in afib.entities if "normal left ventricular" in e.text.lower()]
