@@ -66,7 +66,7 @@ def _add_parts(branch: Tree, parts: list[ClaimPart]) -> None:
 def render_tree(result: PatentResult, elements: bool = True) -> Tree:
     """A rich Tree of the claim set: number, status, category, what the claim adds (a dependent
     claim's limitation, an independent claim's preamble), finding codes; with `elements`, an
-    independent claim's elements (and a dependent claim's nested ones) under it. Claim 1's tree
+    independent claim's elements under it, nested as the claim nests them. Claim 1's tree
     comes first."""
     by_number = {c.number: c for c in result.claims}
     codes: dict[int, list[str]] = {}
@@ -86,7 +86,7 @@ def render_tree(result: PatentResult, elements: bool = True) -> Tree:
         if t.continued:
             label.append("  (continued below)", style="dim")
         branch = parent.add(label)
-        if elements and (c.independent or any(p.parts for p in c.parts)):
+        if elements and c.independent:
             _add_parts(branch, c.parts)
         for k in t.children:
             add(branch, k)

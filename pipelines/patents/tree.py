@@ -9,7 +9,7 @@ import re
 import networkx as nx
 
 from pipelines.patents.model import Claim, TreeNode
-from pipelines.text.script import has_cjk
+from pipelines.text.script import CJK_WIDE, has_cjk
 
 MAX_DEPTH = 40  # nesting deeper than this continues as a separate entry (JSON parsers cap nesting)
 
@@ -31,10 +31,14 @@ def build_graph(claims: list[Claim]) -> nx.DiGraph:
 _CLAIM_NUMBER = re.compile(r"^\s*(?:\[?\s*claims?\s*)?\d{1,3}\s*[.、．)\]:]*\s*(?:\([^)]{0,40}\)\s*)?", re.IGNORECASE)
 
 
+_CJK_GAP = re.compile(f"(?<=[{CJK_WIDE}]) +|(?<=[，。；：、]) +| +(?=[{CJK_WIDE}])")
+
+
 def shorten(text: str, n_words: int = 12, n_cjk: int = 28) -> str:
     """`text` on one line, cut to `n_words` words (or `n_cjk` characters of Chinese) with "…"."""
     t = " ".join(text.split())
     if has_cjk(t[:10]):
+        t = _CJK_GAP.sub("", t)  # a line break inside Chinese text is no space
         return t[:n_cjk] + ("…" if len(t) > n_cjk else "")
     words = t.split(" ")
     return " ".join(words[:n_words]) + ("…" if len(words) > n_words else "")
