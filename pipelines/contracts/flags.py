@@ -203,8 +203,8 @@ def _sentence(text: str, s: int, e: int, lo: int, hi: int) -> tuple[int, int]:
 
 
 def _disclaimers(text_a: str, text_b: str, ops: list[Op], lang: str) -> tuple[list[RawFlag], list[tuple[int, int]]]:
-    """A disclaimer or limitation of liability removed (or added) by a changed op: "disclaimer
-    deleted" quoting its sentence; also the sentences' ranges in A and B, whose negations it explains."""
+    """A disclaimer or limitation of liability removed (or added) by a changed op: a `disclaimer`
+    flag "deleted “…”" (read "disclaimer: deleted …") quoting its sentence; also the sentences' ranges in A and B, whose negations it explains."""
     rx = DISCLAIMER_ZH if lang == "zh" else DISCLAIMER_EN
     flags: list[RawFlag] = []
     covered: list[tuple[int, int]] = []
@@ -215,11 +215,11 @@ def _disclaimers(text_a: str, text_b: str, ops: list[Op], lang: str) -> tuple[li
         new = [m for m in rx.finditer(text_b, o.b_start, o.b_end)] if o.op != "delete" else []
         if old and not new:
             s, e = _sentence(text_a, old[0].start(), old[0].end(), o.a_start, o.a_end)
-            flags.append(RawFlag("disclaimer", (s, e), None, f"disclaimer deleted: {_quote(text_a[s:e], 90)}"))
+            flags.append(RawFlag("disclaimer", (s, e), None, f"deleted {_quote(text_a[s:e], 90)}"))
             covered += [_sentence(text_a, m.start(), m.end(), o.a_start, o.a_end) for m in old]
         elif new and not old:
             s, e = _sentence(text_b, new[0].start(), new[0].end(), o.b_start, o.b_end)
-            flags.append(RawFlag("disclaimer", None, (s, e), f"disclaimer added: {_quote(text_b[s:e], 90)}"))
+            flags.append(RawFlag("disclaimer", None, (s, e), f"added {_quote(text_b[s:e], 90)}"))
             covered += [_sentence(text_b, m.start(), m.end(), o.b_start, o.b_end) for m in new]
     return flags, covered
 
@@ -232,7 +232,7 @@ def word_flags(text_a: str, ca: Clause, text_b: str, cb: Clause, ops: list[Op], 
     them: "may → must (stronger)" when one op replaces one with the other, "must → —" when an op
     removes it. Obligation and negation words are reported only when their count in the clause
     changed (a word that merely moved inside the clause is not a change). A removed (added)
-    disclaimer is "disclaimer deleted" ("added"), and the negations inside it are not reported
+    disclaimer is flagged "disclaimer: deleted “…”" ("added"), and the negations inside it are not reported
     again. A defined term swapped for another in a replaced phrase is material; a word capitalised
     into a defined term ("account" → "Account", "accounts" → "Accounts") is reported, not material."""
     flags: list[RawFlag] = []

@@ -69,7 +69,9 @@ def test_flags_on_tos_e3_name_aligned_words_and_the_deleted_disclaimer(tos) -> N
     unrelated phrase inserted. The flags say so, and pair no words across the two changes."""
     row = next(r for r in tos.alignment if r.a == "E.3")
     details = [(f.kind, f.detail) for f in row.flags]
-    assert any(k == "disclaimer" and d.startswith("disclaimer deleted") and "sole risk" in d for k, d in details)
+    assert any(k == "disclaimer" and d.startswith("deleted “") and "sole risk" in d for k, d in details)
+    e3 = next(s for s in tos.summary if s.a == "E.3")
+    assert e3.material and "disclaimer: deleted “Your use of third-party applications is at your sole risk" in e3.text
     assert not any(k == "negation" for k, _ in details), details  # the "not" belongs to the deleted disclaimer
     assert not any(k == "obligation" and "→" in d and "—" not in d for k, d in details), details  # no may → required
     assert not any(k == "defined_term" and "Your → Service" in d for k, d in details), details
