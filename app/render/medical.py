@@ -1,4 +1,4 @@
-"""Terminal view of a `MedicalResult` (rich): the patient, the dated timeline (medications marked
+"""Terminal view of a `MedicalResult` (rich): the patient, the problem and medication lists, the dated timeline (medications marked
 started / stopped / continued, abnormal labs marked high / low), the conflicts between documents and
 the top evidence for each conclusion."""
 
@@ -20,6 +20,21 @@ def print_terminal(result: MedicalResult, console: Console | None = None) -> Non
     con.print(f"[bold]Patient[/bold] {p.id} · sex {p.sex or '?'} · age {p.age or '?'} · anchors: {anchors}")
     con.print(f"{len(result.documents)} documents, {len(result.entities)} entities, {len(result.events)} events, "
               f"{len(result.relations)} relations, {len(result.conflicts)} conflicts")
+    if result.problems:
+        pt = Table(title="Problem list")
+        for col in ("problem", "status", "first", "last"):
+            pt.add_column(col)
+        for pr in result.problems:
+            pt.add_row(escape(pr.text), pr.status, pr.first or "-", pr.last or "-")
+        con.print(pt)
+    if result.medications:
+        mt = Table(title="Medications")
+        for col in ("drug", "dose", "route", "frequency", "start", "stop", "new/continued"):
+            mt.add_column(col)
+        for md in result.medications:
+            mt.add_row(escape(md.drug), md.dose or "-", md.route or "-", md.frequency or "-", md.start or "-",
+                       md.stop or ("stopped" if md.stopped else "-"), md.status)
+        con.print(mt)
     t = Table(title="Timeline (events with a date)", show_lines=False)
     for col in ("date", "event", "type", "status", "sources"):
         t.add_column(col)

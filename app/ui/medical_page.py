@@ -119,7 +119,8 @@ def _timeline_chart(result):
 
 
 def render(result, texts: dict[str, str] | None = None) -> None:
-    """Draw a MedicalResult: metrics, timeline, conflicts, evidence and highlighted documents."""
+    """Draw a MedicalResult: metrics, the problem and medication lists and abnormal labs, timeline,
+    conflicts, evidence and highlighted documents."""
     texts = texts if texts is not None else st.session_state.get(TEXTS, {})
     p = result.patient
     c1, c2, c3, c4 = st.columns(4)
@@ -133,6 +134,28 @@ def render(result, texts: dict[str, str] | None = None) -> None:
                        key="medical_download")
     for w in result.warnings:
         st.warning(w)
+
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Problem list")
+        if result.problems:
+            st.dataframe([{"problem": pr.text, "status": pr.status, "first": pr.first, "last": pr.last}
+                          for pr in result.problems], hide_index=True, key="medical_problems")
+        else:
+            st.caption("No problems found.")
+    with right:
+        st.subheader("Medications")
+        if result.medications:
+            st.dataframe([{"drug": md.drug, "dose": md.dose, "route": md.route, "frequency": md.frequency,
+                           "start": md.start, "stop": md.stop or ("stopped" if md.stopped else None), "status": md.status}
+                          for md in result.medications], hide_index=True, key="medical_medications")
+        else:
+            st.caption("No medications found.")
+    abnormal = [e for e in result.entities if e.type == "lab" and e.normalized.get("flag") in ("high", "low")]
+    if abnormal:
+        st.markdown("**Abnormal labs:** " + " · ".join(
+            f"{e.normalized.get('analyte')} {e.normalized.get('value')} {e.normalized.get('unit') or ''} "
+            f"{'↑' if e.normalized.get('flag') == 'high' else '↓'}" for e in abnormal[:30]))
 
     st.subheader("Timeline")
     chart = _timeline_chart(result)

@@ -1,4 +1,5 @@
-"""The medical export contract (pydantic v2): patient, documents (the shared `DocumentInfo` with
+"""The medical export contract (pydantic v2): patient, the problem list and medication list a
+clinician reads first, documents (the shared `DocumentInfo` with
 the note's kind, date, language and sections beside it), entities with assertions, time expressions, events on one timeline, relations, conflicts and ranked evidence.
 
 Every span is a `SourceSpan` with `doc.text[char_start:char_end] == text`. Lists are ordered and
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 
-SCHEMA_VERSION = "medical/2.1"
+SCHEMA_VERSION = "medical/2.2"
 
 
 class _M(BaseModel):
@@ -136,8 +137,43 @@ class Evidence(_M):
     chain: list[str] = []  # events behind the supporting evidence, in time order (the evidence chain)
 
 
+class ProblemItem(_M):
+    """One problem of the problem list: active (stated present or possible at its latest mention),
+    resolved (negated or said resolved after it was present) or historical (past history only),
+    with its first and last evidence."""
+
+    concept: str
+    text: str
+    status: str  # active | resolved | historical
+    first: str | None = None  # ISO date of the first dated mention
+    last: str | None = None
+    first_evidence: SourceSpan
+    last_evidence: SourceSpan
+    entities: list[str]
+
+
+class MedicationItem(_M):
+    """One drug of the medication list: the latest dose, route and frequency stated, when it started
+    and stopped (from the notes that start and stop it, else its first and last mention), and whether
+    it is new in the stay or continued from before (home medication list)."""
+
+    drug: str
+    dose: str | None = None
+    route: str | None = None
+    frequency: str | None = None
+    start: str | None = None
+    stop: str | None = None
+    status: str  # new | continued
+    stopped: bool = False
+    first_evidence: SourceSpan
+    last_evidence: SourceSpan
+    entities: list[str]
+
+
 class MedicalResult(ResultBase):
     patient: Patient
+    problems: list[ProblemItem] = []
+    medications: list[MedicationItem] = []
     documents: list[MedicalDocument]
     entities: list[Entity]
     times: list[TimeExpression]

@@ -46,7 +46,9 @@ from pipelines.medical.models import (
     EvidenceItem,
     MedicalDocument,
     MedicalResult,
+    MedicationItem,
     Patient,
+    ProblemItem,
     Relation,
     SectionOut,
     TimeExpression,
@@ -312,6 +314,8 @@ class MedicalPipeline(Pipeline):
         return MedicalResult(
             **header,
             patient=patient,
+            problems=_problem_list(entities),
+            medications=_medication_list(entities, prepared),
             documents=[self._doc_out(pd) for pd in prepared],
             entities=entities,
             times=times_out,
@@ -680,6 +684,67 @@ def _next_day(d: date) -> str:
     from datetime import timedelta
 
     return (d + timedelta(days=1)).isoformat()
+
+
+def _mention_order(e: Entity) -> tuple:
+    t = e.time
+    return (t.start or t.end or "9999", e.doc_id, e.span.char_start)
+
+
+def _problem_list(entities: list[Entity]) -> list[ProblemItem]:
+    """The problem list: each problem concept stated present, possible, historical or resolved."""
+    by: dict[str, list[Entity]] = {}
+    for e in entities:
+        if e.type == "problem" and e.assertion not in (context.FAMILY, context.HYPOTHETICAL):
+            by.setdefault(e.concept, []).append(e)
+    out = []
+    for concept, ms in by.items():
+        ms = sorted(ms, key=_mention_order)
+        if all(m.assertion == context.NEGATED for m in ms):
+            continue  # only ever denied: not a problem of the patient
+        seen = [m for m in ms if m.assertion != context.NEGATED]
+        last = ms[-1]
+        if all(m.assertion == context.HISTORICAL for m in seen) and last.assertion != context.NEGATED:
+            status = "historical"
+        elif last.assertion == context.NEGATED or re.search(r"\bresolved\b|痊愈|治愈|消退", last.span.text, re.I):
+            status = "resolved"
+        else:
+            status = "active"
+        dated = [m.time.start[:10] for m in ms if m.time and m.time.start]
+        out.append(ProblemItem(concept=concept, text=seen[0].text, status=status, first=min(dated) if dated else None,
+                               last=max(dated) if dated else None, first_evidence=seen[0].span,
+                               last_evidence=ms[-1].span, entities=[m.id for m in ms]))
+    rank = {"active": 0, "resolved": 1, "historical": 2}
+    return sorted(out, key=lambda p: (rank[p.status], p.first or "9999", p.concept))
+
+
+def _medication_list(entities: list[Entity], prepared: list[_Doc]) -> list[MedicationItem]:
+    """The medication list: each drug with its latest dose, route and frequency, start and stop."""
+    kinds = {pd.doc.doc_id: pd.kind for pd in prepared}
+    by: dict[str, list[Entity]] = {}
+    for e in entities:
+        if e.type == "medication" and e.assertion not in (context.NEGATED, context.FAMILY, context.HYPOTHETICAL):
+            by.setdefault(e.concept, []).append(e)
+    out = []
+    for drug, ms in by.items():
+        ms = sorted(ms, key=_mention_order)
+        courses = [m.normalized.get("course") for m in ms]
+        starts = [m for m in ms if m.normalized.get("course") == "started"]
+        stops = [m for m in ms if m.normalized.get("course") == "stopped"]
+        first = starts[0] if starts else ms[0]
+        home = any(m.section == "medications" and kinds.get(m.doc_id) == "admission_note" or m.assertion == context.HISTORICAL
+                   for m in ms) and "started" not in courses
+        stopped = bool(stops) and (not starts or _mention_order(stops[-1]) >= _mention_order(starts[-1]))
+        latest = next((m for m in reversed(ms) if m.normalized.get("dose")), ms[-1])
+        n = latest.normalized
+        dose = f"{n['dose']} {n['dose_unit']}".strip() if n.get("dose") else None
+        out.append(MedicationItem(drug=drug, dose=dose, route=n.get("route"), frequency=n.get("frequency"),
+                                  start=first.time.start[:10] if first.time and first.time.start else None,
+                                  stop=(stops[-1].time.start[:10] if stopped and stops[-1].time and stops[-1].time.start
+                                        else None),
+                                  status="continued" if home else "new", stopped=stopped, first_evidence=ms[0].span,
+                                  last_evidence=ms[-1].span, entities=[m.id for m in ms]))
+    return sorted(out, key=lambda m: (m.stopped, m.start or "9999", m.drug))
 
 
 _CONFLICT_TOLERANCE_H = 4  # hours within which a finding's absence and presence contradict each other

@@ -26,7 +26,7 @@ def test_json_export_with_question():
 def test_human_output_lists_conflicts_and_evidence():
     res = runner.invoke(app, ["medical", str(FIX / "zh-cholecystitis"), "--no-embeddings"])
     assert res.exit_code == 0, res.output
-    assert "Diagnosis:" in res.stdout
+    assert "Diagnosis:" in res.stdout and "Problem list" in res.stdout and "Medications" in res.stdout
     res = runner.invoke(app, ["medical", str(FIX / "en-cholangitis-md"), "--no-embeddings"])
     assert res.exit_code == 0, res.output
     assert "conflict" in res.stdout and "neither time of day stated" in res.stdout

@@ -46,6 +46,8 @@ def test_page_renders_timeline_documents_and_evidence():
     # "no fever" at 07:30 and 38.6 °C at 14:00 the same day are both true: no conflict (issue 19)
     assert int(metrics["Documents"]) == 6 and int(metrics["Conflicts"]) == 0
     assert not any("fever" in e.value for e in at.error)
+    assert [s.value for s in at.subheader][:2] == ["Problem list", "Medications"]  # what a clinician reads first
+    assert len(at.dataframe) >= 2 and any("Abnormal labs" in m.value for m in at.markdown)
     assert any("vancomycin" in m.value for m in at.markdown)  # evidence listed
     assert at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")  # the timeline chart
     box = at.selectbox(key="medical_doc")
