@@ -1,15 +1,19 @@
-"""Questions over a long document with the local engine: the prompt layout, the fallback choice,
-and a one-line account of what happened. Shared by `longdoc ask` (app/commands/engine.py) and
-the web UI's Ask page (app/ui/ask_page.py). The engine is imported inside the functions, so that
-importing this module stays fast."""
+"""Questions over a long document with the local engine, through the LLM layer (pipelines.llm):
+the engine settings from the command line or the page, the fallback choice, the batch of
+questions (the document's KV computed once for all of them, and kept for the next call), and a
+one-line account of each answer. Shared by `longdoc ask` (app/commands/engine.py) and the web UI's
+Ask page (app/ui/ask_page.py). The engine is imported inside the functions, so that importing this
+module stays fast."""
 
 from __future__ import annotations
 
-# the default model is a base model without a chat template, so a plain layout
-INSTRUCTIONS = "Read the document and answer the question after it.\n\nDocument:\n"
-TEMPLATE = "{instructions}{document}\n\nQuestion: {question}\nAnswer:"
-STOP = ["\nQuestion:"]
+from pathlib import Path
+
+from pipelines.llm import INSTRUCTIONS, EngineSettings
+
 FALLBACKS = ("retrieval", "truncate:middle", "truncate:head", "truncate:tail", "map_reduce", "error")
+STRATEGY = "prefix"  # how the document's KV is shared by the questions (BENCHMARKS.md, "The LLM layer")
+__all__ = ["FALLBACKS", "INSTRUCTIONS", "STRATEGY", "ask", "policy_for", "settings", "summary"]
 
 
 def policy_for(spec: str):
@@ -23,31 +27,52 @@ def policy_for(spec: str):
     return FallbackPolicy(strategy=strategy, truncate_side=side or "middle")
 
 
-def ask(llm, document: str, question: str, policy, max_tokens: int = 128, instructions: str = INSTRUCTIONS):
-    """(GenerationOutput, FallbackReport) for one question over `document`; retrieval and key-entity
-    retention use the pipelines' text tools."""
-    from engine import SamplingParams
-    from engine.fallback import LongRequest
-    from pipelines.text.fallback_tools import PipelineTextTools
-
-    req = LongRequest(document=document, question=question, instructions=instructions, template=TEMPLATE)
-    return llm.generate_long(req, SamplingParams(max_tokens=max_tokens, stop=list(STOP)), policy,
-                             text_tools=PipelineTextTools())
+def settings(model: Path | str | None = None, device: str | None = None, dtype: str | None = None,
+             max_model_len: int | None = None, cache_dir: Path | str | None = None,
+             cache_bytes: int | None = None) -> EngineSettings:
+    """Engine settings from the flags, the environment filling what they leave out."""
+    return EngineSettings.from_env(model=model, device=device, dtype=dtype, max_model_len=max_model_len,
+                                   disk_cache_dir=str(cache_dir) if cache_dir else None,
+                                   disk_cache_bytes=cache_bytes if cache_dir else None)
 
 
-def summary(out, report, seconds: float) -> str:
-    """One line: prompt size, what the fallback did, time to first token, cache reuse."""
-    parts = [f"prompt {report.prompt_tokens:,} tokens"]
-    if report.fallback_triggered:
+def ask(llm, doc, questions: list[str], policy, max_tokens: int = 128, instructions: str = INSTRUCTIONS,
+        on_progress=None, cancel=None, attribute: bool = False):
+    """A BatchResult (pipelines.llm) for `questions` over the Document `doc`, submitted together;
+    a question whose prompt does not fit goes through the fallback `policy` with the pipelines'
+    text tools and its item carries the report."""
+    from pipelines.llm import ask_document
+
+    return ask_document(llm, doc, questions, instructions=instructions, max_tokens=max_tokens, strategy=STRATEGY,
+                        fallback=policy, on_progress=on_progress, cancel=cancel, attribute=attribute)
+
+
+def summary(item, seconds: float) -> str:
+    """One line for an answered item: prompt size, what the fallback did, time to first token, cache reuse."""
+    report = item.fallback
+    parts = [f"prompt {item.metrics.get('prompt_tokens', 0):,} tokens"]
+    if item.error:
+        parts.append(item.error)
+    if report is not None and report.fallback_triggered:
         how = report.strategy + (f":{report.truncate_side}" if report.truncate_side else "")
         if report.chunks_total:
             how += f", {report.chunks_used}/{report.chunks_total} chunks"
+        retention = report.key_entity_retention
         parts.append(f"did not fit ({report.reason}): {how}, {report.tokens_dropped:,} document tokens dropped, "
-                     f"key-entity retention {report.key_entity_retention:.0%}")
-    ttft = out.metrics.get("ttft_s")
+                     "key-entity retention " + ("not measured" if retention is None else f"{retention:.0%}"))
+    ttft = item.metrics.get("ttft_s")
     if ttft is not None:
         parts.append(f"first token {ttft:.2f} s")
-    if out.cached_tokens:
-        parts.append(f"{out.cached_tokens:,} prompt tokens from the cache")
+    cached = item.metrics.get("cached_prompt_tokens")
+    if cached:
+        parts.append(f"{cached:,} prompt tokens from the cache")
     parts.append(f"{seconds:.1f} s in all")
     return " · ".join(parts)
+
+
+def fallback_dict(item) -> dict:
+    """The item's fallback report as JSON, or what a prompt that fit looks like in the same shape."""
+    if item.fallback is not None:
+        return item.fallback.to_dict()
+    return {"fallback_triggered": False, "strategy": None, "prompt_tokens": item.metrics.get("prompt_tokens", 0),
+            "tokens_dropped": 0}

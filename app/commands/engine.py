@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -32,7 +34,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of streaming text."),
     ) -> None:
         """Generate a continuation of PROMPT with the local engine."""
-        from engine import LLM, EngineError, SamplingParams, SchedulerConfig
+        from app.ask import settings
+        from engine import EngineError, SamplingParams
+        from pipelines.llm import EngineUnavailable, get_engine
 
         try:
             params = SamplingParams(
@@ -40,8 +44,7 @@ def register(app: typer.Typer) -> None:
                 repetition_penalty=repetition_penalty, stop=list(stop), seed=seed,
             )
             t0 = time.perf_counter()
-            llm = LLM(model=model, device=device, dtype=dtype, scheduler=SchedulerConfig(max_num_seqs=1),
-                      max_model_len=max_model_len)
+            llm = get_engine(settings(model, device, dtype, max_model_len))
             load_s = time.perf_counter() - t0
             t1 = time.perf_counter()
             if chat:
@@ -56,7 +59,7 @@ def register(app: typer.Typer) -> None:
                     sys.stdout.flush()
                 sys.stdout.write("\n")
                 return
-        except (EngineError, ValueError) as exc:
+        except (EngineError, EngineUnavailable, ValueError) as exc:
             typer.echo(f"longdoc: {exc}", err=True)
             raise typer.Exit(1) from None
         if as_json:
@@ -79,7 +82,7 @@ def register(app: typer.Typer) -> None:
     def ask(
         files: list[Path] = typer.Argument(..., help="The document(s): .txt, .md, .docx or .pdf (several are joined)."),
         question: list[str] = typer.Option(..., "--question", "-q",
-                                           help="A question about the document (repeatable: asked one after another)."),
+                                           help="A question about the document (repeatable: all answered in one batch)."),
         instructions: str | None = typer.Option(None, "--instructions",
                                                 help="Text put before the document (default: a short task line)."),
         fallback: str = typer.Option(
@@ -97,10 +100,14 @@ def register(app: typer.Typer) -> None:
         max_model_len: int | None = typer.Option(None, "--max-model-len", help="Context limit in tokens."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object: answers, timings, fallback reports."),
     ) -> None:
-        """Answer questions about a long document with the local engine, saying what did not fit."""
+        """Answer questions about a long document with the local engine, saying what did not fit.
+
+        The questions are submitted together and the document's KV is computed once for all of them
+        (and kept for a later run with --cache-dir); progress goes to stderr."""
         from app import ask as asking
-        from engine import LLM, CacheConfig, EngineError, SchedulerConfig
-        from pipelines.documents import IngestError, load_document
+        from engine import EngineError
+        from pipelines.documents import Document, IngestError, load_document
+        from pipelines.llm import EngineUnavailable, get_engine
 
         try:
             policy = asking.policy_for(fallback)
@@ -119,39 +126,42 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"longdoc: {exc}", err=True)
             raise typer.Exit(1) from None
         if len(docs) == 1:
-            document = docs[0].text
+            doc = docs[0]
         else:  # several files: one document, each part headed by its file name
-            document = "\n\n".join(f"[{f.name}]\n{d.text}" for f, d in zip(files, docs, strict=True))
+            doc = Document.from_text("\n\n".join(f"[{f.name}]\n{d.text}" for f, d in zip(files, docs, strict=True)),
+                                     doc_id="joined")
         try:
-            cache = CacheConfig(disk_cache_dir=str(cache_dir) if cache_dir else None, disk_cache_bytes=cache_bytes)
             t0 = time.perf_counter()
-            llm = LLM(model=model, device=device, dtype=dtype, cache=cache, scheduler=SchedulerConfig(max_num_seqs=4),
-                      max_model_len=max_model_len)
+            llm = get_engine(asking.settings(model, device, dtype, max_model_len, cache_dir, cache_bytes))
             load_s = time.perf_counter() - t0
-            answers = []
-            for q in question:
-                t1 = time.perf_counter()
-                out, report = asking.ask(llm, document, q, policy, max_tokens,
-                                         asking.INSTRUCTIONS if instructions is None else instructions)
-                answers.append((q, out, report, time.perf_counter() - t1))
-                if not as_json:
-                    typer.echo(f"Q: {q}\nA: {out.text.strip()}\n   {asking.summary(out, report, answers[-1][3])}\n")
-        except (EngineError, ValueError) as exc:
+            with _token_progress(disable=as_json) as on_progress:
+                res = asking.ask(llm, doc, list(question), policy, max_tokens,
+                                 asking.INSTRUCTIONS if instructions is None else instructions, on_progress)
+        except (EngineError, EngineUnavailable, ValueError) as exc:
             typer.echo(f"longdoc: {exc}", err=True)
             raise typer.Exit(1) from None
-        if as_json:
+        if not as_json:
+            for it in res.items:
+                typer.echo(f"Q: {it.question}\nA: {it.text}\n   {asking.summary(it, res.seconds)}\n")
+            if res.message:
+                typer.echo(f"longdoc: {res.message}", err=True)
+        else:
             typer.echo(json.dumps({
                 "files": [str(f) for f in files],
                 "model": str(llm.model_path),
                 "device": str(llm.device),
                 "load_seconds": round(load_s, 3),
+                "batch": {"strategy": res.strategy, "status": res.status, "message": res.message,
+                          "seconds": round(res.seconds, 3), "reuse": res.reuse},
                 "answers": [{
-                    "question": q, "text": out.text.strip(), "finish_reason": out.finish_reason,
-                    "seconds": round(sec, 3), "cached_prompt_tokens": out.cached_tokens,
-                    "metrics": out.metrics, "fallback": report.to_dict(),
-                } for q, out, report, sec in answers],
+                    "question": it.question, "text": it.text, "finish_reason": it.finish_reason, "error": it.error,
+                    "seconds": round(res.seconds, 3), "cached_prompt_tokens": it.metrics.get("cached_prompt_tokens", 0),
+                    "metrics": it.metrics, "fallback": asking.fallback_dict(it),
+                } for it in res.items],
                 "counters": llm.counters().to_dict(),
             }, ensure_ascii=False, default=str))
+        if any(not it.ok for it in res.items):
+            raise typer.Exit(1)
 
     @app.command()
     def bench(
@@ -197,3 +207,24 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"longdoc: {exc}", err=True)
             raise typer.Exit(1) from None
         typer.echo(json.dumps(res, indent=2) if output_format == "json" else format_text(res))
+
+
+@contextmanager
+def _token_progress(disable: bool = False) -> Iterator:
+    """A rich progress bar on stderr fed by the LLM layer's Progress: tokens done of the total,
+    answers, elapsed and the estimated time left. Yields the callback."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f} tokens"),
+               TextColumn("{task.fields[answers]}"), TimeElapsedColumn(), TextColumn("{task.fields[left]}"))
+    with Progress(*columns, console=Console(stderr=True), disable=disable, transient=False) as bar:
+        task = bar.add_task("answering", total=1, answers="", left="")
+
+        def update(p) -> None:
+            eta = p.eta_s
+            bar.update(task, completed=p.tokens_done, total=p.tokens_total,
+                       answers=f"{p.items_done}/{p.items_total} answers",
+                       left="" if eta is None else f"about {eta:,.0f} s left")
+
+        yield update

@@ -22,15 +22,24 @@ def register(app: typer.Typer) -> None:
         question: list[str] = typer.Option([], "--question", "-q", help="A conclusion or question to find evidence for (repeatable)."),
         as_json: bool = typer.Option(False, "--json", help="Print the JSON export."),
         no_embeddings: bool = typer.Option(False, "--no-embeddings", help="Lexical + concept evidence ranking only."),
-        engine: bool = typer.Option(False, "--engine", help="Optional: re-rank evidence with the engine's attention attribution."),
+        llm: str = typer.Option("auto", "--llm",
+                                help="LLM steps: off (rules only), auto (only steps measured to help with the configured "
+                                     "model: none yet for medical), on (re-rank evidence with the engine's attention)."),
+        engine: bool = typer.Option(False, "--engine", help="Same as --llm on."),
     ) -> None:
         """Trace a patient's record: entities, one timeline, conflicts, evidence for conclusions."""
         from app.export import to_json
         from app.render.medical import print_terminal
         from pipelines.documents import IngestError, load_document
+        from pipelines.llm import step_enabled
         from pipelines.medical import MedicalPipeline
 
-        pipe = MedicalPipeline(use_embeddings=not no_embeddings, engine_rerank=engine)
+        try:
+            rerank = engine or step_enabled("medical.engine_rerank", llm)
+        except ValueError as exc:
+            typer.echo(f"longdoc: {exc}", err=True)
+            raise typer.Exit(2) from None
+        pipe = MedicalPipeline(use_embeddings=not no_embeddings, engine_rerank=rerank)
         if not folder.exists():
             typer.echo(f"longdoc: {folder}: no such file or folder", err=True)
             raise typer.Exit(1)

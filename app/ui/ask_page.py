@@ -1,7 +1,9 @@
 """The Ask page: questions over one long document with the local engine. It shows the answer, what
 the model saw when the document did not fit (the fallback's report, with the kept text marked in
-the document), and the time to the first token. A second question over the same document reuses
-its KV from the prefix cache of the engine, which the page keeps for the whole server session.
+the document), and the time to the first token, with a progress bar (tokens done, time left) while
+it works. The engine is the process's one handle (pipelines.llm.get_engine, kept by
+st.cache_resource), so a second question over the same document takes the document's KV from its
+cache instead of computing it again.
 
 Tests call `run_input(name, data, question, fallback)` directly, or put those four in
 `st.session_state[PENDING]` before an AppTest run.
@@ -23,40 +25,47 @@ KEPT = "#bbf7d0"
 
 @st.cache_resource(show_spinner="Loading the local model…")
 def _llm(max_model_len: int | None = None):
-    from engine import LLM, SchedulerConfig
+    """The process's engine (pipelines.llm.get_engine), kept for the server session."""
+    from pipelines.llm import get_engine
 
-    return LLM(scheduler=SchedulerConfig(max_num_seqs=4), max_model_len=max_model_len)
+    return get_engine(asking.settings(max_model_len=max_model_len))
 
 
 def run_input(name: str, data: bytes, question: str, fallback: str = "retrieval", max_tokens: int = 96,
-              max_model_len: int | None = None) -> dict:
-    """Ingest the document and answer `question`. Raises IngestError (one line naming the file) or the
-    engine's EngineError / ValueError (one line) for bad input."""
+              max_model_len: int | None = None, on_progress=None) -> dict:
+    """Ingest the document and answer `question` (on_progress: the LLM layer's Progress after every
+    engine step). Raises IngestError (one line naming the file), EngineUnavailable or the engine's
+    EngineError / ValueError (one line) for bad input."""
     from pipelines.documents import load_bytes
 
     doc = load_bytes(data, name)
     policy = asking.policy_for(fallback)
     llm = _llm(max_model_len)
     t0 = time.perf_counter()
-    out, report = asking.ask(llm, doc.text, question, policy, max_tokens)
+    batch = asking.ask(llm, doc, [question], policy, max_tokens, on_progress=on_progress)
     seconds = time.perf_counter() - t0
-    return {"name": name, "text": doc.text, "question": question, "answer": out.text.strip(), "out": out,
-            "report": report, "seconds": seconds, "summary": asking.summary(out, report, seconds)}
+    item = batch.items[0]
+    return {"name": name, "text": doc.text, "question": question, "answer": item.text, "item": item,
+            "batch": batch, "report": item.fallback, "seconds": seconds, "summary": asking.summary(item, seconds)}
 
 
 def render(res: dict) -> None:
-    out, report = res["out"], res["report"]
+    item, report = res["item"], res["report"]
     st.subheader("Answer")
     st.markdown(f"**Q:** {res['question']}")
-    st.info(res["answer"] or "(empty answer)")
+    if item.error:
+        st.error(item.error)
+    else:
+        st.info(res["answer"] or "(empty answer)")
     st.caption(res["summary"])
     c1, c2, c3, c4 = st.columns(4)
-    c1.metric("Prompt tokens", f"{report.prompt_tokens:,}")
-    c2.metric("Document tokens dropped", f"{report.tokens_dropped:,}")
-    c3.metric("Key-entity retention", f"{report.key_entity_retention:.0%}")
-    ttft = out.metrics.get("ttft_s")
+    c1.metric("Prompt tokens", f"{item.metrics.get('prompt_tokens', 0):,}")
+    c2.metric("Document tokens dropped", f"{report.tokens_dropped:,}" if report is not None else "0")
+    retention = report.key_entity_retention if report is not None and report.fallback_triggered else None
+    c3.metric("Key-entity retention", f"{retention:.0%}" if retention is not None else "100%" if report is None else "—")
+    ttft = item.metrics.get("ttft_s")
     c4.metric("First token", f"{ttft:.2f} s" if ttft is not None else "—")
-    if report.fallback_triggered:
+    if report is not None and report.fallback_triggered:
         how = report.strategy + (f" ({report.truncate_side})" if report.truncate_side else "")
         st.warning(f"The document did not fit ({report.reason}: at most {report.budget_tokens:,} prompt tokens); "
                    f"served by {how}. The model saw the marked text only.")
@@ -69,19 +78,27 @@ def render(res: dict) -> None:
     st.download_button("Download the report (JSON)", _report_json(res), file_name="ask-report.json",
                        mime="application/json", key="ask_download")
     st.subheader("Document")
-    marks = [(a, b, KEPT, "seen by the model") for a, b in report.kept_spans] if report.fallback_triggered else []
+    marks = [(a, b, KEPT, "seen by the model") for a, b in report.kept_spans] if report is not None and report.fallback_triggered else []
     if marks:
         st.markdown(f'<mark style="background:{KEPT}">seen by the model</mark>', unsafe_allow_html=True)
     st.html(highlight(res["text"], 0, marks))
 
 
+def progress_text(p) -> str:
+    """The progress bar's line: tokens done of the total, elapsed, time left."""
+    eta = p.eta_s
+    left = "estimating the time left" if eta is None else f"about {eta:,.0f} s left"
+    return f"{p.tokens_done:,} of {p.tokens_total:,} tokens · {p.elapsed_s:,.0f} s · {left}"
+
+
 def _report_json(res: dict) -> str:
     import json
 
-    out = res["out"]
+    item = res["item"]
     return json.dumps({"document": res["name"], "question": res["question"], "answer": res["answer"],
-                       "finish_reason": out.finish_reason, "cached_prompt_tokens": out.cached_tokens,
-                       "metrics": out.metrics, "fallback": res["report"].to_dict()},
+                       "finish_reason": item.finish_reason, "error": item.error,
+                       "cached_prompt_tokens": item.metrics.get("cached_prompt_tokens", 0),
+                       "metrics": item.metrics, "fallback": asking.fallback_dict(item)},
                       ensure_ascii=False, indent=2, default=str)
 
 
@@ -105,11 +122,18 @@ def page() -> None:
     if pending is not None:
         from engine import EngineError
         from pipelines.documents import IngestError
+        from pipelines.llm import EngineUnavailable
 
         try:
-            with st.spinner("Reading the document and answering…"):
-                st.session_state[RESULT] = run_input(*pending)
-        except (IngestError, EngineError, ValueError) as exc:
+            with st.status("Reading the document and answering…", expanded=True) as status:
+                bar = st.progress(0.0, text="starting")
+
+                def progress(p) -> None:
+                    bar.progress(p.fraction, text=progress_text(p))
+
+                st.session_state[RESULT] = run_input(*pending, on_progress=progress)
+                status.update(label="Answered", state="complete", expanded=False)
+        except (IngestError, EngineError, EngineUnavailable, ValueError) as exc:
             st.error(str(exc))
     res = st.session_state.get(RESULT)
     if res is not None:

@@ -21,7 +21,13 @@ from pipelines.llm.requests import (
     Progress,
     ask_document,
 )
-from pipelines.llm.settings import EngineSettings, EngineUnavailable, get_engine, loaded_engines
+from pipelines.llm.settings import (
+    EngineSettings,
+    EngineUnavailable,
+    forget_engines,
+    get_engine,
+    loaded_engines,
+)
 from pipelines.llm.spans import AttributedSpan, attribute_answer, sentence_spans
 
 __all__ = [
@@ -44,6 +50,7 @@ __all__ = [
     "choose",
     "choose_batch",
     "decision",
+    "forget_engines",
     "get_engine",
     "loaded_engines",
     "register",

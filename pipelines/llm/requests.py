@@ -281,7 +281,7 @@ def _run_fit(llm, doc: Document, items: list[Item], fit: list[int], instructions
     for i, out in zip(fit, outs, strict=True):
         it = items[i]
         it.text, it.finish_reason, it.token_ids = out.text.strip(), out.finish_reason, list(out.token_ids)
-        it.metrics.update(out.metrics, cached_prompt_tokens=out.cached_tokens)
+        it.metrics.update(out.metrics, cached_prompt_tokens=out.cached_tokens, prompt_tokens=len(out.prompt_token_ids))
     track.phase_end(sum(items[i].metrics["prompt_tokens"] + params.max_tokens for i in fit))
 
 

@@ -29,7 +29,8 @@ class EngineSettings:
     (CUDA when available). dtype: float32 / bfloat16 / float16 or None (the engine's default for the
     device). max_model_len: context limit in tokens, None for the model's. max_num_seqs: requests
     the scheduler runs at once (a pipeline's batch). max_prefill_chunk: prompt tokens per prefill
-    step (None: the engine's default)."""
+    step (None: the engine's default). disk_cache_dir / disk_cache_bytes: keep prefixes' and
+    documents' KV on disk there (a later process reuses them), capped at that many bytes."""
 
     model: str | None = None
     device: str | None = None
@@ -37,6 +38,8 @@ class EngineSettings:
     max_model_len: int | None = None
     max_num_seqs: int = 8
     max_prefill_chunk: int | None = None
+    disk_cache_dir: str | None = None
+    disk_cache_bytes: int | None = None
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **over: Any) -> EngineSettings:
@@ -76,6 +79,13 @@ def get_engine(settings: EngineSettings | None = None):
         return llm
 
 
+def forget_engines() -> None:
+    """Drop this process's engines (the next `get_engine` loads afresh; their memory goes with the
+    last reference)."""
+    with _LOCK:
+        _ENGINES.clear()
+
+
 def loaded_engines() -> list[EngineSettings]:
     """Settings of the engines this process has loaded."""
     with _LOCK:
@@ -84,14 +94,18 @@ def loaded_engines() -> list[EngineSettings]:
 
 def _load(settings: EngineSettings):
     try:
-        from engine import LLM, EngineError, SchedulerConfig
+        from engine import LLM, CacheConfig, EngineError, SchedulerConfig
     except ImportError as exc:  # pragma: no cover - a broken install
         raise EngineUnavailable(f"the engine cannot be imported: {exc}") from exc
     try:
         sched = SchedulerConfig(max_num_seqs=settings.max_num_seqs)
         if settings.max_prefill_chunk is not None:
             sched = SchedulerConfig(max_num_seqs=settings.max_num_seqs, max_prefill_chunk=settings.max_prefill_chunk)
-        return LLM(model=settings.model, device=settings.device, dtype=settings.dtype, scheduler=sched,
+        cache = CacheConfig()
+        if settings.disk_cache_dir is not None:
+            cache = CacheConfig(disk_cache_dir=settings.disk_cache_dir,
+                                **({"disk_cache_bytes": settings.disk_cache_bytes} if settings.disk_cache_bytes else {}))
+        return LLM(model=settings.model, device=settings.device, dtype=settings.dtype, scheduler=sched, cache=cache,
                    max_model_len=settings.max_model_len)
     except (EngineError, OSError, ValueError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

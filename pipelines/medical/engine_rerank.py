@@ -9,24 +9,24 @@ candidates are put in the context (not the whole record): prefill on the CPU is 
 "Engine (CPU)": about 4.5 s for 2K tokens on 2 cores), and the retrieval step already chose them.
 
 The pipeline runs fully without this step; when the engine cannot be imported or loaded, the
-pipeline records a warning and keeps the retrieval ranking.
+pipeline records a warning and keeps the retrieval ranking. The engine is the process's shared
+handle from the LLM layer (`pipelines.llm.get_engine`, settings from LONGDOC_MODEL / _DEVICE /
+_DTYPE / _MAX_MODEL_LEN); the step is `STEP` in the layer's registry, where it stays out of
+`--llm auto` until a gain over the retrieval ranking is measured.
 """
 
 from __future__ import annotations
 
 from pipelines.medical.models import Evidence, EvidenceItem
 
-_LLM = None
+STEP = "medical.engine_rerank"
 
 
 def default_llm():
-    """The engine's default model, loaded once per process."""
-    global _LLM
-    if _LLM is None:
-        from engine import LLM
+    """The process's engine from the LLM layer (loaded once, shared with every other step)."""
+    from pipelines.llm import get_engine
 
-        _LLM = LLM()
-    return _LLM
+    return get_engine()
 
 
 def build_prompt(items: list[EvidenceItem]) -> tuple[str, list[tuple[int, int]]]:

@@ -1,0 +1,84 @@
+"""`longdoc ask` and the Ask page's flow (app/ask.py) through the LLM layer, on a tiny random-weight
+Gemma 3 with a character tokenizer: one engine handle for the process, all questions in one
+batch, and a second question over the same document taking the document from the cache."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from tests.engine.tiny_models import tiny_hf_model
+from tests.pipelines.llm.conftest import write_char_tokenizer
+
+TEXT = ("The supplier shall deliver the goods within 30 days. Payment is due on delivery. "
+        "Either party may end this agreement with 60 days notice. The law of Ontario governs it. ") * 3
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny-ask")
+    tiny_hf_model("gemma3", seed=4, max_position_embeddings=2048).save_pretrained(folder)
+    write_char_tokenizer(folder)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def test_a_second_question_does_not_recompute_the_document(tiny_model):
+    from app import ask as asking
+    from pipelines.documents import Document
+    from pipelines.llm import EngineSettings, get_engine
+
+    llm = get_engine(EngineSettings(model=str(tiny_model), device="cpu", dtype="float32", max_model_len=1024,
+                                    max_prefill_chunk=32))
+    doc = Document.from_text(TEXT)
+    policy = asking.policy_for("retrieval")
+    first = asking.ask(llm, doc, ["Who delivers?"], policy, max_tokens=4)
+    hits = llm.counters().prefix_hits
+    second = asking.ask(llm, doc, ["Which law governs?"], policy, max_tokens=4)
+    assert first.items[0].ok and second.items[0].ok
+    doc_tokens = len(llm.encode(doc.text, add_special_tokens=False))
+    if asking.STRATEGY == "prefix":  # everything before the last 32-token chunk boundary comes from the cache
+        assert second.reuse["prefix_hit_tokens"] >= 2 * (doc_tokens - 32)  # the priming step and the question
+        assert llm.counters().prefix_hits > hits
+    else:
+        assert second.reuse["documents_computed"] == 0 and second.reuse["documents_loaded"] == 1
+    assert "prompt" in asking.summary(second.items[0], second.seconds)
+
+
+def test_cli_ask_answers_every_question_in_one_batch(tiny_model, tmp_path):
+    from app.cli import app
+
+    doc = tmp_path / "c.txt"
+    doc.write_text(TEXT, encoding="utf-8")
+    args = ["ask", str(doc), "-q", "Who delivers?", "-q", "Which law governs?", "-n", "3", "--model", str(tiny_model),
+            "--device", "cpu", "--dtype", "float32", "--max-model-len", "1024"]
+    res = CliRunner().invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output.strip().splitlines()[-1])
+    assert [a["question"] for a in out["answers"]] == ["Who delivers?", "Which law governs?"]
+    assert out["batch"]["status"] == "ok" and out["batch"]["strategy"] in ("prefix", "placement")
+    assert all(not a["fallback"]["fallback_triggered"] and a["finish_reason"] for a in out["answers"])
+    text = CliRunner().invoke(app, args)
+    assert text.exit_code == 0 and text.output.count("Q: ") == 2 and "tokens" in text.output
+    long_q = CliRunner().invoke(app, ["ask", str(doc), "-q", "Why " * 300, "--fallback", "error", *args[6:]])
+    assert long_q.exit_code == 1 and "max_model_len" in long_q.output  # the item's error, on its summary line
+
+
+def test_cli_ask_with_a_model_that_cannot_load_is_one_line(tmp_path):
+    from app.cli import app
+
+    doc = tmp_path / "c.txt"
+    doc.write_text("Some text.", encoding="utf-8")
+    res = CliRunner().invoke(app, ["ask", str(doc), "-q", "why?", "--model", str(tmp_path / "none.gguf"),
+                                   "--device", "cpu"])
+    assert res.exit_code == 1 and res.output.count("\n") == 1 and "no model could be loaded" in res.output
