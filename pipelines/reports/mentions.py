@@ -68,6 +68,9 @@ _ITEM_SPLIT = re.compile(
 )
 
 _EXTERNAL_AFTER = re.compile(
+    # "(from [5])", "(adapted from Smith 2019)", "（引自文献[5]）"
+    r"^\s*[(（]\s*(?:(?:adapted|reproduced|taken|redrawn|modified)\s+from|from|after|引自|摘自|转引自|来自|源自)\s*"
+    r"(?:\[\d|文献|原文|[A-Z][\w'’-]+)|"
     r"^\s*[)\],]?\s*(?:in|of|from)\s+(?:\[\d|[Rr]efs?\.|[Rr]eferences?\s+\[?\d|the\s+original\b|"
     r"the\s+(?:cited\s+|source\s+|reference\s+)?(?:paper|article|publication|study|manuscript)\s+(?:by|of)\b|"
     r"(?:that|the\s+same|the\s+cited|the\s+source)\s+(?:paper|article|publication|study|manuscript|work)\b|"
@@ -91,6 +94,7 @@ _OWN_OR_CONTRAST = re.compile(r"\b(?:our|ours|this\s+(?:paper|report|study|work|
                               r"whereas|while|unlike|but|however|in\s+contrast|with|versus|vs|against|"
                               r"reproduc\w*|replicat\w*|compar\w*|match\w*|agree\w*|differ\w*|resembl\w*)\b|"
                               r"本文|本报告|本研究|我们|而|但|相比|对比|比较|复现|重现|一致|不同", re.IGNORECASE)
+_OWN_CLAUSE = re.compile(r"\b(?:our|we|us|this\s+(?:paper|report|study|work|article|replication|manuscript))\b|本文|本报告|本研究|我们", re.IGNORECASE)
 # sentence ends: . ! ? followed by a space or a line break (not "Fig." / "et al." / "Eq."), and CJK ends
 _SENTENCE_END = re.compile(r"(?<!\bal)(?<!\bFig)(?<!\bFigs)(?<!\bEq)(?<!\bEqs)(?<!\bTab)(?<!\bNo)(?<!\bvs)(?<!\bSec)[.!?;](?=\s)|[。！？；]|\n\s*\n")
 
@@ -330,7 +334,9 @@ class Resolver:
                 if x is f or not (a <= x.start < b) or (x.kind != f.kind and x.kind not in KIN.get(f.kind, ())):
                     continue
                 lo, hi = (x.end, f.start) if x.start < f.start else (f.end, x.start)
-                if _OWN_OR_CONTRAST.search(text[lo:hi]) or _OWN_OR_CONTRAST.search(text[max(a, f.start - 25):f.start]):
+                clause = re.split(r"[,;:，；：.。]", text[f.end:b], maxsplit=1)[0]  # what the mention's clause says of it
+                if (_OWN_OR_CONTRAST.search(text[lo:hi]) or _OWN_OR_CONTRAST.search(text[max(a, f.start - 25):f.start])
+                        or _OWN_CLAUSE.search(clause)):
                     continue
                 f.targets, f.candidates, f.why = [], [], None
                 f.resolution, f.confidence = "external", 0.75

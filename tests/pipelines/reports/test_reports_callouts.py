@@ -217,6 +217,9 @@ _FLOATS = ("\n\nFigure 1. A.\n\nFigure 2. B.\n\nFigure 3. C.\n\nTable 1. D.\n\nT
     ("We compare our Figure 1 with Figure 2 in [12].", {"Figure 1": "figure-1", "Figure 2": None}),
     ("Figure 1 reproduces Figure 2 of the original study.", {"Figure 1": "figure-1", "Figure 2": None}),
     ("In 2019, Figure 2 shows growth.", {"Figure 2": "figure-2"}),
+    ("如图3（引自文献[12]）所示，结果相同。", {"图3": None}),
+    ("Figure 2 (adapted from Smith 2019) shows it.", {"Figure 2": None}),
+    ("Table 1 from Lee et al. lists the cohorts. Table 2 shows our results.", {"Table 1": None, "Table 2": "table-2"}),
     ("Data from 2019; Figure 2 shows growth.", {"Figure 2": "figure-2"}),
 ])
 def test_whose_float_a_sentence_names(sentence, want):
