@@ -1,18 +1,27 @@
 """Mentions: every place in the text that refers to a target, found by rules and resolved.
 
 Kinds of mention and how each resolves:
-- numbered floats — "Figure 3", "Figs. 2 and 3", "Figures 2–4", "Table II", "Fig. 3a", "见图1",
-  "如图1所示", "图 1 和图 2", "图1-图3", "图表5": each number to the target of that kind and number
-  (ranges expand; "1-3" is a compound number where the document numbers per chapter, else a range;
-  a Chinese "图5" may fall back to "图表5"); "Figure 8 in [1]" and "Fig. 2 of Young et al." are
-  external and link to nothing;
+- numbered floats — "Figure 3", "Figs. 2 and 3", "Figures 2–4", "Table II", "Fig. 3a", "Fig. 3B",
+  "Figure 3b-d", "见图1", "如图1所示", "图1-图3", "图表5", also with the label and number on two
+  lines or the label hyphenated over a line break ("Fig-\nure 3"): each number to the target of
+  that kind and number (ranges expand; "1-3" is a compound number where the document numbers per
+  chapter, else a range; a Chinese "图5" may fall back to "图表5"). Each callout with its own label
+  is its own mention ("图3和图4", "Fig. 1 and Fig. 2": two). "Figure 8 in [1]", "Fig. 2 of Young et
+  al.", "[12, Fig. 3]", "原文图3", "文献[5]中的表2" are external and link to nothing, the reason
+  quoting the words that said so; so is a float in a sentence about another work's float, unless
+  words between them claim it for this document or set the two side by side ("our", "compared
+  with", "本文"). "Supplementary Table 1" is not the body's Table 1;
+- bare numbers — "根据3.2" in a sentence about 表3.2: that float, when no other float or section
+  carries the number;
 - deictic — "the table above", "the following figure", "上图", "下表", "如下图所示": the nearest
   target of that kind before (after) the mention in reading order;
 - chains — "上述图表", "前文所述", "the figures mentioned earlier": the targets of the most recent
   earlier mention of that kind, followed through up to 3 mentions (cycles guarded);
 - citations "[3]", "[1–4]", "[2, 5]", "(Smith et al., 2020)", "Smith and Lee (2019)" to
   bibliography entries; "Section 2.3", "§2", "第三节", "第2章", "Appendix A" to headings; "Eq. 4",
-  "公式 (3-1)" to numbered equations; superscript footnote markers and "footnote 4" to notes.
+  "Eq. 36a‐36d" (a range), "公式 (3-1)", "式（A.3）" to numbered equations, one mention per number
+  of a list ("Eq. 2.27 and 2.33": two), external ones ("… in [9]") linking nothing; superscript
+  footnote markers and "footnote 4" to notes.
 Where the PDF has internal links (hyperref), a link over the mention is extra evidence: it confirms
 a choice, or picks among ambiguous candidates; nothing depends on it.
 """
