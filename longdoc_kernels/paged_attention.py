@@ -439,7 +439,7 @@ def _decode_merge_kernel(
 
 # Decode launch shapes chosen by measurement, per call shape: key -> (num_splits, block_n, INT8 loop
 # mode: 4 tiered, 3 branch-free, see _decode_split_kernel; the warm loop's block_n). A key is
-# (batch, heads, kv_heads, head_dim, dtype, INT8 pages?, window?, context blocks rounded up to a
+# (batch rounded up to a power of two, heads, kv_heads, head_dim, dtype, INT8 pages?, window?, context blocks rounded up to a
 # power of two). Filled on the first call of a shape that is not being captured into a CUDA graph
 # (the graph runner's warm-up run comes first, so graphs replay the tuned shape), or from the
 # disk cache of earlier processes on the same GPU and software (longdoc_kernels/tuning_cache.py;
@@ -615,8 +615,12 @@ def paged_decode(
     # 2026-12-02): INT8 calls use 64 whatever the head_dim
     default_bn = 16 if interp else (64 if d <= 128 or has_int8 else 32)
     mode = 4 if int8_mode is None else int8_mode
+    # launches are chosen per batch bucket (the next power of two, as the CUDA-graph runner pads
+    # batches): an eager step of 3 sequences and a graph replay padded to 4 run the same splits,
+    # hence the same arithmetic for every real row
+    b_bucket = triton.next_power_of_2(b)
     if num_splits is None and block_n is None and int8_mode is None and q.is_cuda and not interp and DECODE_TUNING:
-        key = (b, h, kvh, d, q.dtype, has_int8, window is not None, triton.next_power_of_2(n_blocks))
+        key = (b_bucket, h, kvh, d, q.dtype, has_int8, window is not None, triton.next_power_of_2(n_blocks))
         tuned = DECODE_TUNED.get(key)
         if tuned is None:
             fp, disk = _disk_tuned(q.device)
@@ -625,13 +629,13 @@ def paged_decode(
                 DECODE_TUNED[key] = tuned
         if tuned is None and not torch.cuda.is_current_stream_capturing():
             synth = _tuning_tables(b, max_kv_len, bs, k_cache.shape[0], kq.shape[0] if has_int8 else None, q.device)
-            tuned = _tune_decode(lambda *a: launch(*a, *synth), key, _default_splits(b, kvh, n_blocks, q.device),
+            tuned = _tune_decode(lambda *a: launch(*a, *synth), key, _default_splits(b_bucket, kvh, n_blocks, q.device),
                                  n_blocks, d, has_int8, q.device)
             if fp:  # for later processes (this one finds it in DECODE_TUNED from now on)
                 tuning_cache.store(fp, tuning_cache.key_str(key), tuned)
         if tuned is not None:
             num_splits, block_n, mode, block_n_warm = tuned
     if num_splits is None:
-        num_splits = _default_splits(b, kvh, n_blocks, q.device)
+        num_splits = _default_splits(b_bucket, kvh, n_blocks, q.device)
     launch(num_splits, block_n or default_bn, mode, block_n_warm)
     return out, lse

@@ -3,6 +3,7 @@ flat batch, allocates cache slots, builds the ForwardContext and runs the model.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import torch
@@ -11,7 +12,9 @@ from engine.attention.backend import AttentionBackend
 from engine.core.sequence import Sequence
 from engine.kv.paged_cache import PagedKVCache
 from engine.model.decoder import CausalLM
+from engine.runner.cuda_graph import len_bucket
 from engine.runner.forward_context import Capture, ForwardContext, PrefillItem
+from longdoc_kernels import dispatch
 
 
 class ModelRunner:
@@ -86,9 +89,14 @@ class ModelRunner:
             rope_seq_lens=torch.tensor(rope_lens, device=dev) if self.dynamic_rope else None,
             capture=capture,
         )
-        hidden = self.model(
-            torch.tensor(ids, dtype=torch.long, device=dev), torch.tensor(pos, dtype=torch.long, device=dev), ctx
-        )
+        # decode launches are sized for the step's context bucket, as a graph replay's are: an eager
+        # step and a replay of the same sequences run the same context splits (the same rounding),
+        # and the eager step reads no sequence length back from the device
+        bucket = len_bucket(max(s.num_tokens for s in decodes), self.cache.max_model_len) if decodes else None
+        with dispatch.static_max_kv_len(bucket) if bucket else contextlib.nullcontext():
+            hidden = self.model(
+                torch.tensor(ids, dtype=torch.long, device=dev), torch.tensor(pos, dtype=torch.long, device=dev), ctx
+            )
         for seq, n in prefills:
             seq.num_cached += n
         for seq in decodes:

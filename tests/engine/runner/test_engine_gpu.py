@@ -136,10 +136,10 @@ def test_engine_logits_triton_vs_torch(name):
     assert len(g_rows) == len(e_rows)
     worst = max(rel(a, b) for a, b in zip(g_rows, e_rows, strict=True))
     print(f"{name}: graph vs eager decode logits, worst step rel err {worst:.2e}")
-    # graph and eager steps may run different (tuned) context splits, so they differ by bf16 rounding
-    # of the attention outputs: of the order of the bf16 path's own error (H200 2026-12-03: 1.13e-2
-    # and 1.65e-2 in two runs against err_torch 1.58e-2 for Gemma)
-    assert worst <= 1.5 * err_torch
+    # graph and eager steps size the decode launch alike (the context bucket, the batch bucket), so
+    # their attention runs the same splits; what may still differ is the rounding of the matmuls
+    # over the graph's padded batch (H200 2026-12-03: none, worst 0 for both shapes and the warm tier)
+    assert worst <= 0.1 * err_torch
     # greedy choices: wherever the torch backend's top-2 gap is larger than the two bf16 paths'
     # largest logit difference at that position, both must pick the same token (random weights give
     # near-ties, where either pick is right within bf16 rounding)

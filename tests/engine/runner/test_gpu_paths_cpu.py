@@ -102,6 +102,34 @@ def test_random_llm_on_cpu_runs_eagerly():
     assert len({t for o in outs for t in o.token_ids}) > 1  # random weights, not a constant output
 
 
+def test_eager_decode_is_sized_for_the_context_bucket(monkeypatch):
+    """Eager decode steps run under the same static context bound as a graph replay of the same
+    sequences (the context bucket), so the decode kernel picks the same splits either way (the
+    eager-vs-graph token mismatch of test_engine_gpu came from the two paths sizing the launch
+    differently)."""
+    from engine.config import CacheConfig, SchedulerConfig
+    from engine.model.loader.random_weights import llm_from_model, random_model
+    from engine.runner.cuda_graph import len_bucket
+    from longdoc_kernels import dispatch
+
+    cfg = _tiny(False)
+    model = random_model(cfg, "cpu", torch.float32, seed=3, std=0.2)
+    llm = llm_from_model(model, cfg, device="cpu", dtype="float32", cache=CacheConfig(block_size=4, memory_budget=2**20),
+                         scheduler=SchedulerConfig(max_num_seqs=2, max_model_len=4096))
+    seen: list[tuple[int, int | None]] = []
+    decode = llm.backend.decode
+
+    def spy(q, k_cache, v_cache, block_tables, kv_lens, **kw):
+        seen.append((int(kv_lens.max()), dispatch._STATIC_MAX_KV_LEN[-1] if dispatch._STATIC_MAX_KV_LEN else None))
+        return decode(q, k_cache, v_cache, block_tables, kv_lens, **kw)
+
+    monkeypatch.setattr(llm.backend, "decode", spy)
+    llm.generate([[1] * 1030, [7, 8]], SamplingParams(max_tokens=3, ignore_eos=True))
+    assert seen
+    assert all(bound == len_bucket(longest, 4096) for longest, bound in seen), seen
+    assert any(bound == 2048 for _, bound in seen)
+
+
 def _tiny(gemma: bool):
     from engine.model.config import ModelConfig
     from engine.model.rope import RopeConfig
