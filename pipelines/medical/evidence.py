@@ -3,7 +3,8 @@ patient's documents by lexical BM25 (English word stems; Chinese character unigr
 sentence embeddings (all-MiniLM-L6-v2, English only), and
 concept overlap with the entities the pipeline found in the sentence. A sentence whose matching
 mention is negated ("no fever", "否认发热") goes to `contradicting`; a bare re-mention of past
-history ("history of X") weighs less than a primary observation.
+history ("history of X") weighs less than a primary observation. Sentences below the evidence
+cut-off (`MIN_SCORE`, `MIN_SHARE_OF_TOP` of the best) are not listed.
 
 BM25 and the embedding model are the shared ones of `pipelines.text.retrieval` (BM25 with k1 = 1.4;
 sentences embedded at most 128 word pieces long); if the model cannot be loaded the ranking falls
@@ -41,6 +42,21 @@ def tokens(text: str) -> list[str]:
         out.extend(run)
         out.extend(run[i:i + 2] for i in range(len(run) - 1))
     return out
+
+
+# a sentence is listed as evidence only when its score reaches both floors: an absolute one (below it a
+# sentence shares at most a word or a weak related concept with the claim) and a share of the best
+# sentence's score (the tail of a ranking led by a direct statement)
+MIN_SCORE = 0.12
+MIN_SHARE_OF_TOP = 0.3
+
+
+def _cut(ranked: list) -> list:
+    """The ranked (candidate, score, parts) items above the evidence cut-off."""
+    if not ranked:
+        return ranked
+    floor = max(MIN_SCORE, MIN_SHARE_OF_TOP * ranked[0][1])
+    return [x for x in ranked if x[1] >= floor]
 
 
 BM25_K1 = 1.4
@@ -150,4 +166,4 @@ class EvidenceIndex:
         key = lambda x: (-x[1], x[0].doc_order, x[0].start)  # noqa: E731 - earliest document first on ties
         sup.sort(key=key)
         con.sort(key=key)
-        return sup[:top_k], con[:top_k], method
+        return _cut(sup)[:top_k], _cut(con)[:top_k], method

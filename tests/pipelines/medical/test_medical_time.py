@@ -74,3 +74,14 @@ def test_medication_start_and_stop_come_from_the_notes_that_start_and_stop_them(
 
 def test_a_normal_finding_is_not_a_negated_problem(afib):
     assert not [e for e in afib.entities if "normal left ventricular" in e.text.lower()]
+
+
+def test_evidence_below_the_cut_off_is_not_listed(appy):
+    from pipelines.medical.evidence import MIN_SCORE, MIN_SHARE_OF_TOP
+
+    for ev in appy.evidence:
+        for items in (ev.supporting, ev.contradicting):
+            if items:
+                floor = max(MIN_SCORE, MIN_SHARE_OF_TOP * items[0].score)
+                assert all(it.score >= floor for it in items), (ev.claim, [it.score for it in items])
+    assert any(len(ev.supporting) < 5 for ev in appy.evidence)
