@@ -609,7 +609,7 @@ class Resolver:
             targets = [t for t in mentions[ante[0]].targets if self._ref(t).kind in kinds] or mentions[ante[0]].targets
             if plural and len(targets) == 1 and len(ante) > 1:
                 more = [t for t in mentions[ante[1]].targets if self._ref(t).kind in kinds and t not in targets]
-                targets += more
+                targets = more + targets  # in reading order: the earlier mention's first
             f.targets = targets
             f.hops = depth
             f.confidence = round(max(0.3, mentions[ante[0]].confidence * (0.5 if vague else 0.8)), 3)

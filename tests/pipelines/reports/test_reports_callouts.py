@@ -248,3 +248,13 @@ def test_text_after_the_last_bibliography_entry_is_still_read(tmp_path):
     assert [(m.page, m.targets) for m in result.mentions if m.kind == "figure"] == [(2, ["figure-1"]), (2, ["figure-1"])]
     last = next(t for t in result.targets if t.id == "ref-2")
     assert last.span.text == "[2] B. Author. Another paper. 2002."
+
+
+def test_a_plural_chain_after_two_callouts_takes_both_in_reading_order(tmp_path):
+    import tests.pipelines.reports.helpers as H
+
+    path = H.make_zh_broker(tmp_path / "broker.pdf")  # "从图 1 和图 2 可以看出，…，上述图表均来自公司年报。"
+    result = analyse_document(load_document(path), path.read_bytes())
+    assert [m.targets for m in result.mentions if m.page == 2 and m.text in ("图 1", "图 2")] == [["figure-1"], ["figure-2"]]
+    chain = next(m for m in result.mentions if m.text == "上述图表")
+    assert chain.targets == ["figure-1", "figure-2"]
