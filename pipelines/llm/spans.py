@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pipelines.documents import Document, SourceSpan
 
 _CUT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
+_TRIMMED = re.compile(r"\S(?:[\s\S]*\S)?")  # a segment without its surrounding whitespace
 
 
 @dataclass(frozen=True)
@@ -34,19 +35,10 @@ class AttributedSpan:
 
 def sentence_spans(doc: Document) -> list[tuple[int, int]]:
     """(start, end) of every non-empty sentence or line of `doc.text`, whitespace trimmed."""
-    text, out, start = doc.text, [], 0
-    for m in list(_CUT.finditer(text)) + [None]:
-        end = len(text) if m is None else m.start()
-        s, e = start, end
-        while s < e and text[s].isspace():
-            s += 1
-        while e > s and text[e - 1].isspace():
-            e -= 1
-        if e > s:
-            out.append((s, e))
-        if m is not None:
-            start = m.end()
-    return out
+    text = doc.text
+    bounds = [0, *(x for m in _CUT.finditer(text) for x in m.span()), len(text)]
+    found = (_TRIMMED.search(text, a, b) for a, b in zip(bounds[::2], bounds[1::2], strict=True))
+    return [m.span() for m in found if m is not None]
 
 
 def attribute_answer(llm, doc: Document, prefix: str, suffix: str, answer: str,

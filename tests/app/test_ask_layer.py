@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from tests.engine.tiny_models import tiny_hf_model
-from tests.pipelines.llm.conftest import write_char_tokenizer
+from tests.pipelines.llm.conftest import _one_torch_thread, write_char_tokenizer  # noqa: F401 (autouse fixture)
 
 TEXT = ("The supplier shall deliver the goods within 30 days. Payment is due on delivery. "
         "Either party may end this agreement with 60 days notice. The law of Ontario governs it. ") * 3
@@ -23,14 +22,6 @@ def tiny_model(tmp_path_factory):
     tiny_hf_model("gemma3", seed=4, max_position_embeddings=2048).save_pretrained(folder)
     write_char_tokenizer(folder)
     return folder
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_a_second_question_does_not_recompute_the_document(tiny_model):
