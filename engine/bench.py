@@ -7,11 +7,17 @@ and later rounds show the prefix cache (their prompts are already cached). Repor
 
 - per round: `engine.core.metrics.summarize` over its requests (TTFT mean/p50/p99, inter-token latency
   mean/p50/p99, output tokens/s) and the prompt tokens served from a cache;
+- per round, the prompt tokens served from the prefix cache and its hit rate over the round's
+  prompt tokens (a repeated prompt is served up to its tail: engine/kv/prefix_cache.py);
+- at the top level: `fallback_triggered` (whether any request went through the long-request
+  fallback; these token prompts never exceed the context, so it is False unless the engine's
+  fallback counter moved), `kv_fragmentation` (slots allocated but not holding a token, share),
+  and `peak_memory` (the process's peak RSS, and on CUDA the peak device memory,
+  torch.cuda.max_memory_allocated);
 - the engine's counters after the run (`LLM.counters()`: blocks per tier, prefix hit rate, swaps,
   preemptions, fallbacks, fragmentation) and the scheduler's;
 - with `memory_profile`: weight bytes, KV pool bytes (hot and warm), KV bytes per token of a
-  request (by tier, and the same blocks counted at bf16 for comparison), peak device memory on
-  CUDA (torch.cuda.max_memory_allocated) and the process's peak RSS.
+  request (by tier, and the same blocks counted at bf16 for comparison), and the peaks again.
 """
 
 from __future__ import annotations
@@ -59,7 +65,12 @@ def run_bench(llm, prompt_length: int, max_new_tokens: int, batch: int = 1, repe
         summary["round"] = r + 1
         summary["wall_s"] = time.perf_counter() - t0
         summary["cached_prompt_tokens"] = llm.prefix.stats.hit_tokens + llm.prefix.stats.cold_hit_tokens - hits0
+        summary["prefix_hit_rate"] = summary["cached_prompt_tokens"] / (batch * prompt_length)
         rounds.append(summary)
+    counters = llm.counters().to_dict()
+    peak = {"peak_rss_bytes": _peak_rss_bytes()}
+    if cuda:
+        peak["peak_device_bytes"] = torch.cuda.max_memory_allocated()
     result: dict[str, Any] = {
         "model": str(llm.model_path),
         "device": str(llm.device),
@@ -69,7 +80,10 @@ def run_bench(llm, prompt_length: int, max_new_tokens: int, batch: int = 1, repe
         "max_new_tokens": max_new_tokens,
         "batch": batch,
         "rounds": rounds,
-        "counters": llm.counters().to_dict(),
+        "fallback_triggered": counters["fallbacks"] > 0,
+        "kv_fragmentation": counters["fragmentation"],
+        "peak_memory": peak,
+        "counters": counters,
         "scheduler": llm.sched_counters.to_dict(),
         "prefix_cache": llm.prefix.stats.to_dict(),
     }
@@ -123,12 +137,17 @@ def format_text(res: dict[str, Any]) -> str:
         tps = "-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:.1f}"
         lines.append(f"round {r['round']}: TTFT mean {ms(r['ttft_mean_s'])} p50 {ms(r['ttft_p50_s'])} "
                      f"p99 {ms(r['ttft_p99_s'])}; ITL mean {ms(r['itl_mean_s'])} p50 {ms(r['itl_p50_s'])} "
-                     f"p99 {ms(r['itl_p99_s'])}; {tps} tokens/s; cached prompt tokens {r['cached_prompt_tokens']}")
+                     f"p99 {ms(r['itl_p99_s'])}; {tps} tokens/s; cached prompt tokens {r['cached_prompt_tokens']} "
+                     f"({r['prefix_hit_rate']:.0%})")
     c = res["counters"]
     hr = "-" if c["prefix_hit_rate"] is None else f"{c['prefix_hit_rate']:.0%}"
     lines.append(f"blocks: hot {c['blocks']['hot']}, warm {c['blocks']['warm']}, host {c['blocks']['host']}, "
                  f"disk {c['blocks']['disk']}; prefix hit rate {hr}; swaps out/in {c['swaps_out']}/{c['swaps_in']}; "
                  f"preemptions {c['preemptions']}; fallbacks {c['fallbacks']}; fragmentation {c['fragmentation']:.1%}")
+    pk = res["peak_memory"]
+    lines.append(f"fallback triggered: {'yes' if res['fallback_triggered'] else 'no'}; peak RSS "
+                 f"{pk['peak_rss_bytes'] / 2**30:.2f} GiB"
+                 + (f", peak device {pk['peak_device_bytes'] / 2**30:.2f} GiB" if "peak_device_bytes" in pk else ""))
     m = res.get("memory")
     if m:
         lines.append(f"memory: weights {m['weights_bytes'] / 2**20:.0f} MiB, KV pool {m['kv_pool_hot_bytes'] / 2**20:.0f} MiB "

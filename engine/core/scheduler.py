@@ -5,9 +5,11 @@ Every step builds one batch for `ModelRunner.forward`:
 1. every running sequence that is decoding gets its next token (a slot is made for it first; when
    the cache has no free block, the most recently admitted sequence is preempted);
 2. sequences still prefilling get their next chunk, while the step's token budget lasts. Chunks
-   are cut on the global grid 0, C, 2C, ... (C = max_prefill_chunk) and never split by the
-   budget, so a prompt is computed in the same pieces whatever else shares the step — the basis of
-   the prefix cache's bit-exact reuse;
+   are cut on the global grid 0, C, 2C, ... (C = max_prefill_chunk) and at the prompt's tail (the
+   last block boundary before its last token, `prompt_tail`), and never split by the budget, so a
+   prompt is computed in the same pieces whatever else shares the step — the basis of the prefix
+   cache's bit-exact reuse, of a shared prefix at grid points and of a repeated prompt up to its
+   tail;
 3. swapped-out sequences come back first, then waiting ones are admitted, in arrival order, while
    the projected use of every block pool (blocks in use + the newcomer's prompt blocks after its
    prefix-cache hit + one block of growth per running sequence) stays under `watermark` of the pool.
@@ -170,7 +172,7 @@ class Scheduler:
         where a stored document is to be placed (which happens first, see `on_place`)."""
         if s.doc is not None and s.num_cached == s.doc[0]:
             self.on_place(s)
-        return next_prefill_end(s, self.chunk) - s.num_cached
+        return next_prefill_end(s, self.chunk, self.kv.block_size) - s.num_cached
 
     # ------------------------------------------------------------------ one step
     def schedule(self) -> SchedulerOutput:
@@ -367,9 +369,23 @@ class Scheduler:
             seq.swapped = None
 
 
-def next_prefill_end(s: Sequence, chunk: int) -> int:
+def prompt_tail(prefill_len: int, block_size: int) -> int:
+    """The last block boundary before a prompt's last token: the tokens from there on (1 to
+    block_size of them) are computed as a chunk of their own, so a later request with the same
+    prompt takes every full block before it from the prefix cache and computes that same chunk."""
+    return ((prefill_len - 1) // block_size) * block_size
+
+
+def next_prefill_end(s: Sequence, chunk: int, block_size: int | None = None) -> int:
     """Where a sequence's next prefill chunk ends: the next multiple of `chunk` (the grid that makes
     cached and computed prefixes identical), the prompt's end, or the offset where a stored
-    document is still to be placed, whichever comes first."""
+    document is still to be placed, whichever comes first; with `block_size` (the scheduler's
+    cuts), a request without a document also stops at its `prompt_tail`."""
     end = min((s.num_cached // chunk + 1) * chunk, s.prefill_len)
-    return min(end, s.doc[0]) if s.doc is not None else end
+    if s.doc is not None:
+        return min(end, s.doc[0])
+    if block_size:
+        tail = prompt_tail(s.prefill_len, block_size)
+        if s.num_cached < tail < end:
+            end = tail
+    return end

@@ -7,10 +7,12 @@ group. A finished sequence's blocks go back to the allocator's free list with th
 allocator frees in least-recently-used order and tells us when it hands a block out again), so a
 later request with the same prefix takes them back instead of recomputing them.
 
-Reuse happens at prefill-chunk boundaries only. Chunked prefill always cuts the prompt on the
-global grid 0, C, 2C, ... (C = max_prefill_chunk), so a request whose first P tokens come from the
-cache computes exactly the same chunks with exactly the same shapes as a run that computed them
-all: its logits and tokens are bit-identical (audit reproducibility), not merely close.
+Reuse happens at prefill-chunk boundaries, and at a prompt's tail. Chunked prefill always cuts the
+prompt on the global grid 0, C, 2C, ... (C = max_prefill_chunk) and at the last block boundary
+before the prompt's last token (`engine.core.scheduler.prompt_tail`), so a request whose first P
+tokens come from the cache (P a grid point, or the tail of a prompt it repeats) computes exactly
+the same chunks with exactly the same shapes as a run that computed them all: its logits and
+tokens are bit-identical (audit reproducibility), not merely close.
 
 Shared blocks are never written: only full blocks are registered, and a sequence writes only at
 positions >= its cached length, which lie in blocks of its own (copy-on-write is never needed).
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.core.scheduler import prompt_tail
 from engine.core.sequence import Sequence
 from engine.kv.block_hash import chain_block_hashes
 from engine.kv.paged_cache import PagedKVCache
@@ -77,6 +80,9 @@ class PrefixCache:
         self.maps: list[dict[str, int]] = [{} for _ in kv.groups]  # hash -> block
         self.owner: list[dict[int, str]] = [{} for _ in kv.groups]  # block -> hash
         self.registered: dict[int, int] = {}  # seq_id -> blocks registered so far
+        # hashes of blocks that end at a prompt's tail cut (a chunk boundary off the grid): a request
+        # may resume there only where a run really cut its chunks there
+        self.tails: set[str] = set()
         self.stats = PrefixStats()
         for gi, g in enumerate(kv.groups):
             g.allocator.on_reuse = functools.partial(self._forget, gi)
@@ -86,6 +92,7 @@ class PrefixCache:
         h = self.owner[gi].pop(block, None)
         if h is not None and self.maps[gi].get(h) == block:
             del self.maps[gi][h]
+            self.tails.discard(h)
 
     def update_hashes(self, seq: Sequence, upto: int | None = None) -> list[str]:
         """Extend seq.block_hashes to every full block of its first `upto` tokens (default: all)."""
@@ -119,6 +126,12 @@ class PrefixCache:
         if seq.doc is not None:
             target = limit = min(target, seq.doc[0])
         top = (max(limit, 0) // self.chunk) * self.chunk
+        if seq.doc is None and target > 0:  # the scheduler also cuts at the prompt's tail
+            tail = min(prompt_tail(target, self.bs), (max(limit, 0) // self.bs) * self.bs)
+            if tail > top and self.enabled:
+                self.update_hashes(seq, tail)
+                if seq.block_hashes[tail // self.bs - 1] in self.tails:
+                    top = tail
         self.stats.queries += 1
         self.stats.query_tokens += target
         if top <= 0 or not self.enabled:
@@ -130,7 +143,9 @@ class PrefixCache:
             if g.window is None:
                 m = self.maps[gi]
                 n_glob = next((b for b in range(n_glob) if seq.block_hashes[b] not in m), n_glob)
-        p = (n_glob * self.bs // self.chunk) * self.chunk
+        p = top if n_glob * self.bs >= top else (n_glob * self.bs // self.chunk) * self.chunk
+        if p == top and p % self.chunk and not self._device_has(seq, p):
+            p = (p // self.chunk) * self.chunk
         while p > 0 and not self._device_has(seq, p):
             p -= self.chunk
         cold_p = self._cold_match(seq, p, top) if self.cold is not None else p
@@ -175,6 +190,9 @@ class PrefixCache:
                     m[h] = blk
                     own[blk] = h
         self.registered[seq.seq_id] = done
+        tail = prompt_tail(seq.prefill_len, self.bs) if seq.doc is None else 0
+        if start * self.bs < tail <= done * self.bs and tail % self.chunk:
+            self.tails.add(seq.block_hashes[tail // self.bs - 1])
         if self.cold is not None:
             self._persist(seq, start * self.bs, done * self.bs)
 
@@ -183,6 +201,7 @@ class PrefixCache:
         for m, own in zip(self.maps, self.owner, strict=True):
             m.clear()
             own.clear()
+        self.tails.clear()
 
     def release(self, seq: Sequence) -> None:
         self.registered.pop(seq.seq_id, None)

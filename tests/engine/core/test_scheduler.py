@@ -50,10 +50,35 @@ def test_cached_prefix_gives_identical_tokens(folders, family):
     first = llm.generate([p], SAMPLED)[0]
     again = llm.generate([p], SAMPLED)[0]
     assert first.cached_tokens == 0
-    assert again.cached_tokens == 64  # the last chunk boundary before the final prompt token
+    assert again.cached_tokens == 68  # the prompt's tail: the last block boundary before its final token
     assert again.token_ids == first.token_ids
     fresh = make(folders[family]).generate([p], SAMPLED)[0]
     assert fresh.token_ids == first.token_ids
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_repeated_prompt_of_one_chunk_hits_up_to_its_tail(folders, family):
+    """A prompt no longer than one chunk (`longdoc bench --prompt-length 1024` with 1024-token
+    chunks) is served from the cache on its second request up to its tail, with logits and tokens
+    identical to a fresh engine's (the first run cut its chunks there too)."""
+    llm = make(folders[family])
+    p = toks(16, 21)  # exactly one chunk of 16
+    first = llm.generate([p], SAMPLED)[0]
+    again = llm.generate([p], SAMPLED)[0]
+    assert (first.cached_tokens, again.cached_tokens) == (0, 12)
+    assert again.token_ids == first.token_ids == make(folders[family]).generate([p], SAMPLED)[0].token_ids
+    assert llm.prefix.stats.hit_rate > 0.3
+
+
+def test_tail_hit_only_where_a_run_cut_there(folders):
+    """The prefix of a longer prompt is served up to a grid point, not up to its own tail: the longer
+    prompt's run did not cut its chunks at that tail, so resuming there would not be bit-exact."""
+    llm = make(folders["llama"])
+    a = toks(40, 22)
+    llm.generate([a], GREEDY)
+    out = llm.generate([a[:30]], GREEDY)[0]  # tail 28, grid point 16
+    assert out.cached_tokens == 16
+    assert out.token_ids == make(folders["llama"]).generate([a[:30]], GREEDY)[0].token_ids
 
 
 @pytest.mark.parametrize("family", ["llama", "gemma3"])
@@ -168,8 +193,12 @@ def test_prefill_chunks_mix_with_decodes(folders):
     out = llm.generate([short, long], SamplingParams(max_tokens=12, ignore_eos=True))
     assert any(p and d > 0 for p, d in calls)
     chunks = [c for p, _ in calls for c in p]
-    # every chunk starts on the 16-token grid and ends on it or at the prompt's end
-    assert all(a % 16 == 0 and ((a + n) % 16 == 0 or a + n == end) for a, n, end in chunks)
+    # every chunk starts on the 16-token grid or at the prompt's tail (the last block boundary
+    # before its final token, block size 4) and ends on the grid, at the tail or at the prompt's end
+    def cut(x, end):
+        return x % 16 == 0 or x == (end - 1) // 4 * 4
+
+    assert all(cut(a, end) and (cut(a + n, end) or a + n == end) for a, n, end in chunks)
     ref = make(folders["llama"]).generate([long], SamplingParams(max_tokens=12, ignore_eos=True))[0]
     assert out[1].token_ids == ref.token_ids
 
