@@ -102,23 +102,20 @@ class ClaimTexts:
 
     def __init__(self, texts: dict[int, str], words: Callable[[int], set[str]] | None = None) -> None:
         """`texts`: each claim's body; `words`: a claim's `words_of` (shared with the caller's
-        cache). Made letters-only, and indexed, on first use."""
+        cache). Made letters-only on first use; which claims hold a word is looked up per word."""
         self.texts = texts
         self.words = words or (lambda n: words_of(self.texts[n]))
         self.clean: dict[int, str] = {}
-        self.claims_of_word: dict[str, set[int]] | None = None
+        self.claims_of_word: dict[str, frozenset[int]] = {}
 
     def holders(self, word: str, exclude: frozenset[int]) -> set[int]:
         """Claims other than `exclude` with the word in either number."""
-        if self.claims_of_word is None:
-            self.claims_of_word = {}
-            for n in self.texts:
-                for w in self.words(n):
-                    self.claims_of_word.setdefault(w, set()).add(n)
-        out: set[int] = set()
-        for f in forms(word):
-            out |= self.claims_of_word.get(f, set())
-        return out - exclude
+        f = forms(word)
+        key = singular(word)
+        got = self.claims_of_word.get(key)
+        if got is None:
+            got = self.claims_of_word[key] = frozenset(n for n in self.texts if not f.isdisjoint(self.words(n)))
+        return set(got - exclude)
 
     def _clean(self, n: int) -> str:
         got = self.clean.get(n)
@@ -214,9 +211,15 @@ def check_english(
         outside the chain that introduces the whole term ("the housing cover")."""
         if texts is None:
             return None
-        ahead = clean[pos : pos + 48].split()[1:4]
-        if all(len(w) <= 2 or w in _STOP or w in seen or w in inherited_union for w in ahead):
-            return None  # the words after the first are known (or end the phrase): nothing borrowed
+        for w in clean[pos : pos + 48].split()[1:4]:
+            if w in _STOP or w in _VERBISH:
+                return None  # the phrase ends before an unknown word
+            if len(w) > 2 and w not in seen and w not in inherited_union:
+                sw = singular(w)
+                if sw not in seen and sw not in inherited_union and sw + "s" not in seen and sw + "s" not in inherited_union:
+                    break
+        else:
+            return None  # the words after the first are known: nothing borrowed
         words = _np_words(low, clean, pos)
         for k in range(1, len(words)):
             w = words[k][0]

@@ -36,12 +36,14 @@ _CJK_GAP = re.compile(f"(?<=[{CJK_WIDE}]) +|(?<=[，。；：、]) +| +(?=[{CJK_
 
 def shorten(text: str, n_words: int = 12, n_cjk: int = 28) -> str:
     """`text` on one line, cut to `n_words` words (or `n_cjk` characters of Chinese) with "…"."""
-    t = " ".join(text.split())
+    head = text[: 40 * max(n_words, n_cjk)]  # enough for the label; the rest only says "…"
+    cut = len(head) < len(text.rstrip())
+    t = " ".join(head.split())
     if has_cjk(t[:10]):
         t = _CJK_GAP.sub("", t)  # a line break inside Chinese text is no space
-        return t[:n_cjk] + ("…" if len(t) > n_cjk else "")
+        return t[:n_cjk] + ("…" if cut or len(t) > n_cjk else "")
     words = t.split(" ")
-    return " ".join(words[:n_words]) + ("…" if len(words) > n_words else "")
+    return " ".join(words[:n_words]) + ("…" if cut or len(words) > n_words else "")
 
 
 def claim_label(c: Claim, n_words: int = 12, n_cjk: int = 28) -> str:
@@ -61,13 +63,16 @@ def build_trees(claims: list[Claim], g: nx.DiGraph, finding_codes: dict[int, lis
     expanded: set[int] = set()
     reached: set[int] = set()
     queue: list[int] = []
+    labels: dict[int, str] = {}
     children = {n: sorted(k for k in g.successors(n) if not by_number[k].cancelled) for n in g.nodes}
 
     def node(n: int, depth: int, path: set[int], continuation: bool = False) -> TreeNode:
         c = by_number[n]
         reached.add(n)
         kids = children[n]
-        base = {"number": n, "status": c.status, "category": c.category, "label": claim_label(c),
+        if n not in labels:
+            labels[n] = claim_label(c)
+        base = {"number": n, "status": c.status, "category": c.category, "label": labels[n],
                 "findings": finding_codes.get(n, []), "continuation": continuation}
         if n in path or (n in expanded and not continuation):
             return TreeNode(**base, repeat=bool(kids))
