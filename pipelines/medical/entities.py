@@ -309,6 +309,8 @@ def _section_items(text: str, col: _Collector, sections: list[Section]) -> None:
         body = text[sec.body_start:sec.body_end]
         if default == "symptom":
             continue  # chief complaints are free text: the lexicon handles them
+        if default == "medication" and _prose_med_list(text, col, sec.body_start, sec.body_end):
+            continue
         lines = [(sec.body_start + m.start(), sec.body_start + m.end()) for m in re.finditer(r"[^\n]+", body)]
         for ls, le in lines:
             a, b = _clean_item(text, ls, le)
@@ -347,6 +349,32 @@ def _section_items(text: str, col: _Collector, sections: list[Section]) -> None:
                     _add_item(text, col, pa, pb, default, "section_item")
 
 
+_MED_LEAD_IN = re.compile(r"^[^,.;:\n]*?\b(?:include|includes|including|are|is on|takes|taking|consist of|as follows)\b\s*:?\s*", re.I)
+_MED_ITEM_NOISE = re.compile(r"\b(?:chart|listed|see|reviewed|unknown|none|noted|per|list|dispense[ds]?|refills?|tablets?|capsules?)\b", re.I)
+
+
+def _prose_med_list(text: str, col: _Collector, s: int, e: int) -> bool:
+    """A medication section written as one wrapped sentence ("Listed in the chart and include
+    Coumadin, Lasix, metformin,\nfolic acid, diltiazem, B12, Prevacid, and Feosol."): each comma or
+    'and' item of at most four words is a medication, known to the lexicon or not. False when the
+    section is not such a sentence (bullets, numbered lines, one drug per line)."""
+    body = text[s:e]
+    if body.count(",") < 2 or re.search(r"(?m)^\s*(?:[-*•]|\d{1,2}[.)])", body) or len(body) > 600:
+        return False
+    end = body.find(".\n")
+    end = len(body.rstrip()) if end < 0 else end
+    a = s + (m.end() if (m := _MED_LEAD_IN.match(body[:end])) else 0)
+    b = s + end
+    for pa, pb in _split_items(text, a, b):
+        pa, pb = _clean_item(text, pa, pb)
+        item = text[pa:pb]
+        if pb <= pa or len(item.split()) > 4 or _NON_ENTITY_ITEMS.match(item.strip()) or _MED_ITEM_NOISE.search(item):
+            continue
+        norm = _med_details(text, pa, pb)
+        col.add("medication", pa, pb, "section_item", norm.get("drug", item.lower()), norm)
+    return True
+
+
 def _list_like(line: str) -> bool:
     """A problem-list line ("HTN, DM2, CKD stage 3", "1. 高血压 2. 糖尿病"), not a sentence of prose."""
     if len(line) > 90:
@@ -355,9 +383,33 @@ def _list_like(line: str) -> bool:
     return all(len(p.split()) <= 5 and not _CLAUSE_WORDS.search(p.lower()) for p in parts)
 
 
+class _End:
+    """A drug-name match read up to a later end (a combination product's last component)."""
+
+    def __init__(self, m: re.Match, end: int):
+        self._m, self._end = m, end
+
+    def start(self) -> int:
+        return self._m.start()
+
+    def end(self) -> int:
+        return self._end
+
+    def group(self, i: int = 0) -> str:
+        return self._m.group(i)
+
+
 def _medications(text: str, col: _Collector) -> None:
     for m in _DRUG_RX.finditer(text):
         s = m.start()
+        # a combination product: "amoxicillin/clavulanate", "piperacillin-tazobactam", "哌拉西林他唑巴坦"
+        parts = [m.group(1).lower()]
+        m_end = m.end()
+        while (j := re.match(r"\s*(?:/|-|\+)\s*|", text[m_end:])) is not None and (
+                n2 := _DRUG_RX.match(text, m_end + j.end())) is not None and (j.end() or not m.group(1).isascii()):
+            parts.append(n2.group(1).lower())
+            m_end = n2.end()
+        m = _End(m, m_end)
         # extend over dose, route, frequency on the same line (at most ~60 chars)
         par_end = text.find("\n\n", m.end())
         par_end = len(text) if par_end < 0 else par_end
@@ -381,6 +433,9 @@ def _medications(text: str, col: _Collector) -> None:
         if before:
             s -= len(before.group(0))
         norm = _med_details(text, s, e)
+        if len(parts) > 1:
+            norm["drug"] = "/".join(parts)
+            norm["components"] = parts
         col.add("medication", s, e, "medication", norm.get("drug", m.group(1).lower()), norm)
 
 

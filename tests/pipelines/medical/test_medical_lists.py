@@ -42,6 +42,6 @@ def test_appendectomy_problem_and_medication_lists():
 def test_cholecystitis_lists():
     r = _run("zh-cholecystitis")
     meds = {m.drug: m for m in r.medications}
-    assert (meds["头孢曲松"].stop, meds["哌拉西林"].start) == ("2024-05-14", "2024-05-14")
+    assert (meds["头孢曲松"].stop, meds["哌拉西林/他唑巴坦"].start) == ("2024-05-14", "2024-05-14")
     assert meds["氨氯地平"].status == "continued"
     assert {p.concept for p in r.problems if p.status == "active"} >= {"cholecystitis", "wound infection"}
