@@ -160,12 +160,13 @@ def _analyse(doc: Document, layout, input_sha256: str) -> ReportResult:
 
 
 def _line_boxes(doc: Document, start: int, end: int) -> list:
-    """Boxes of a span, one per line (a mention can wrap: 'Fig.' at a line end, '3' on the next)."""
+    """Boxes of a span, one per line (a mention can wrap: 'Fig.' at a line end, '3' on the next),
+    on the span's page only (the boxes are drawn on that page; a mention can run onto the next)."""
     if doc.char_boxes is None:
         return []
-    out, pos = [], start
+    out, pos, page = [], start, doc.page_of(start)
     for part in doc.text[start:end].split("\n"):
-        box = doc.bbox_of(pos, pos + len(part)) if part.strip() else None
+        box = doc.bbox_of(pos, pos + len(part)) if part.strip() and doc.page_of(pos) == page else None
         if box is not None:
             out.append(box)
         pos += len(part) + 1

@@ -258,3 +258,17 @@ def test_a_plural_chain_after_two_callouts_takes_both_in_reading_order(tmp_path)
     assert [m.targets for m in result.mentions if m.page == 2 and m.text in ("图 1", "图 2")] == [["figure-1"], ["figure-2"]]
     chain = next(m for m in result.mentions if m.text == "上述图表")
     assert chain.targets == ["figure-1", "figure-2"]
+
+
+def test_label_and_number_across_a_page_break(tmp_path):
+    """'… shown in Figure' at a page's foot, '2 and …' at the next page's head (running header and
+    page numbers between them in the PDF): one mention, its boxes on its own page only."""
+    path = make_pdf(tmp_path / "pb.pdf", [
+        ["Intro text here.", "", "Figure 2. A plot.", "", "The result is shown in Figure"],
+        ["2 and in Table", "1 below.", "", "Table 1. Numbers."],
+    ], header="Journal of Things, vol. 3", footer_page_numbers=True)
+    doc = load_document(path)
+    result = analyse_document(doc, path.read_bytes())
+    fig = find(result, "Figure\n2", 1)
+    assert fig.targets == ["figure-2"] and len(fig.boxes) == 1 and fig.boxes[0] == fig.bbox
+    assert find(result, "Table\n1", 2).targets == ["table-1"]
