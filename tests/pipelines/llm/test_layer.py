@@ -208,3 +208,14 @@ def test_llm_modes_and_the_registry():
         register(StepDecision("x.step", "fp", in_auto=True, measurement=None))
     register(StepDecision("x.step", "fp", True, Measurement("f1", 0.5, 0.6, "python bench.py", "2026-12-03")))
     assert step_enabled("x.step", "auto", "fp") and not step_enabled("x.step", "auto")
+
+
+def test_an_item_the_cache_cannot_hold_keeps_the_rest_of_the_batch(tiny_text_model):
+    from engine import LLM, CacheConfig
+
+    llm = LLM(model=tiny_text_model, device="cpu", dtype="float32", max_model_len=1024,
+              cache=CacheConfig(memory_budget=1_400_000))  # about 336 tokens per sequence
+    short = Document.from_text("The law of Ontario governs it.")
+    res = ask_document(llm, short, [QUESTIONS[2], "Why " * 80, QUESTIONS[0]], max_tokens=4)
+    assert res.status == "ok" and res.items[0].ok and res.items[2].ok
+    assert not res.items[1].ok and "KV cache" in res.items[1].error
