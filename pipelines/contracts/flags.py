@@ -266,7 +266,8 @@ def word_flags(text_a: str, ca: Clause, text_b: str, cb: Clause, ops: list[Op], 
 
     disclaimers, covered = _disclaimers(text_a, text_b, ops, lang)
     flags += disclaimers
-    per_op("obligation", hits(obl, text_a, ca), hits(obl, text_b, cb), obligation)
+    per_op("obligation", _bound(hits(obl, text_a, ca), text_a, lang), _bound(hits(obl, text_b, cb), text_b, lang),
+           obligation)
     per_op("negation", hits(neg, text_a, ca), hits(neg, text_b, cb),
            lambda g, n: "; ".join(([f"added {', '.join(_uniq(n))}"] if n else [])
                                   + ([f"removed {', '.join(_uniq(g))}"] if g else [])), skip=covered)
@@ -281,6 +282,19 @@ def word_flags(text_a: str, ca: Clause, text_b: str, cb: Clause, ops: list[Op], 
         flags.append(RawFlag("party", (xa[1], xa[2]) if xa else None, (xb[1], xb[2]) if xb else None,
                              f"{', '.join(gone) or '—'} → {', '.join(new) or '—'}"))
     return flags
+
+
+PERSON_BEFORE = re.compile(r"(?:\b(?:you|we|they|he|she|each|either|neither|party|parties|user|users)|\b[A-Z][\w’'.-]*)\s+$")
+
+
+def _bound(occ: list[tuple[str, int, int]], text: str, lang: str) -> list[tuple[str, int, int]]:
+    """Obligation words that bind someone: "is required to", "has the right to" and the like only
+    after a party, a pronoun or a capitalised name ("you are required to", "Customer is entitled
+    to"), not after a thing ("when access is required to maintain …")."""
+    if lang == "zh":
+        return occ
+    return [x for x in occ if not x[0].startswith(("is ", "are ", "has ", "have "))
+            or PERSON_BEFORE.search(text, max(0, x[1] - 40), x[1])]
 
 
 def _uniq(words: list[str]) -> list[str]:
