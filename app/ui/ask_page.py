@@ -5,8 +5,8 @@ it works. The engine is the process's one handle (pipelines.llm.get_engine, kept
 st.cache_resource), so a second question over the same document takes the document's KV from its
 cache instead of computing it again.
 
-Tests call `run_input(name, data, question, fallback)` directly, or put those four in
-`st.session_state[PENDING]` before an AppTest run.
+Tests call `run_input(name, data, question, fallback, ...)` directly, or put its positional
+arguments in `st.session_state[PENDING]` before an AppTest run.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from app.ui.common import document_input, highlight
 PENDING = "ask_pending_input"
 RESULT = "ask_result"
 KEPT = "#bbf7d0"
+RESTS = "#fde68a"
 
 
 @st.cache_resource(show_spinner="Loading the local model…")
@@ -32,9 +33,10 @@ def _llm(max_model_len: int | None = None):
 
 
 def run_input(name: str, data: bytes, question: str, fallback: str = "retrieval", max_tokens: int = 96,
-              max_model_len: int | None = None, on_progress=None) -> dict:
-    """Ingest the document and answer `question` (on_progress: the LLM layer's Progress after every
-    engine step). Raises IngestError (one line naming the file), EngineUnavailable or the engine's
+              max_model_len: int | None = None, attribute: bool = False, on_progress=None) -> dict:
+    """Ingest the document and answer `question` (attribute: also find the sentences the answer
+    attends to most, one more pass over the document; on_progress: the LLM layer's Progress after
+    every engine step). Raises IngestError (one line naming the file), EngineUnavailable or the engine's
     EngineError / ValueError (one line) for bad input."""
     from pipelines.documents import load_bytes
 
@@ -42,7 +44,7 @@ def run_input(name: str, data: bytes, question: str, fallback: str = "retrieval"
     policy = asking.policy_for(fallback)
     llm = _llm(max_model_len)
     t0 = time.perf_counter()
-    batch = asking.ask(llm, doc, [question], policy, max_tokens, on_progress=on_progress)
+    batch = asking.ask(llm, doc, [question], policy, max_tokens, on_progress=on_progress, attribute=attribute)
     seconds = time.perf_counter() - t0
     item = batch.items[0]
     return {"name": name, "text": doc.text, "question": question, "answer": item.text, "item": item,
@@ -58,6 +60,9 @@ def render(res: dict) -> None:
     else:
         st.info(res["answer"] or "(empty answer)")
     st.caption(res["summary"])
+    for a in item.spans:
+        st.caption(f"Rests on (page {a.source.page}, {a.score:.0%} of the answer's attention over the sentences): "
+                   f"“{a.source.text[:300]}”")
     c1, c2, c3, c4 = st.columns(4)
     c1.metric("Prompt tokens", f"{item.metrics.get('prompt_tokens', 0):,}")
     c2.metric("Document tokens dropped", f"{report.tokens_dropped:,}" if report is not None else "0")
@@ -81,6 +86,10 @@ def render(res: dict) -> None:
     marks = [(a, b, KEPT, "seen by the model") for a, b in report.kept_spans] if report is not None and report.fallback_triggered else []
     if marks:
         st.markdown(f'<mark style="background:{KEPT}">seen by the model</mark>', unsafe_allow_html=True)
+    rests = [(a.source.char_start, a.source.char_end, RESTS, f"the answer rests on this ({a.score:.0%})") for a in item.spans]
+    if rests:
+        st.markdown(f'<mark style="background:{RESTS}">the answer rests on this</mark>', unsafe_allow_html=True)
+        marks = rests + marks
     st.html(highlight(res["text"], 0, marks))
 
 
@@ -113,12 +122,14 @@ def page() -> None:
                             help="retrieval keeps the chunks most relevant to the question; truncate drops the head, "
                                  "tail or middle; map_reduce asks every part and combines the answers; error refuses.")
     max_tokens = c2.slider("Answer length (tokens)", 16, 256, 96, step=16, key="ask_max_tokens")
+    attribute = st.checkbox("Mark the sentences the answer rests on (one more pass over the document)",
+                            key="ask_attribute")
     chosen = document_input("contracts", "ask")
     if chosen is not None:
         if not question.strip():
             st.info("Type a question first.")
         else:
-            pending = (*chosen, question, fallback, max_tokens)
+            pending = (*chosen, question, fallback, max_tokens, None, attribute)
     if pending is not None:
         from engine import EngineError
         from pipelines.documents import IngestError

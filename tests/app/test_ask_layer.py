@@ -73,3 +73,31 @@ def test_cli_ask_with_a_model_that_cannot_load_is_one_line(tmp_path):
     res = CliRunner().invoke(app, ["ask", str(doc), "-q", "why?", "--model", str(tmp_path / "none.gguf"),
                                    "--device", "cpu"])
     assert res.exit_code == 1 and res.output.count("\n") == 1 and "no model could be loaded" in res.output
+
+
+def _ask_page_script() -> None:
+    from app.ui.ask_page import page
+
+    page()
+
+
+def test_the_ask_page_marks_the_sentences_the_answer_rests_on(tiny_model, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from app.ui import ask_page
+
+    for var, value in {"LONGDOC_MODEL": str(tiny_model), "LONGDOC_DEVICE": "cpu", "LONGDOC_DTYPE": "float32",
+                       "LONGDOC_MAX_MODEL_LEN": "1024"}.items():
+        monkeypatch.setenv(var, value)
+    ask_page._llm.clear()
+    at = AppTest.from_function(_ask_page_script, default_timeout=120)
+    at.session_state[ask_page.PENDING] = ("c.txt", TEXT.encode(), "Who delivers?", "retrieval", 8, None, True)
+    at.run()
+    assert not at.exception, at.exception
+    assert any(c.value.startswith("Rests on (page 1") for c in at.caption)
+    htmls = [e.proto.body for e in at.main if type(e).__name__ == "Html"]
+    assert htmls and "the answer rests on this" in htmls[0]
+    res = at.session_state[ask_page.RESULT]
+    assert res["item"].spans and all(TEXT[a.source.char_start:a.source.char_end] == a.source.text
+                                     for a in res["item"].spans)
+    ask_page._llm.clear()

@@ -117,13 +117,22 @@ def test_ask_reports_the_fallback_when_the_document_does_not_fit(tmp_path):
 def test_ask_reuses_the_document_from_the_disk_cache_in_a_later_run(tmp_path):
     doc, cache = _contract_head(tmp_path, 7000), tmp_path / "kv"
     args = ["ask", str(doc), "--cache-dir", str(cache), "-n", "4", "--device", "cpu", "--max-model-len", "4096", "--json"]
+    from app.ask import STRATEGY
+    from pipelines.llm import forget_engines
+
+    forget_engines()
     first = CliRunner().invoke(_app(), [*args, "-q", "Who is the Processor?"])
     assert first.exit_code == 0, first.output
-    a1 = json.loads(first.output.strip().splitlines()[-1])["answers"][0]
-    assert a1["cached_prompt_tokens"] == 0 and not a1["fallback"]["fallback_triggered"]
+    out1 = json.loads(first.output.strip().splitlines()[-1])
+    assert not out1["answers"][0]["fallback"]["fallback_triggered"] and out1["counters"]["prefix_hits"] == 0
+    forget_engines()  # a new engine over the same disk store, as a later process has
     second = CliRunner().invoke(_app(), [*args, "-q", "What must the Provider do after a breach?"])
     assert second.exit_code == 0, second.output
     out2 = json.loads(second.output.strip().splitlines()[-1])
-    # a new LLM over the same store: every full 1,024-token chunk of the shared prefix comes from disk
-    assert out2["answers"][0]["cached_prompt_tokens"] == 1024 * (a1["fallback"]["prompt_tokens"] // 1024) > 0
-    assert out2["counters"]["prefix_hits"] > 0
+    a2 = out2["answers"][0]
+    if STRATEGY == "prefix":  # every full 1,024-token chunk of the document comes from disk
+        doc_chunks = 1024 * ((a2["metrics"]["prompt_tokens"] - 20) // 1024)
+        assert a2["cached_prompt_tokens"] >= doc_chunks > 0 and out2["counters"]["prefix_hits"] > 0
+    else:  # the document's KV is loaded from the store, not computed
+        assert out2["batch"]["reuse"]["documents_loaded"] == 1 and out2["batch"]["reuse"]["documents_computed"] == 0
+    forget_engines()
