@@ -47,7 +47,8 @@ from pipelines.text.retrieval import MINILM_NAME, minilm_folder, minilm_model
 
 MATERIAL_CHANGES = {"added", "deleted"}
 # The order of material changes in the summary: what the change touches (obligations, money,
-# standards, periods, parties) before added or deleted clauses, then dates, numbers and references.
+# standards, periods, parties, disclaimers) before added or deleted clauses, then the rest (dates,
+# numbers, references, wording, splits and merges).
 SEVERE_KINDS = {"obligation", "negation", "amount", "percentage", "duration", "standard", "party", "disclaimer"}
 PRONOUN_TERMS = {"you", "your", "yours", "we", "us", "our", "ours", "i", "me", "my", "they", "them", "their"}
 
@@ -245,6 +246,7 @@ def _words(text: str, clauses: list[Clause], lang: str) -> set[tuple[str, str]]:
 
 
 def _severity(r: AlignmentRow) -> int:
+    """0, 1 or 2: where a material row ranks among the material ones (`SEVERE_KINDS` first)."""
     kinds = {f.kind for f in r.flags if f.material}
     if kinds & SEVERE_KINDS:
         return 0
