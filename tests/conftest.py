@@ -31,3 +31,13 @@ def _keep_main_module():
     yield
     if main is not None:
         sys.modules["__main__"] = main
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _forget_engines():
+    """Engines loaded through `pipelines.llm.get_engine` live as long as the process; drop them
+    after each test module so the suite's memory does not grow with every module that loads one."""
+    yield
+    settings = sys.modules.get("pipelines.llm.settings")
+    if settings is not None:
+        settings.forget_engines()
