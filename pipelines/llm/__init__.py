@@ -24,6 +24,7 @@ from pipelines.llm.requests import (
 from pipelines.llm.settings import (
     EngineSettings,
     EngineUnavailable,
+    engine_lock,
     forget_engines,
     get_engine,
     loaded_engines,
@@ -49,6 +50,7 @@ __all__ = [
     "attribute_answer",
     "choose",
     "choose_batch",
+    "engine_lock",
     "decision",
     "forget_engines",
     "get_engine",

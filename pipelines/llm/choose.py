@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pipelines.llm.settings import engine_lock
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -35,13 +37,14 @@ def choose(llm, prompt: str, options: Mapping[str, str]) -> Choice:
     ids = {label: llm.encode(cont, add_special_tokens=False) for label, cont in options.items()}
     if any(not t for t in ids.values()):
         raise ValueError("every option needs a non-empty continuation")
-    if all(len(t) == 1 for t in ids.values()):
-        import torch
+    with engine_lock(llm):
+        if all(len(t) == 1 for t in ids.values()):
+            import torch
 
-        last = torch.log_softmax(llm.prompt_logits(prompt, last=1)[-1].float(), dim=-1)
-        scores = {label: float(last[t[0]]) for label, t in ids.items()}
-    else:
-        scores = {label: llm.score(prompt, t).total for label, t in ids.items()}
+            last = torch.log_softmax(llm.prompt_logits(prompt, last=1)[-1].float(), dim=-1)
+            scores = {label: float(last[t[0]]) for label, t in ids.items()}
+        else:
+            scores = {label: llm.score(prompt, t).total for label, t in ids.items()}
     ranked = sorted(scores.items(), key=lambda kv: -kv[1])
     margin = ranked[0][1] - ranked[1][1] if len(ranked) > 1 else float("inf")
     return Choice(ranked[0][0], scores, margin)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.documents import Document
+from pipelines.llm.settings import engine_lock
 from pipelines.llm.spans import AttributedSpan, attribute_answer
 
 INSTRUCTIONS = "Read the document and answer the question after it.\n\nDocument:\n"
@@ -173,6 +174,13 @@ def ask_document(llm, doc: Document, questions: Sequence[str], *, instructions: 
     Greedy decoding. attribute: each answer's top_k spans among `candidates` (character ranges of
     doc.text; default its sentences). fallback: an engine FallbackPolicy for items whose prompt does
     not fit (None: such items get the context error)."""
+    with engine_lock(llm):
+        return _ask_document(llm, doc, questions, instructions, question_template, max_tokens, stop, strategy,
+                             attribute, candidates, top_k, logprobs, on_progress, cancel, budget, fallback)
+
+
+def _ask_document(llm, doc, questions, instructions, question_template, max_tokens, stop, strategy, attribute,
+                  candidates, top_k, logprobs, on_progress, cancel, budget, fallback) -> BatchResult:
     from engine import ContextLengthError, EngineError, SamplingParams
 
     if strategy not in STRATEGIES:

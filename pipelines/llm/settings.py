@@ -5,12 +5,14 @@ limit; `EngineSettings.from_env()` reads LONGDOC_MODEL / LONGDOC_DEVICE / LONGDO
 LONGDOC_MAX_MODEL_LEN. `get_engine(settings)` loads the engine once per process and settings
 (lazily, under a lock, so concurrent callers share one load) and returns the same `LLM` after;
 when the model cannot load it raises `EngineUnavailable` with one line saying why.
+`engine_lock(llm)` serialises the callers of one engine across threads.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,19 @@ def get_engine(settings: EngineSettings | None = None):
         if llm is None:
             llm = _ENGINES[settings] = _load(settings)
         return llm
+
+
+_USE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def engine_lock(llm) -> threading.RLock:
+    """The lock that serialises work on one engine: its scheduler and caches serve one caller at a
+    time, so callers on several threads (the web UI's sessions) take turns."""
+    with _LOCK:
+        lock = _USE.get(llm)
+        if lock is None:
+            lock = _USE[llm] = threading.RLock()
+        return lock
 
 
 def forget_engines() -> None:

@@ -70,5 +70,8 @@ def rerank_one(ev: Evidence, llm, weight: float = 0.3) -> Evidence:
 
 def rerank(evidence: list[Evidence], docs: dict | None = None, llm=None, weight: float = 0.3) -> list[Evidence]:
     """Re-rank every evidence list with the engine's attention attribution."""
+    from pipelines.llm import engine_lock
+
     llm = llm if llm is not None else default_llm()
-    return [rerank_one(ev, llm, weight) for ev in evidence]
+    with engine_lock(llm):
+        return [rerank_one(ev, llm, weight) for ev in evidence]

@@ -219,3 +219,18 @@ def test_an_item_the_cache_cannot_hold_keeps_the_rest_of_the_batch(tiny_text_mod
     res = ask_document(llm, short, [QUESTIONS[2], "Why " * 80, QUESTIONS[0]], max_tokens=4)
     assert res.status == "ok" and res.items[0].ok and res.items[2].ok
     assert not res.items[1].ok and "KV cache" in res.items[1].error
+
+
+def test_callers_on_two_threads_take_turns_on_one_engine(tiny_llm, doc):
+    alone = ask_document(tiny_llm, doc, QUESTIONS[:2], max_tokens=4)
+    results = {}
+
+    def run(name, qs):
+        results[name] = ask_document(tiny_llm, doc, qs, max_tokens=4)
+
+    threads = [threading.Thread(target=run, args=(i, QUESTIONS[:2])) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [[it.text for it in r.items] for r in results.values()] == [[it.text for it in alone.items]] * 2
