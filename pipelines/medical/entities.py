@@ -5,8 +5,12 @@ Sources, most specific first (a later one never overlaps an earlier one):
 2. list slots: items after "presenting with", "history of", "diagnosed with", "significant for",
    "given the following immunizations:", bullet items under "procedures ... :", "careplan:",
    "prescribed ... medications:", and the items of medication, diagnosis, procedure and problem
-   sections — real records list problems and drugs the same way ("PMH: HTN, DM2, CKD");
-3. medications anywhere: a known drug name with dose, unit, route and frequency;
+   sections — real records list problems and drugs the same way ("PMH: HTN, DM2, CKD"); a
+   medication section written as one wrapped sentence gives one drug per item, known or not;
+   list items reporting a normal finding ("normal LV ejection fraction") are not problems;
+3. medications anywhere: a known drug name with dose, unit, route and frequency (combination
+   products — "amoxicillin/clavulanate", "哌拉西林他唑巴坦" — as one drug with its components), then
+   drugs outside the lexicon by their drug–strength–form pattern ("Eliquis 5 mg tablet PO BID");
 4. the concept lexicon (English words on word boundaries, Chinese terms extended left over a few
    characters for disease-suffix terms: 急性阑尾炎, 胆总管结石, 肾癌);
 Types: problem, symptom, procedure, medication, immunization, lab, vital.
@@ -20,7 +24,15 @@ from dataclasses import dataclass, field
 from pipelines.documents import Document, HasSpan, Span
 from pipelines.medical import context
 from pipelines.medical.labs import find_labs, find_vitals
-from pipelines.medical.lexicon import DRUGS, FREQUENCIES, ROUTES, VACCINES, concept_table
+from pipelines.medical.lexicon import (
+    DRUGS,
+    FREQUENCIES,
+    LAB_NAMES,
+    ROUTES,
+    VACCINES,
+    VITAL_NAMES,
+    concept_table,
+)
 from pipelines.medical.sections import Section, section_at
 from pipelines.medical.text import find_sentence, sentences, word_boundary_ok
 from pipelines.text.script import HAN, HAN_RUN_RE
@@ -439,6 +451,38 @@ def _medications(text: str, col: _Collector) -> None:
         col.add("medication", s, e, "medication", norm.get("drug", m.group(1).lower()), norm)
 
 
+_FORM = r"(?:tablets?|tabs?|capsules?|caps?|injection|solution|suspension|syrup|patch|cream|ointment|inhaler|spray|drops|suppository|片|胶囊|注射液)"
+# a drug name the lexicon does not hold, known by its pattern: a capitalised brand or a generic-looking word,
+# a strength, then a dose form, a route or a frequency ("Eliquis 5 mg tablet PO BID", "apixaban 5 mg twice daily")
+_DRUG_PATTERN = re.compile(
+    r"(?<![\w/-])(?P<name>[A-Z][a-z]{3,}|[a-z]{4,}(?:pril|sartan|olol|statin|azole|mycin|cillin|floxacin|dipine|tidine|"
+    r"prazole|parin|xaban|gatran|gliptin|gliflozin|mab|nib|semide|thiazide|cycline|vir|done|pam|lam|zepam|tropin))"
+    r"\s+(?P<dose>\d+(?:\.\d+)?(?:/\d+(?:\.\d+)?)?)\s*(?P<unit>mg|mcg|µg|ug|units?|IU|mL|g)(?![A-Za-z])")
+_NOT_DRUG_WORDS = {"dose", "doses", "total", "about", "over", "with", "daily", "given", "take", "takes", "taking", "then",
+                   "than", "were", "was", "weight", "weighs", "increase", "increased", "decrease", "decreased", "reduce",
+                   "reduced", "received", "start", "started", "bolus", "load", "loading", "change", "changed", "held",
+                   "hold", "each", "every", "once", "twice", "patient", "protein", "sodium", "potassium", "glucose"}
+
+
+def _drug_patterns(text: str, col: _Collector) -> None:
+    for m in _DRUG_PATTERN.finditer(text):
+        name = m.group("name")
+        if name.lower() in _NOT_DRUG_WORDS or name.lower() in LAB_NAMES or name.lower() in VITAL_NAMES:
+            continue
+        tail = text[m.end():m.end() + 40].split("\n")[0]
+        if not (re.match(r"\s*" + _FORM, tail, re.I) or _ROUTE_RX.match(tail.lstrip()) or _FREQ_RX.match(tail.lstrip())):
+            continue
+        e = m.end()
+        stop = re.search(r"[.;,，。；](?!\d)", tail)
+        seg_end = m.end() + (stop.start() if stop else len(tail))
+        for rx in (re.compile(_FORM, re.I), _ROUTE_RX, _FREQ_RX):
+            for mm in rx.finditer(text, m.end(), seg_end):
+                e = max(e, mm.end())
+        norm = _med_details(text, m.start(), e)
+        norm["drug"] = name.lower()
+        col.add("medication", m.start(), e, "pattern", name.lower(), norm)
+
+
 def _lexicon(text: str, col: _Collector) -> None:
     for m in _EN_RX.finditer(text):
         s, e = m.start(), m.end()
@@ -499,6 +543,7 @@ def extract(doc: Document, sections: list[Section], sents: list[Span] | None = N
     _list_slots(text, col, sents, sections)
     _section_items(text, col, sections)
     _medications(text, col)
+    _drug_patterns(text, col)
     _lexicon(text, col)
     out = sorted(col.items, key=lambda m: (m.start, m.end))
     trig_cache: dict[tuple[int, int], list] = {}

@@ -32,3 +32,11 @@ def test_combination_products_are_one_drug():
     assert got[1][1] == "piperacillin-tazobactam"  # a lexicon name of its own
     assert got[2][:2] == ("哌拉西林他唑巴坦 4.5g 静滴 q8h", "哌拉西林/他唑巴坦")
     assert len(got) == 3
+
+
+def test_drug_strength_form_pattern_finds_drugs_outside_the_lexicon():
+    doc = Document.from_text("Home meds: Eliquis 5 mg tablet PO BID. Started on Keppra 500 mg PO BID.\n"
+                             "Weight 80 kg. Protein 7 g/dL. Total 20 mg given. Zofran 4 mg IV once.", doc_id="x.txt")
+    got = [(e.text, e.concept, e.normalized.get("dose"), e.normalized.get("route")) for e in _meds(doc)]
+    assert got == [("Eliquis 5 mg tablet PO BID", "eliquis", "5", "oral"), ("Keppra 500 mg PO BID", "keppra", "500", "oral"),
+                   ("Zofran 4 mg IV once", "zofran", "4", "intravenous")]
