@@ -1,6 +1,7 @@
-"""The medical evidence page: one patient's documents -> timeline chart (sources on hover),
-documents with entities highlighted, conflicts, and a question box whose evidence is highlighted
-in the documents; JSON download.
+"""The medical evidence page: one patient's documents -> problem and medication lists, timeline
+chart (sources on hover), documents with entities highlighted, conflicts, and a question box whose
+evidence is highlighted in the documents; JSON download. Documents of several patients are
+analysed one patient at a time, chosen in a box.
 
 Tests call `run_input(files, question)` directly, or put `(files, question)` in
 `st.session_state[PENDING]` before an AppTest run; people use the uploader or a bundled sample.
@@ -25,6 +26,8 @@ COLOURS = {"problem": "#fecaca", "symptom": "#fde68a", "medication": "#bbf7d0", 
            "lab": "#e9d5ff", "vital": "#fbcfe8", "immunization": "#ccfbf1"}
 NEGATED = "#e5e7eb"
 EVIDENCE = "#fef08a"
+PATIENTS = "medical_patients"  # one line per patient when the documents are of several
+QUESTION = "medical_last_question"
 
 
 @st.cache_resource
@@ -63,16 +66,25 @@ def patient_files(folder: Path) -> list[tuple[str, bytes]]:
     return [(p.name, p.read_bytes()) for inp in inputs for p in inp.paths]
 
 
-def run_input(files: list[tuple[str, bytes]], question: str | None = None):
-    """Ingest (pipelines.documents.load_bytes) and analyse one patient's files. Raises IngestError
-    (one line naming the file) for a bad file. Returns the MedicalResult; the document texts are
-    kept in the session for highlighting."""
+def run_input(files: list[tuple[str, bytes]], question: str | None = None, patient: int = 0):
+    """Ingest (pipelines.documents.load_bytes) and analyse the files. When their identity evidence
+    shows several patients, only patient number `patient` (0-based, in the order of their first
+    file) is analysed and the patients' one-line descriptions are kept in the session (PATIENTS).
+    Raises IngestError (one line naming the file) for a bad file. Returns the MedicalResult; the
+    document texts are kept in the session for highlighting."""
     from pipelines.documents import load_bytes
 
     docs = [load_bytes(data, name) for name, data in files]
-    result = _pipeline(_use_embeddings(), _use_engine()).run_documents(docs, question=question or None)
+    pipe = _pipeline(_use_embeddings(), _use_engine())
+    groups = pipe.patients(docs)
+    described = [f"Patient {k + 1}: {', '.join(docs[i].doc_id for i in g.members[:3])}"
+                 f"{' …' if len(g.members) > 3 else ''} — {g.describe()}" for k, g in enumerate(groups)]
+    if len(groups) > 1:
+        docs = [docs[i] for i in groups[min(max(patient, 0), len(groups) - 1)].members]
+    result = pipe.run_documents(docs, question=question or None)
     try:
         st.session_state[TEXTS] = {d.doc_id: d.text for d in docs}
+        st.session_state[PATIENTS] = described if len(groups) > 1 else []
     except Exception:  # outside a Streamlit run (plain function call in a test)
         pass
     return result
@@ -233,8 +245,17 @@ def page() -> None:
             with st.spinner("Analysing the record…"):
                 st.session_state[RESULT] = run_input(files, q)
                 st.session_state[FILES] = files
+                st.session_state[QUESTION] = q
         except IngestError as exc:
             st.error(str(exc))
+    patients = st.session_state.get(PATIENTS) or []
+    if len(patients) > 1 and st.session_state.get(FILES):
+        st.warning(f"These documents are of {len(patients)} patients, not one (by name, record number, sex, age or "
+                   "stay): each is analysed on its own.")
+        chosen = st.selectbox("Patient", range(len(patients)), format_func=lambda k: patients[k], key="medical_patient")
+        if chosen != st.session_state.get("medical_patient_shown", 0):
+            st.session_state[RESULT] = run_input(st.session_state[FILES], st.session_state.get(QUESTION), patient=chosen)
+        st.session_state["medical_patient_shown"] = chosen
     result = st.session_state.get(RESULT)
     if result is not None:
         render(result)

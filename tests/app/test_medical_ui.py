@@ -70,3 +70,20 @@ def test_page_runs_a_bundled_sample():
     assert not at.exception, at.exception
     assert int({m.label: m.value for m in at.metric}["Documents"]) == 6
     assert at.get("download_button")
+
+
+def test_documents_of_several_patients_are_shown_one_patient_at_a_time():
+    from app.ui.medical_page import EMBEDDINGS, PENDING
+
+    at = AppTest.from_string(SCRIPT, default_timeout=60)
+    at.session_state[EMBEDDINGS] = False
+    at.session_state[PENDING] = (_files("curated-no-truth"), None)
+    at.run()
+    assert not at.exception, at.exception
+    assert any("of 5 patients, not one" in w.value for w in at.warning)
+    box = at.selectbox(key="medical_patient")
+    assert len(box.options) == 5 and int({m.label: m.value for m in at.metric}["Documents"]) == 1
+    afib = next(k for k, o in enumerate(box.options) if "atrial-fibrillation" in str(o))
+    box.set_value(afib).run()
+    assert not at.exception, at.exception
+    assert any("sex female · age 74 years" in c.value for c in at.caption)
