@@ -217,7 +217,7 @@ def _antecedents(
     if zh:
         compact = {n: "".join(norm[body[n][0] : body[n][1]].split()) for n in live}
     else:
-        texts = ClaimTexts({n: norm[body[n][0] : body[n][1]] for n in live}, word_set)
+        texts = ClaimTexts({n: norm[body[n][0] : body[n][1]] for n in live})
     for c in claims:
         if c.cancelled or c.number not in body:
             continue

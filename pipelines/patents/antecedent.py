@@ -93,29 +93,18 @@ class Missing:
 
 
 _OF_OWNER = re.compile(r" +of +(the|said|a|an|its|their|each) +")  # on `clean` text
-_INTRODUCERS = r"(?:an?|one|least|more|plurality +of|pair +of|set +of|several|two|three|multiple)"
+_INTRODUCER_WORDS = frozenset("a an one least more several two three multiple".split())
 
 
 class ClaimTexts:
-    """The letters-only text (`letters_only`) of every live claim and which claims hold each word,
-    to find the claims that introduce a term ("a housing cover", "an inlet")."""
+    """The letters-only text (`letters_only`) of every live claim, to find the claims that
+    introduce a term ("a housing cover", "an inlet")."""
 
-    def __init__(self, texts: dict[int, str], words: Callable[[int], set[str]] | None = None) -> None:
-        """`texts`: each claim's body; `words`: a claim's `words_of` (shared with the caller's
-        cache). Made letters-only on first use; which claims hold a word is looked up per word."""
+    def __init__(self, texts: dict[int, str]) -> None:
+        """`texts`: each claim's body; made letters-only on first use."""
         self.texts = texts
-        self.words = words or (lambda n: words_of(self.texts[n]))
         self.clean: dict[int, str] = {}
-        self.claims_of_word: dict[str, frozenset[int]] = {}
-
-    def holders(self, word: str, exclude: frozenset[int]) -> set[int]:
-        """Claims other than `exclude` with the word in either number."""
-        f = forms(word)
-        key = singular(word)
-        got = self.claims_of_word.get(key)
-        if got is None:
-            got = self.claims_of_word[key] = frozenset(n for n in self.texts if not f.isdisjoint(self.words(n)))
-        return set(got - exclude)
+        self.joined: str | None = None  # every claim's letters-only text, for counting a term
 
     def _clean(self, n: int) -> str:
         got = self.clean.get(n)
@@ -126,14 +115,34 @@ class ClaimTexts:
     def introducing(self, words: list[str], exclude: frozenset[int]) -> tuple[int, ...]:
         """Claims other than `exclude` that introduce the term `words` with an indefinite article
         or a count ("a housing cover", "a plastic housing cover", "a plurality of housing covers")."""
-        cands = self.holders(words[-1], exclude)
+        stem = words[-1][: max(3, len(words[-1]) - 2)]
+        key = " ".join([*words[:-1], stem])
+        if len(words) > 1:
+            if self.joined is None:
+                self.joined = "\n".join(self._clean(n) for n in self.texts)
+            if self.joined.count(key) < 2:
+                return ()  # the term occurs once in all the claims: here
+        cands = [n for n in self.texts if n not in exclude and key in self._clean(n)]
         if not cands:
             return ()
         last = "|".join(sorted(forms(words[-1])))
         body = "".join(re.escape(w) + " +" for w in words[:-1])
-        pat = re.compile(rf"\b{_INTRODUCERS}(?: +[a-z]+){{0,2}}? +{body}(?:{last})\b")
-        key = words[0] if len(words) > 1 else words[-1][:3]
-        return tuple(sorted(n for n in cands if key in self._clean(n) and pat.search(self._clean(n))))
+        pat = re.compile(rf"\b{body}(?:{last})\b")
+        return tuple(sorted(n for n in cands if _introduced(self._clean(n), pat)))
+
+
+def _introduced(clean: str, phrase: re.Pattern[str]) -> bool:
+    """True when `phrase` occurs in `clean` after an introducing word ("a", "an", "one", "at least
+    one", "a plurality of", "two" …), with at most two other words (adjectives) between."""
+    for m in phrase.finditer(clean):
+        before = clean[max(0, m.start() - 60) : m.start()].split()[-4:]
+        for k in range(len(before) - 1, max(-1, len(before) - 4), -1):
+            w = before[k]
+            if w in _INTRODUCER_WORDS or (w == "of" and k > 0 and before[k - 1] in ("plurality", "pair", "set", "number")):
+                return True
+            if w in _STOP:
+                break
+    return False
 
 
 def _np_words(low: str, clean: str, pos: int, limit: int = 6) -> list[tuple[str, int]]:
