@@ -42,7 +42,9 @@ _AGE_EN = [
     # "Age: 45"
     re.compile(r"\bage\s*[:：]\s*(?P<age>\d{1,3})\b", re.I),
 ]
-_AGE_EN_NOT = re.compile(r"\b(?:his|her|their|your|my|a|whose)\s+(?:\w+\s+){0,2}$", re.I)
+_AGE_EN_NOT = re.compile(r"\b(?:his|her|their|your|my|whose)\s+(?:[\w,]+\s+){0,2}$|"
+                         r"\b(?:mother|father|wife|husband|son|daughter|sister|brother|sibling|child|partner)\b[^.\n]{0,20}$",
+                         re.I)
 _AGE_ZH = [
     # "男，49岁", "男性，50岁", "男性病儿，3岁", "性别：男  年龄：52岁"
     re.compile(r"(?P<sex>[男女])(?:性)?(?:病儿|患儿|患者|病人)?[，,、\s]*(?:年龄[:：]\s*)?(?P<age>\d{1,3})\s*(?P<unit>岁|个月)"),
@@ -148,8 +150,8 @@ def read_identity(doc: Document, times: list[TimeMention], doc_date: date | None
                          Span(doc, m.start(g), m.end(g), label="sex"))
     for rx in _AGE_EN:
         for m in rx.finditer(head):
-            if _AGE_EN_NOT.search(head[max(0, m.start() - 30):m.start()]) and "is a" not in head[max(0, m.start() - 8):m.start()]:
-                continue  # "her 50-year-old son", "a 2-year-old history" — not the patient's own age
+            if _AGE_EN_NOT.search(head[max(0, m.start() - 30):m.start()]):
+                continue  # "her 50-year-old son", "his mother, a 70-year-old" — not the patient's own age
             unit = (m.groupdict().get("unit") or "year").lower()
             years = int(m.group("age")) * _AGE_UNIT.get(unit, 1.0)
             if ident.age is None:

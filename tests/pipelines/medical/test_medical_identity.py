@@ -94,3 +94,13 @@ def test_dated_ages_reconcile_and_overlapping_stays_do_not():
     result = pipe.run_documents([e, f])
     c1 = next(c for c in result.conflicts if c.kind == "identity")
     assert c1.concept == "patient sex" and [s.text for s in c1.sources] == ["male", "F"]
+
+
+def test_a_relative_s_age_is_not_the_patient_s():
+    doc = Document.from_text("A 45-year-old man presents with chest pain. His mother, a 70-year-old woman, has diabetes.",
+                             doc_id="a.txt")
+    ident = read_identity(doc, find_times(doc))
+    assert (ident.age.value, ident.sex.value) == ("45", "male")
+    doc = Document.from_text("Her 50-year-old son brought her in. She is a 78-year-old woman with anemia.", doc_id="b.txt")
+    ident = read_identity(doc, find_times(doc))
+    assert (ident.age.value, ident.sex.value) == ("78", "female")
