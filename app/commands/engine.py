@@ -98,6 +98,8 @@ def register(app: typer.Typer) -> None:
         dtype: str | None = typer.Option(None, "--dtype", help="float32, bfloat16 or float16."),
         model: Path | None = typer.Option(None, "--model", help="GGUF file or HF folder (default: Gemma 3 270M)."),
         max_model_len: int | None = typer.Option(None, "--max-model-len", help="Context limit in tokens."),
+        attribute: bool = typer.Option(False, "--attribute",
+                                       help="Also name the sentences each answer rests on (one more pass over the document)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object: answers, timings, fallback reports."),
     ) -> None:
         """Answer questions about a long document with the local engine, saying what did not fit.
@@ -136,13 +138,16 @@ def register(app: typer.Typer) -> None:
             load_s = time.perf_counter() - t0
             with _token_progress(disable=as_json) as on_progress:
                 res = asking.ask(llm, doc, list(question), policy, max_tokens,
-                                 asking.INSTRUCTIONS if instructions is None else instructions, on_progress)
+                                 asking.INSTRUCTIONS if instructions is None else instructions, on_progress,
+                                 attribute=attribute)
         except (EngineError, EngineUnavailable, ValueError) as exc:
             typer.echo(f"longdoc: {exc}", err=True)
             raise typer.Exit(1) from None
         if not as_json:
             for it in res.items:
-                typer.echo(f"Q: {it.question}\nA: {it.text}\n   {asking.summary(it, res.seconds)}\n")
+                rests = "".join(f"   rests on [{a.source.char_start}:{a.source.char_end}] ({a.score:.0%}): "
+                                f"{' '.join(a.source.text.split())[:160]}\n" for a in it.spans)
+                typer.echo(f"Q: {it.question}\nA: {it.text}\n{rests}   {asking.summary(it, res.seconds)}\n")
             if res.message:
                 typer.echo(f"longdoc: {res.message}", err=True)
         else:
@@ -157,6 +162,7 @@ def register(app: typer.Typer) -> None:
                     "question": it.question, "text": it.text, "finish_reason": it.finish_reason, "error": it.error,
                     "seconds": round(res.seconds, 3), "cached_prompt_tokens": it.metrics.get("cached_prompt_tokens", 0),
                     "metrics": it.metrics, "fallback": asking.fallback_dict(it),
+                    "spans": [a.to_dict() for a in it.spans],
                 } for it in res.items],
                 "counters": llm.counters().to_dict(),
             }, ensure_ascii=False, default=str))

@@ -59,8 +59,12 @@ def test_cli_ask_answers_every_question_in_one_batch(tiny_model, tmp_path):
     assert [a["question"] for a in out["answers"]] == ["Who delivers?", "Which law governs?"]
     assert out["batch"]["status"] == "ok" and out["batch"]["strategy"] in ("prefix", "placement")
     assert all(not a["fallback"]["fallback_triggered"] and a["finish_reason"] for a in out["answers"])
-    text = CliRunner().invoke(app, args)
+    text = CliRunner().invoke(app, [*args, "--attribute"])
     assert text.exit_code == 0 and text.output.count("Q: ") == 2 and "tokens" in text.output
+    assert text.output.count("rests on [") >= 2
+    spans = json.loads(CliRunner().invoke(app, [*args, "--attribute", "--json"]).output.strip().splitlines()[-1])
+    for a in spans["answers"]:
+        assert a["spans"] and all(TEXT[s["char_start"]:s["char_end"]] == s["text"] for s in a["spans"])
     long_q = CliRunner().invoke(app, ["ask", str(doc), "-q", "Why " * 300, "--fallback", "error", *args[6:]])
     assert long_q.exit_code == 1 and "max_model_len" in long_q.output  # the item's error, on its summary line
 
