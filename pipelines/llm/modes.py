@@ -69,16 +69,20 @@ def decision(step: str, model: str = DEFAULT_MODEL) -> StepDecision | None:
     return REGISTRY.get(step, {}).get(model)
 
 
-def step_enabled(step: str, mode: LLMMode | str, model: str = DEFAULT_MODEL) -> bool:
+def step_enabled(step: str, mode: LLMMode | str, model: str = DEFAULT_MODEL, estimated_s: float | None = None,
+                 budget_s: float | None = None) -> bool:
     """Whether `step` runs under `mode` with `model`: off never, on always, auto only where the
-    registry holds a measured gain for that model."""
+    registry holds a measured gain for that model and the step's estimated time on this device
+    (`estimated_s`, when the caller has one) is within `budget_s`."""
     mode = LLMMode.parse(mode)
     if mode is LLMMode.OFF:
         return False
     if mode is LLMMode.ON:
         return True
     d = decision(step, model)
-    return bool(d and d.in_auto and d.measurement is not None and d.measurement.gain > 0)
+    if not (d and d.in_auto and d.measurement is not None and d.measurement.gain > 0):
+        return False
+    return estimated_s is None or budget_s is None or estimated_s <= budget_s
 
 
 def register(decision: StepDecision) -> None:

@@ -197,7 +197,10 @@ def test_a_long_item_goes_through_the_fallback_with_its_report(tiny_llm):
     assert it.fallback.tokens_dropped > 0 and it.to_dict()["fallback"]["strategy"] == "truncate"
 
 
-def test_llm_modes_and_the_registry():
+def test_llm_modes_and_the_registry(monkeypatch):
+    import pipelines.llm.modes as modes
+
+    monkeypatch.setattr(modes, "REGISTRY", {k: dict(v) for k, v in modes.REGISTRY.items()})  # registered below
     assert LLMMode.parse("auto") is LLMMode.AUTO
     with pytest.raises(ValueError, match="off, auto or on"):
         LLMMode.parse("sometimes")
@@ -208,6 +211,8 @@ def test_llm_modes_and_the_registry():
         register(StepDecision("x.step", "fp", in_auto=True, measurement=None))
     register(StepDecision("x.step", "fp", True, Measurement("f1", 0.5, 0.6, "python bench.py", "2026-12-03")))
     assert step_enabled("x.step", "auto", "fp") and not step_enabled("x.step", "auto")
+    assert not step_enabled("x.step", "auto", "fp", estimated_s=300, budget_s=120)  # too slow on this device
+    assert step_enabled("x.step", "on", "fp", estimated_s=300, budget_s=120)
 
 
 def test_an_item_the_cache_cannot_hold_keeps_the_rest_of_the_batch(tiny_text_model):
