@@ -52,9 +52,13 @@ def counts_line(result: PatentResult) -> str:
     return line + (f" ({', '.join(extra)})" if extra else "")
 
 
-def _add_parts(branch: Tree, parts: list[ClaimPart]) -> None:
+def _add_parts(branch: Tree, c: Claim) -> None:
     """An independent claim's elements under its node, nested as the claim nests them."""
-    stack = [(branch, parts)]
+    if not c.parts:
+        for e in c.elements:
+            branch.add(Text("· " + shorten(e.text, 10), style="dim"))
+        return
+    stack: list[tuple[Tree, list[ClaimPart]]] = [(branch, c.parts)]
     while stack:
         node, items = stack.pop()
         for p in items:
@@ -87,7 +91,7 @@ def render_tree(result: PatentResult, elements: bool = True) -> Tree:
             label.append("  (continued below)", style="dim")
         branch = parent.add(label)
         if elements and c.independent:
-            _add_parts(branch, c.parts)
+            _add_parts(branch, c)
         for k in t.children:
             add(branch, k)
 

@@ -121,7 +121,7 @@ def analyse_document(doc: Document, input_sha256: str = "") -> PatentResult:
                     transition=doc.span(*struct.transition) if struct and struct.transition else None,
                     transition_kind=struct.transition_kind if struct else None,
                     elements=elements,
-                    parts=_parts(elements, nest_elements(norm, struct.elements)) if struct else [],
+                    parts=_parts(elements, nest_elements(norm, struct.elements)) if struct and len(elements) > 1 else [],
                     limitation=doc.span(*struct.limitation) if struct and struct.limitation else None,
                     text=text,
                     span=span,
@@ -162,7 +162,9 @@ def analyse_document(doc: Document, input_sha256: str = "") -> PatentResult:
 
 def _parts(elements: list[SourceSpan], parts: list[Part]) -> list[ClaimPart]:
     """Nested elements as export models over the claim's element spans (the same objects; no
-    recursion, so any depth is safe)."""
+    recursion, so any depth is safe); none when no element holds others."""
+    if not any(p.parts for p in parts):
+        return []  # flat: `elements` says it all
     span_of = {(e.char_start, e.char_end): e for e in elements}
     out: list[ClaimPart] = []
     stack: list[tuple[list[Part], list[ClaimPart]]] = [(parts, out)]

@@ -66,7 +66,9 @@ class Claim(_Model):
     )
     elements: list[SourceSpan]
     parts: list[ClaimPart] = Field(
-        default_factory=list, description="the elements nested: an element ending in a colon holds the items after it"
+        default_factory=list,
+        description="the elements nested, when an element holds others (one ending in a colon holds the items "
+        "after it); empty when the elements are flat (then `elements` is the whole structure)",
     )
     limitation: SourceSpan | None = Field(
         default=None,
