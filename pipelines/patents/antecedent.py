@@ -105,6 +105,7 @@ class ClaimTexts:
         self.texts = texts
         self.clean: dict[int, str] = {}
         self.joined: str | None = None  # every claim's letters-only text, for counting a term
+        self.introduced_by: dict[tuple[str, ...], frozenset[int]] = {}  # term -> the claims introducing it
 
     def _clean(self, n: int) -> str:
         got = self.clean.get(n)
@@ -116,19 +117,21 @@ class ClaimTexts:
         """Claims other than `exclude` that introduce the term `words` with an indefinite article
         or a count ("a housing cover", "a plastic housing cover", "a plurality of housing covers")."""
         stem = words[-1][: max(3, len(words[-1]) - 2)]
-        key = " ".join([*words[:-1], stem])
-        if len(words) > 1:
-            if self.joined is None:
-                self.joined = "\n".join(self._clean(n) for n in self.texts)
-            if self.joined.count(key) < 2:
-                return ()  # the term occurs once in all the claims: here
-        cands = [n for n in self.texts if n not in exclude and key in self._clean(n)]
-        if not cands:
-            return ()
-        last = "|".join(sorted(forms(words[-1])))
-        body = "".join(re.escape(w) + " +" for w in words[:-1])
-        pat = re.compile(rf"\b{body}(?:{last})\b")
-        return tuple(sorted(n for n in cands if _introduced(self._clean(n), pat)))
+        key = " " + " ".join([*words[:-1], stem])  # where a word starts: the text never starts with one
+        if self.joined is None:
+            self.joined = "\n".join(self._clean(n) for n in self.texts)
+        if self.joined.count(key) < 2:
+            return ()  # the term occurs once in all the claims: here
+        term = tuple(words)
+        found = self.introduced_by.get(term)
+        if found is None:
+            last = "|".join(sorted(forms(words[-1])))
+            body = "".join(re.escape(w) + " +" for w in words[:-1])
+            pat = re.compile(rf"\b{body}(?:{last})\b")
+            found = self.introduced_by[term] = frozenset(
+                n for n in self.texts if key in self._clean(n) and _introduced(self._clean(n), pat)
+            )
+        return tuple(sorted(found - exclude))
 
 
 def _introduced(clean: str, phrase: re.Pattern[str]) -> bool:
