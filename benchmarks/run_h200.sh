@@ -5,7 +5,7 @@
 # "STAGE <name>: PASS|FAIL (exit <rc>, <s> s) <its last summary line>", and the call ends with all
 # of them again, in $OUT/summary.txt too.
 # Usage: bash benchmarks/run_h200.sh [stages]
-# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, profile)
+# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, profile, userpath)
 set -u
 OUT=${OUT:-/tmp/h200}
 mkdir -p "$OUT"
@@ -35,7 +35,7 @@ stage() {
 
 if [[ $STAGES == *tests* ]]; then
   # the engine-level GPU tests first (tier copies, graphs with the warm tier, engine logits), then the kernels'
-  stage tests 300 tests 25 python3 -m pytest tests/engine tests/longdoc_kernels -m gpu -q -s -p no:cacheprovider
+  stage tests "${TESTS_LIMIT:-300}" tests 25 python3 -m pytest tests/engine tests/longdoc_kernels -m gpu -q -s -p no:cacheprovider
 fi
 if [[ $STAGES == *llama8b* ]]; then
   stage llama8b 200 llama8b 30 python3 benchmarks/bench_engine_gpu.py --models llama8b --out "$OUT/llama8b"
@@ -58,6 +58,9 @@ if [[ $STAGES == *kernels* ]]; then
 fi
 if [[ $STAGES == *profile* ]]; then
   stage profile 80 profile 6 python3 benchmarks/profile_engine_gpu.py
+fi
+if [[ $STAGES == *userpath* ]]; then  # the public API with defaults, transformers in the same process
+  stage userpath "${USERPATH_LIMIT:-330}" userpath 40 python3 benchmarks/bench_user_path_gpu.py --out "$OUT/userpath.json"
 fi
 echo "== summary"
 printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"

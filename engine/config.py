@@ -66,11 +66,17 @@ class CacheConfig:
     disk_cache_bytes: int = 8 * 2**30  # the disk store never grows past this
 
 
+DEFAULT_PREFILL_CHUNK = 1024  # the prefill chunk off CUDA (a CPU step already takes seconds)
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
     """max_num_seqs: sequences running at once. max_model_len: the longest sequence (prompt and
     output); None: the model's max_position_embeddings. max_prefill_chunk: prompt tokens computed
-    per chunk; chunks are cut on a global grid of this size (engine/core/scheduler.py).
+    per chunk; chunks are cut on a global grid of this size (engine/core/scheduler.py). None: on
+    CUDA, chosen by `LLM` from the model and the free memory (`auto_prefill_chunk`: a power of two
+    up to 32,768, so a lone long prompt prefills in a few large chunks while one chunk's step stays
+    within about half a second on an H200); elsewhere `DEFAULT_PREFILL_CHUNK`.
     max_num_batched_tokens: tokens per forward. None: on CUDA, max(max_prefill_chunk,
     `gpu_step_tokens`) + max_num_seqs, so several sequences' chunks share a step (Gemma 3 270M,
     16 prompts of 32K in 2K chunks on the H200: the last first token after 1.78 s instead of
@@ -83,13 +89,18 @@ class SchedulerConfig:
 
     max_num_seqs: int = 4
     max_model_len: int | None = None
-    max_prefill_chunk: int = 1024
+    max_prefill_chunk: int | None = None
     max_num_batched_tokens: int | None = None
     gpu_step_tokens: int = 16384
     watermark: float = 0.85
     preemption: str = "swap"
     swap_budget: int = 4 * 2**30
     prefix_caching: bool = True
+
+    @property
+    def prefill_chunk(self) -> int:
+        """`max_prefill_chunk`, or `DEFAULT_PREFILL_CHUNK` where it was left open and nothing resolved it."""
+        return self.max_prefill_chunk or DEFAULT_PREFILL_CHUNK
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from engine.core.engine_core import EngineCore
 from engine.core.metrics import EngineCounters
 from engine.core.output_processor import GenerationOutput, OutputProcessor, StreamDelta
 from engine.core.sampling import SamplingParams
-from engine.core.scheduler import SchedulerCounters, next_prefill_end
+from engine.core.scheduler import SchedulerCounters, next_prefill_end, resolve_prefill_chunk
 from engine.core.scoring import ScoreOutput, continuation_logprobs
 from engine.core.sequence import Sequence
 from engine.errors import EngineError
@@ -153,8 +153,10 @@ class LLM:
         self.model_path = Path(load.model) if load.model is not None else default_model_path()
         self.model, self.config, self.tokenizer = load_model(self.model_path, self.device, self.dtype)
         self.max_model_len = config.scheduler.max_model_len or self.config.max_position_embeddings
-        self.engine_config = dataclasses.replace(
-            config, scheduler=dataclasses.replace(config.scheduler, max_model_len=self.max_model_len))
+        chunk = resolve_prefill_chunk(config.scheduler, config.cache, self.config, self.device,
+                                      torch.tensor([], dtype=self.dtype).element_size())
+        self.engine_config = dataclasses.replace(config, scheduler=dataclasses.replace(
+            config.scheduler, max_model_len=self.max_model_len, max_prefill_chunk=chunk))
         self.kv = PagedKVCache(self.config, self.cache_config, self.device, self.dtype, self.scheduler_config)
         self.backend = backend or default_backend(self.device)
         self.fingerprint = model_fingerprint(self.config, weights_digest(self.model_path), str(self.dtype))

@@ -68,7 +68,7 @@ class EngineCore:
         self.model, self.kv, self.device = model, kv, device
         self.config = config
         self.max_model_len = config.scheduler.max_model_len
-        self.chunk = chunk = config.scheduler.max_prefill_chunk
+        self.chunk = chunk = config.scheduler.prefill_chunk
         cache = config.cache
         self.output = output
         self.prefix = PrefixCache(kv, fingerprint, chunk, cold=make_cold_tier(cache, device))

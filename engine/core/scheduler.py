@@ -28,10 +28,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine.config import SchedulerConfig
+from engine.config import DEFAULT_PREFILL_CHUNK, CacheConfig, SchedulerConfig
 from engine.core.sequence import Sequence
 from engine.errors import CacheFullError
-from engine.kv.paged_cache import PagedKVCache
+from engine.kv.paged_cache import PagedKVCache, free_memory_bytes
+from engine.model.config import ModelConfig
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class Scheduler:
         self.kv = kv
         self.cfg = config
         self.max_num_seqs = max_num_seqs = config.max_num_seqs
-        self.chunk = chunk = config.max_prefill_chunk
+        self.chunk = chunk = config.prefill_chunk
         on_gpu = kv.device.type == "cuda"
         self.budget = config.max_num_batched_tokens or (
             max(chunk, config.gpu_step_tokens if on_gpu else 0) + max_num_seqs
@@ -367,6 +368,47 @@ class Scheduler:
         if seq.swapped is not None:
             self.swap_bytes -= seq.swapped.get("bytes", 0)
             seq.swapped = None
+
+
+# One auto-sized chunk's matmul FLOPs: about 0.35-0.5 s on an H200 at 55-70% of its measured
+# 770 TFLOP/s (BENCHMARKS.md), the longest a mixed step makes the running sequences wait
+CHUNK_STEP_FLOPS = 2.5e14
+MAX_AUTO_CHUNK = 32768
+
+
+def auto_prefill_chunk(model: ModelConfig, free_bytes: int, kv_bytes: int, elem_size: int,
+                       max_batched: int | None = None) -> int:
+    """The prefill chunk for a GPU: the largest power of two from DEFAULT_PREFILL_CHUNK to
+    MAX_AUTO_CHUNK whose step stays within CHUNK_STEP_FLOPS of matmuls (the latency bound of the
+    decodes that share the step) and whose activations (hidden states, q/k/v, gate/up and their
+    product, float32 attention rows) fit in half the memory left after the KV pool
+    (`free_bytes - kv_bytes`), and not above `max_batched` tokens a step when that is set."""
+    h, i, n_layers = model.hidden_size, model.intermediate_size, model.num_layers
+    q = model.num_heads * model.head_dim
+    qkv = q + 2 * model.num_kv_heads * model.head_dim
+    flops = 2.0 * n_layers * (h * qkv + q * h + 3 * h * i)
+    act_bytes = elem_size * (6 * h + 2 * qkv + 3 * i) + 4 * q
+    limit = min(CHUNK_STEP_FLOPS / flops, max(free_bytes - kv_bytes, 0) / 2 / act_bytes, MAX_AUTO_CHUNK)
+    if max_batched:
+        limit = min(limit, max_batched)
+    chunk = DEFAULT_PREFILL_CHUNK
+    while chunk * 2 <= limit:
+        chunk *= 2
+    return chunk
+
+
+def resolve_prefill_chunk(sched: SchedulerConfig, cache: CacheConfig, model: ModelConfig, device, elem_size: int) -> int:
+    """`sched.max_prefill_chunk` if set; else on CUDA `auto_prefill_chunk` over the device's free
+    memory less the KV pool `cache.memory_budget` asks for (its default takes at most a quarter),
+    elsewhere DEFAULT_PREFILL_CHUNK."""
+    if sched.max_prefill_chunk:
+        return sched.max_prefill_chunk
+    if getattr(device, "type", str(device)) != "cuda":
+        return DEFAULT_PREFILL_CHUNK
+    free = free_memory_bytes(device)
+    budget = cache.memory_budget
+    kv = int(0.25 * free) if budget is None else int(budget * free) if isinstance(budget, float) and budget <= 1 else int(budget)
+    return auto_prefill_chunk(model, free, kv, elem_size, sched.max_num_batched_tokens)
 
 
 def prompt_tail(prefill_len: int, block_size: int) -> int:

@@ -54,7 +54,7 @@ class PagedKVCache(WarmTier):
         self.block_size = cache.block_size
         self.device = torch.device(device)
         self.copier = TierCopier(device)  # device <-> host block copies (a side stream on CUDA)
-        self.chunk = limits.max_prefill_chunk
+        self.chunk = limits.prefill_chunk
         self.max_num_seqs = limits.max_num_seqs
         self.max_model_len = limits.max_model_len or config.max_position_embeddings
         windows = sorted({w for w in config.layer_windows}, key=lambda w: (w is not None, w or 0))
