@@ -10,13 +10,18 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_page_shows_counts_limitation_and_nested_elements():
+def run_patents_page(name: str, data: bytes) -> AppTest:
+    """The patents page run once on an input given as (file name, bytes)."""
     from app.ui.patents_page import PENDING
 
-    sample = ROOT / "tests" / "fixtures" / "patents" / "US7472552.txt"
     at = AppTest.from_file(str(ROOT / "app" / "ui" / "patents_page_app.py"), default_timeout=60)
-    at.session_state[PENDING] = (sample.name, sample.read_bytes())
-    at.run()
+    at.session_state[PENDING] = (name, data)
+    return at.run()
+
+
+def test_page_shows_counts_limitation_and_nested_elements():
+    sample = ROOT / "tests" / "fixtures" / "patents" / "US7472552.txt"
+    at = run_patents_page(sample.name, sample.read_bytes())
     assert not at.exception, at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Claims"] == "10" and metrics["Independent"] == "1"

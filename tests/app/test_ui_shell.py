@@ -6,6 +6,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from tests.app.test_patents_ui import run_patents_page
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -18,12 +20,8 @@ def test_app_starts_on_home_page():
 
 
 def test_patents_page_through_its_input_function():
-    from app.ui.patents_page import PENDING
-
     sample = ROOT / "data" / "samples" / "patents" / "US7156074.txt"
-    at = AppTest.from_file(str(ROOT / "app" / "ui" / "patents_page_app.py"), default_timeout=60)
-    at.session_state[PENDING] = (sample.name, sample.read_bytes())
-    at.run()
+    at = run_patents_page(sample.name, sample.read_bytes())
     assert not at.exception, at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert int(metrics["Claims"]) >= 2 and int(metrics["Independent"]) >= 1
@@ -36,10 +34,6 @@ def test_patents_page_through_its_input_function():
 
 
 def test_patents_page_reports_bad_upload_in_one_line():
-    from app.ui.patents_page import PENDING
-
-    at = AppTest.from_file(str(ROOT / "app" / "ui" / "patents_page_app.py"), default_timeout=60)
-    at.session_state[PENDING] = ("broken.pdf", b"%PDF-1.4 nothing")
-    at.run()
+    at = run_patents_page("broken.pdf", b"%PDF-1.4 nothing")
     assert not at.exception
     assert at.error[0].value.startswith("broken.pdf: broken PDF")
