@@ -56,7 +56,7 @@ def save_folder(hf_cfg, folder: Path, dev: str) -> None:
 
 
 def engine_runs(folder: Path, dev: str, lengths: list[int], decode_ctx: int, decode_steps: int, vocab: int,
-                log) -> dict:
+                log, warmup: bool = False) -> dict:
     from engine import LLM, SamplingParams
 
     res: dict = {}
@@ -64,6 +64,11 @@ def engine_runs(folder: Path, dev: str, lengths: list[int], decode_ctx: int, dec
     llm = LLM(model=folder, device=dev)
     res["load_s"] = time.perf_counter() - t0
     log(f"  engine load {res['load_s']:.1f} s")
+    if warmup:
+        t0 = time.perf_counter()
+        res["warmup_graphs"] = llm.warmup(lambda line: None)
+        res["warmup_s"] = time.perf_counter() - t0
+        log(f"  engine warmup(): {res['warmup_graphs']} decode graphs in {res['warmup_s']:.1f} s")
     one = SamplingParams(max_tokens=1, ignore_eos=True)
     for n in lengths:
         for rep in ("first", "second"):
@@ -83,10 +88,12 @@ def engine_runs(folder: Path, dev: str, lengths: list[int], decode_ctx: int, dec
             if d.token_ids:
                 stamps.append(now())
         gaps = [b - a for a, b in zip(stamps[1:], stamps[2:], strict=False)]
+        res[f"decode_{decode_ctx}_{rep}_step1_ms"] = (stamps[1] - stamps[0]) * 1e3  # the first decode step
         res[f"decode_{decode_ctx}_{rep}_ms"] = statistics.median(gaps) * 1e3
         res[f"decode_{decode_ctx}_{rep}_first8_ms"] = statistics.mean(gaps[:8]) * 1e3
         log(f"  engine decode b1 @{decode_ctx} ({rep} request): median {res[f'decode_{decode_ctx}_{rep}_ms']:.2f} ms, "
-            f"first 8 steps {res[f'decode_{decode_ctx}_{rep}_first8_ms']:.2f} ms per token")
+            f"first 8 steps {res[f'decode_{decode_ctx}_{rep}_first8_ms']:.2f} ms per token, "
+            f"first decode step {res[f'decode_{decode_ctx}_{rep}_step1_ms']:.1f} ms")
     res["counters"] = llm.counters().to_dict()
     res["max_prefill_chunk"] = llm.scheduler_config.max_prefill_chunk
     del llm
@@ -126,6 +133,7 @@ def main() -> None:
     ap.add_argument("--out", default="userpath.json")
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--skip-hf", action="store_true")
+    ap.add_argument("--warmup", action="store_true", help="call LLM.warmup() after the load (timed apart)")
     args = ap.parse_args()
     dev = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"
     cfgs = hf_configs(args.tiny)
@@ -147,7 +155,8 @@ def main() -> None:
             t0 = time.perf_counter()
             save_folder(cfg, folder, dev)
             log(f"  saved HF folder in {time.perf_counter() - t0:.1f} s")
-            entry = {"engine": engine_runs(folder, dev, lengths, ctx, 64 if not args.tiny else 8, cfg.vocab_size, log)}
+            entry = {"engine": engine_runs(folder, dev, lengths, ctx, 64 if not args.tiny else 8, cfg.vocab_size, log,
+                                             args.warmup)}
             if not args.skip_hf:
                 entry["transformers"] = hf_runs(folder, dev, lengths, cfg.vocab_size, log)
             out["models"][name] = entry

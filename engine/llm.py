@@ -359,6 +359,19 @@ class LLM:
         return out, report
 
     # ------------------------------------------------------------------ observability
+    def warmup(self, progress: Callable[[str], None] | None = None) -> int:
+        """Do now what a first request would otherwise pay for in its decode steps: one short request
+        (compiles the decode kernels and the short-prefill path; a long prompt's first chunk still
+        compiles its path on first use) and, where decode steps replay CUDA graphs, the decode
+        tuning and the graph of every batch and context bucket the engine's limits allow
+        (`CudaGraphRunner.capture_all`). `progress` gets one line per step. Returns how many graphs
+        were captured."""
+        if progress is not None:
+            progress("warm-up: compiling kernels")
+        self.generate([[1] * 32], SamplingParams(max_tokens=3, ignore_eos=True))
+        graphs = getattr(self.runner, "graphs", None)
+        return graphs.capture_all(self.scheduler_config.max_num_seqs, progress) if graphs is not None else 0
+
     def counters(self) -> EngineCounters:
         """Engine-wide counters (engine.core.metrics.EngineCounters; see `EngineCore.counters`) with
         the requests served through a fallback."""

@@ -9,8 +9,9 @@ and attend only to it, so they never touch a sequence's blocks. The decode kerne
 are sized from the bucket's context length (`longdoc_kernels.dispatch.static_max_kv_len`), never from a
 device-to-host read, which is what makes the step capturable; the context bucket is the next power
 of two of the longest sequence (at least `MIN_LEN_BUCKET`), so a graph is re-captured only when
-the context doubles. Graphs share one memory pool and are captured lazily, on the first step that
-needs them (a warm-up run on the padding rows, then the capture).
+the context doubles. Graphs share one memory pool and are captured on the first step that needs
+them (a warm-up run on the padding rows, then the capture), or all at once by `capture_all`
+(`LLM.warmup`), so that no request pays for a capture or the decode tuner.
 
 Covered: decode-only steps on CUDA with the Triton backend, no attribution capture, no dynamic
 RoPE, no sparse decode (its block selection is data-dependent), at most `BATCH_BUCKETS[-1]`
@@ -25,6 +26,7 @@ runner goes on.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -171,6 +173,27 @@ class CudaGraphRunner:
         return g.hidden[:b]
 
     # --------------------------------------------------------------------------------- capture
+    def capture_all(self, max_batch: int, progress: Callable[[str], None] | None = None) -> int:
+        """Capture (and so tune: the capture's warm-up run tunes the decode launch) the graph of every
+        batch bucket a step of up to `max_batch` sequences uses and every context bucket up to the
+        cache's max_model_len, so no request pays for them. Returns how many were captured now."""
+        top = bucket_of(max_batch, self.batch_buckets) or self.batch_buckets[-1]
+        top_len = self.cache.max_model_len
+        longest = [top_len] + [MIN_LEN_BUCKET << k for k in range(32) if MIN_LEN_BUCKET << k < top_len]
+        lens = sorted({len_bucket(n, top_len) for n in longest})
+        keys = [(b, n) for b in self.batch_buckets if b <= top for n in lens if (b, n) not in self.graphs]
+        for i, key in enumerate(keys):
+            if self.disabled:
+                break
+            if progress is not None:
+                progress(f"warm-up: decode graph {i + 1}/{len(keys)} (batch {key[0]}, context {key[1]})")
+            try:
+                self.graphs[key] = self._capture(*key)
+            except Exception as exc:  # as in run(): graphs off, the eager path stays
+                self.disabled = f"capture failed: {type(exc).__name__}: {exc}"
+                log.warning("CUDA graphs off: %s", self.disabled)
+        return len(keys)
+
     def _reserve_scratch(self) -> list[int]:
         if self.scratch is None:
             self.scratch = [grp.allocator.allocate() for grp in self.cache.groups]

@@ -191,3 +191,38 @@ def test_fused_layer_path_matches_unfused(gemma, monkeypatch):
     assert calls["n"] > 0
     torch.testing.assert_close(got_pre, want_pre, atol=1e-4, rtol=0)
     torch.testing.assert_close(got_dec, want_dec, atol=1e-4, rtol=0)
+
+
+def test_capture_all_covers_every_bucket_a_step_can_use(monkeypatch):
+    """`LLM.warmup` captures (and tunes) every (batch bucket, context bucket) a decode step of up to
+    max_num_seqs sequences can replay, with one progress line each, so `run` never captures; on
+    the CPU there are no graphs and warmup only runs its short request."""
+    from types import SimpleNamespace
+
+    from engine.runner.cuda_graph import CudaGraphRunner, bucket_of, len_bucket
+
+    cache = SimpleNamespace(max_model_len=5000)
+    runner = SimpleNamespace(cache=cache)
+    g = CudaGraphRunner(runner)
+    monkeypatch.setattr(g, "_capture", lambda b, n: ("graph", b, n))
+    lines: list[str] = []
+    assert g.capture_all(3, lines.append) == 3 * 4
+    assert set(g.graphs) == {(b, n) for b in (1, 2, 4) for n in (1024, 2048, 4096, 5000)}
+    assert lines[0] == "warm-up: decode graph 1/12 (batch 1, context 1024)"
+    for b in range(1, 4):  # every step run() may key, for contexts up to max_model_len
+        for longest in (1, 1500, 4097, 5000):
+            assert (bucket_of(b, g.batch_buckets), len_bucket(longest, 5000)) in g.graphs
+    assert g.capture_all(3) == 0  # nothing left to capture
+
+
+def test_warmup_on_cpu_runs_one_request_and_captures_nothing():
+    from engine.config import CacheConfig, SchedulerConfig
+    from engine.model.loader.random_weights import llm_from_model, random_model
+
+    cfg = _tiny(True)
+    llm = llm_from_model(random_model(cfg, "cpu", torch.float32, seed=4, std=0.2), cfg, device="cpu",
+                         dtype="float32", cache=CacheConfig(block_size=4, memory_budget=2**20),
+                         scheduler=SchedulerConfig(max_num_seqs=2))
+    lines: list[str] = []
+    assert llm.warmup(lines.append) == 0
+    assert lines == ["warm-up: compiling kernels"]
