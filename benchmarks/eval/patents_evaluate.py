@@ -12,7 +12,7 @@ Per document and in total:
 
     python -m benchmarks.eval.patents_evaluate [FOLDER] [--json]
 
-FOLDER defaults to the development corpus (`/work/shared/corpus/patents`), else the test fixtures.
+FOLDER defaults to the development corpus (`../shared/corpus/patents` beside the checkout), else the test fixtures.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 from pipelines.patents import PatentResult, analyse_text
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_FOLDERS = (Path("/work/shared/corpus/patents"), ROOT / "tests" / "fixtures" / "patents")
+DEFAULT_FOLDERS = (ROOT.parent / "shared" / "corpus" / "patents", ROOT / "tests" / "fixtures" / "patents")
 
 
 def score(result: PatentResult, truth: dict) -> dict:
