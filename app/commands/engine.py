@@ -180,7 +180,7 @@ def register(app: typer.Typer) -> None:
         device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: cuda if available)."),
         dtype: str | None = typer.Option(None, "--dtype", help="float32, bfloat16 or float16."),
         model: Path | None = typer.Option(None, "--model", help="GGUF file or HF folder (default: Gemma 3 270M)."),
-        chunk: int = typer.Option(1024, "--chunk", help="Prefill chunk (tokens)."),
+        chunk: int | None = typer.Option(None, "--chunk", help="Prefill chunk (tokens); default: the engine's (sized from memory on CUDA, 1024 elsewhere)."),
         warm_budget: int = typer.Option(0, "--warm-budget", help="Bytes of INT8 warm pages (0: no warm tier)."),
         hot_window: int = typer.Option(1024, "--hot-window", help="Most recent tokens kept at full precision."),
         sink_tokens: int = typer.Option(16, "--sink-tokens", help="First tokens kept at full precision."),

@@ -20,7 +20,7 @@ class GenerationOutput:
     prompt_token_ids: list[int]
     token_ids: list[int]
     text: str
-    finish_reason: str  # "eos" | "stop" | "length"
+    finish_reason: str  # "eos" | "stop" | "length" | "abort"
     cached_tokens: int = 0  # prompt tokens whose K/V came from the prefix cache
     metrics: dict = field(default_factory=dict)  # ttft_s, itl_mean_s, tokens_per_s, ...
 
