@@ -7,6 +7,8 @@ labelled continuations, and `--llm off|auto|on` with the registry of measured st
     llm = get_engine(EngineSettings.from_env())
     res = ask_document(llm, doc, ["Which law governs?", "What is the cap?"], attribute=True)
     choose(llm, prompt, {"yes": " yes", "no": " no"}).label
+
+A pipeline's LLM steps run inside an `LLMRun` (pipelines.llm.run): `with run.step(name) as st:`.
 """
 
 from pipelines.llm.choose import Choice, choose, choose_batch
@@ -21,6 +23,7 @@ from pipelines.llm.requests import (
     Progress,
     ask_document,
 )
+from pipelines.llm.run import LLMReport, LLMRun, StepContext, StepRecord
 from pipelines.llm.settings import (
     EngineSettings,
     EngineUnavailable,
@@ -42,10 +45,14 @@ __all__ = [
     "EngineSettings",
     "EngineUnavailable",
     "Item",
+    "LLMReport",
+    "LLMRun",
     "LLMMode",
     "Measurement",
     "Progress",
+    "StepContext",
     "StepDecision",
+    "StepRecord",
     "ask_document",
     "attribute_answer",
     "choose",
