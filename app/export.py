@@ -21,7 +21,10 @@ from pipelines.registry import get_pipeline
 
 def to_json(result: BaseModel) -> str:
     """The export text of a result (ends with a newline)."""
-    return result.model_dump_json(indent=2) + "\n"
+    # a result's `llm` report is left out when no LLM step was asked for (--llm off), so that
+    # output is byte-identical to the rules-only export
+    exclude = {"llm"} if "llm" in type(result).model_fields and getattr(result, "llm", None) is None else None
+    return result.model_dump_json(indent=2, exclude=exclude) + "\n"
 
 
 def write_atomic(path: str | Path, text: str) -> Path:

@@ -85,14 +85,18 @@ class Pipeline(ABC):
     def load(self, inp: PipelineInput, limits: IngestLimits | None = None) -> list[Document]:
         return [load_document(p, limits=limits) for p in inp.paths]
 
-    def run_input(self, inp: PipelineInput, limits: IngestLimits | None = None) -> ResultBase:
-        """Ingest the input's files and run the pipeline on them."""
+    def run_input(self, inp: PipelineInput, limits: IngestLimits | None = None, llm=None) -> ResultBase:
+        """Ingest the input's files and run the pipeline on them; `llm` (a pipelines.llm.LLMRun, None:
+        rules only) runs the pipeline's LLM steps."""
         docs = self.load(inp, limits)
-        return self.run_documents(docs, input_sha256=inp.content_sha256())
+        if llm is None:
+            return self.run_documents(docs, input_sha256=inp.content_sha256())
+        return self.run_documents(docs, input_sha256=inp.content_sha256(), llm=llm)
 
     @abstractmethod
     def run_documents(self, docs: list[Document], input_sha256: str = "") -> ResultBase:
-        """The pipeline proper: documents in, a result out."""
+        """The pipeline proper: documents in, a result out. A pipeline with LLM steps also takes
+        `llm` (a pipelines.llm.LLMRun; None or mode off: rules only, and the result's `llm` is None)."""
 
     @classmethod
     def header(cls, docs: Sequence[Document], input_sha: str = "") -> dict:
