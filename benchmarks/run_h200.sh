@@ -5,11 +5,13 @@
 # "STAGE <name>: PASS|FAIL (exit <rc>, <s> s) <its last summary line>", and the call ends with all
 # of them again, in $OUT/summary.txt too.
 # Usage: bash benchmarks/run_h200.sh [stages]
-# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, profile, userpath)
+# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, profile, userpath, pipebatch)
 set -u
 OUT=${OUT:-/tmp/h200}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+# pydantic for the benchmarks that import pipelines/ (benchmarks/gpu_pylib.sh builds it; carry .gpu_pylib)
+[[ -d .gpu_pylib ]] && export PYTHONPATH="$PWD/.gpu_pylib${PYTHONPATH:+:$PYTHONPATH}"
 STAGES=${1:-tests,llama8b,gemma,kernels}
 SUMMARY=()
 { nvidia-smi --query-gpu=name,memory.total,clocks.sm,power.limit --format=csv; date -u; \
@@ -61,6 +63,9 @@ if [[ $STAGES == *profile* ]]; then
 fi
 if [[ $STAGES == *userpath* ]]; then  # the public API with defaults, transformers in the same process
   stage userpath "${USERPATH_LIMIT:-330}" userpath 40 python3 benchmarks/bench_user_path_gpu.py --out "$OUT/userpath.json"
+fi
+if [[ $STAGES == *pipebatch* ]]; then  # a pipeline's 30 prompts over a 20K-token document: batched vs one by one
+  stage pipebatch "${PIPEBATCH_LIMIT:-300}" pipebatch 24 python3 benchmarks/bench_pipeline_batch_gpu.py --out "$OUT/pipebatch.json"
 fi
 echo "== summary"
 printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
