@@ -10,6 +10,7 @@ implementation of every ggml block format: Q4_K, Q5_K, Q6_K, Q8_0, Q5_0, F16, BF
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,11 @@ _SCALAR = {
     12: np.float64,
 }
 _STRING, _ARRAY = 8, 9
+# The smallest number of bytes one metadata value of each type takes in the file: a declared count
+# is checked against the bytes left before anything is allocated or looped over.
+_MIN_BYTES = {**{t: np.dtype(d).itemsize for t, d in _SCALAR.items()}, _STRING: 8, _ARRAY: 12}
+MAX_ARRAY_DEPTH = 8  # arrays of arrays: real files nest one level at most (llama.cpp reads none)
+MAX_DIMS = 8
 
 
 @dataclass
@@ -126,14 +132,23 @@ class _Cursor:
     def u64(self) -> int:
         return struct.unpack("<Q", self.take(8))[0]
 
+    @property
+    def left(self) -> int:
+        return len(self.buf) - self.pos
+
+    def bad(self, what: str) -> ModelLoadError:
+        return ModelLoadError(f"{self.path.name}: truncated or corrupt GGUF: {what}")
+
     def string(self) -> str:
         n = self.u64()
+        if n > self.left:
+            raise self.bad(f"string of {n} bytes at byte {self.pos - 8}, only {self.left} bytes left in the file")
         try:
             return bytes(self.take(n)).decode("utf-8")
         except UnicodeDecodeError:
             return bytes(self.buf[self.pos - n : self.pos]).decode("utf-8", errors="replace")
 
-    def value(self, vtype: int) -> Any:
+    def value(self, vtype: int, depth: int = 0) -> Any:
         if vtype in _SCALAR:
             dt = np.dtype(_SCALAR[vtype]).newbyteorder("<")
             v = np.frombuffer(self.take(dt.itemsize), dtype=dt)[0]
@@ -142,13 +157,19 @@ class _Cursor:
             return self.string()
         if vtype == _ARRAY:
             itype, count = self.u32(), self.u64()
+            if itype not in _MIN_BYTES:
+                raise self.bad(f"array of unknown value type {itype}")
+            if count * _MIN_BYTES[itype] > self.left:
+                raise self.bad(f"array of {count} values needs more than the {self.left} bytes left in the file")
             if itype in _SCALAR:
                 dt = np.dtype(_SCALAR[itype]).newbyteorder("<")
                 return np.frombuffer(self.take(dt.itemsize * count), dtype=dt).copy()
             if itype == _STRING:
                 return self._strings(count)
-            return [self.value(itype) for _ in range(count)]
-        raise ModelLoadError(f"{self.path.name}: corrupt GGUF metadata (value type {vtype})")
+            if depth + 1 >= MAX_ARRAY_DEPTH:
+                raise self.bad(f"arrays nested more than {MAX_ARRAY_DEPTH} deep")
+            return [self.value(itype, depth + 1) for _ in range(count)]
+        raise self.bad(f"metadata value type {vtype}")
 
     def _strings(self, count: int) -> list[str]:
         out: list[str] = []
@@ -185,8 +206,11 @@ def read_gguf(path: str | Path) -> GGUFFile:
     if version not in (2, 3):
         raise ModelLoadError(f"{path.name}: unsupported GGUF version {version}")
     n_tensors, n_kv = cur.u64(), cur.u64()
-    if n_tensors > 1_000_000 or n_kv > 1_000_000:
-        raise ModelLoadError(f"{path.name}: corrupt GGUF header ({n_tensors} tensors, {n_kv} keys)")
+    # a key takes at least 8 (length) + 4 (type) + 1 bytes, a tensor info 8 + 4 + 4 + 8
+    if n_tensors > 1_000_000 or n_kv > 1_000_000 or n_kv * 13 + n_tensors * 24 > cur.left:
+        raise ModelLoadError(
+            f"{path.name}: truncated or corrupt GGUF header ({n_tensors} tensors, {n_kv} keys in a file of {size} bytes)"
+        )
     metadata: dict[str, Any] = {}
     for _ in range(n_kv):
         key = cur.string()
@@ -195,11 +219,13 @@ def read_gguf(path: str | Path) -> GGUFFile:
     for _ in range(n_tensors):
         name = cur.string()
         n_dims = cur.u32()
-        if n_dims > 8:
-            raise ModelLoadError(f"{path.name}: corrupt tensor info for {name!r}")
+        if n_dims > MAX_DIMS:
+            raise ModelLoadError(f"{path.name}: corrupt GGUF: tensor {name!r} has {n_dims} dimensions")
         dims = tuple(cur.u64() for _ in range(n_dims))
         infos.append((name, dims, cur.u32(), cur.u64()))
-    align = int(metadata.get("general.alignment", 32))
+    align = metadata.get("general.alignment", 32)
+    if isinstance(align, bool) or not isinstance(align, int) or align <= 0 or align & (align - 1) or align > 1 << 20:
+        raise ModelLoadError(f"{path.name}: corrupt GGUF: general.alignment {align!r} is not a power of two")
     data_start = (cur.pos + align - 1) // align * align
     tensors: dict[str, GGUFTensorInfo] = {}
     for name, dims, gtype, offset in infos:
@@ -208,8 +234,16 @@ def read_gguf(path: str | Path) -> GGUFFile:
             block, type_size = gguf.GGML_QUANT_SIZES[qtype]
         except (ValueError, KeyError) as exc:
             raise ModelLoadError(f"{path.name}: tensor {name!r} has unknown ggml type {gtype}") from exc
-        n_elem = int(np.prod(dims)) if dims else 1
+        if name in tensors:
+            raise ModelLoadError(f"{path.name}: corrupt GGUF: tensor {name!r} appears twice")
+        # Python integers: a product of 64-bit dims cannot wrap around (numpy's int64 product of
+        # 2^32 x 2^32 is 0, which once passed the bounds check below)
+        n_elem = math.prod(dims)
+        if any(d <= 0 for d in dims) or (dims and dims[0] % block):
+            raise ModelLoadError(f"{path.name}: corrupt GGUF: tensor {name!r} has dims {list(dims)}")
         nbytes = n_elem // block * type_size
+        if offset % align:
+            raise ModelLoadError(f"{path.name}: corrupt GGUF: tensor {name!r} offset {offset} is not aligned to {align}")
         start = data_start + offset
         if start + nbytes > size:
             raise ModelLoadError(

@@ -4,6 +4,7 @@ the requested dtype and renamed to HF names, tokenizer rebuilt from the vocabula
 from __future__ import annotations
 
 import hashlib
+import math
 import logging
 from pathlib import Path
 
@@ -22,7 +23,12 @@ log = logging.getLogger(__name__)
 def gguf_config(f: GGUFFile) -> ModelConfig:
     family = family_for_gguf(f.architecture)
     tokens = f.get("tokenizer.ggml.tokens")
-    cfg = family.from_gguf(f.metadata, len(tokens) if tokens is not None else None, set(f.tensors))
+    try:
+        cfg = family.from_gguf(f.metadata, len(tokens) if tokens is not None else None, set(f.tensors))
+    except ModelLoadError as exc:
+        raise ModelLoadError(f"{f.path.name}: {exc}") from None
+    except (TypeError, ValueError, ZeroDivisionError, KeyError, AttributeError, OverflowError, IndexError) as exc:
+        raise ModelLoadError(f"{f.path.name}: invalid GGUF metadata ({type(exc).__name__}: {exc})") from None
     if "rope_freqs.weight" in f.tensors:
         import dataclasses
 
@@ -90,5 +96,8 @@ def load_gguf(path: str | Path, dtype: torch.dtype) -> tuple[ModelConfig, dict[s
     if not f.architecture:
         raise ModelLoadError(f"{Path(path).name}: GGUF has no general.architecture")
     config = gguf_config(f)
+    from engine.model.loader.checks import check_config
+
+    check_config(config, sum(math.prod(t.dims) for t in f.tensors.values()), Path(path).name)
     weights = gguf_state_dict(f, config, dtype)
     return config, weights, gguf_tokenizer(f)

@@ -25,10 +25,16 @@ def hf_config(folder: Path) -> ModelConfig:
         cfg = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ModelLoadError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(cfg, dict):
+        raise ModelLoadError(f"{path}: not a JSON object")
     model_type = cfg.get("model_type")
     if model_type is None:
         raise ModelLoadError(f"{path}: no model_type")
-    return family_for_hf(model_type).from_hf(cfg)
+    family = family_for_hf(model_type)
+    try:
+        return family.from_hf(cfg)
+    except (TypeError, ValueError, ZeroDivisionError, KeyError, AttributeError, OverflowError) as exc:
+        raise ModelLoadError(f"{path}: invalid config ({type(exc).__name__}: {exc})") from None
 
 
 def _rename(name: str) -> str:
@@ -96,7 +102,34 @@ def hf_tokenizer(folder: Path) -> Tokenizer | None:
     )
 
 
+def hf_parameter_count(folder: Path) -> int:
+    """Elements of the language-model tensors in the folder's safetensors files, from their headers
+    only (nothing is read beyond them)."""
+    from safetensors import SafetensorError, safe_open
+
+    total = 0
+    for fp in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(fp), framework="pt") as fh:
+                for key in fh.keys():
+                    if "vision" in key or "multi_modal" in key:
+                        continue
+                    n = 1
+                    for d in fh.get_slice(key).get_shape():
+                        n *= int(d)
+                    total += n
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise ModelLoadError(f"{fp.name}: corrupt or truncated safetensors file ({exc})") from exc
+    return total
+
+
 def load_hf_folder(folder: str | Path, dtype: torch.dtype) -> tuple[ModelConfig, dict[str, torch.Tensor], Tokenizer | None]:
+    from engine.model.loader.checks import check_config
+
     folder = Path(folder)
     config = hf_config(folder)
+    if any(folder.glob("*.safetensors")):  # (without weights hf_state_dict says what is missing)
+        check_config(config, hf_parameter_count(folder), str(folder / "config.json"))
+    else:
+        check_config(config, None, str(folder / "config.json"))
     return config, hf_state_dict(folder, dtype), hf_tokenizer(folder)
