@@ -3,40 +3,67 @@
 - Inputs come from each pipeline's `discover(folder)`; with no pipeline named, a folder holding
   one subfolder per pipeline (as data/samples/ does) runs each pipeline on its subfolder.
 - Each output is written atomically by the worker that made it, as soon as it is made, so an
-  interrupted batch (Ctrl-C, kill) loses nothing that had finished; summary.json is rewritten
-  atomically as results come in and once more at the end.
+  interrupted batch (Ctrl-C, SIGTERM, kill -9) loses nothing that had finished.
+- summary.json is rewritten atomically after every finished input: while the run goes it says
+  `"state": "running"` with the pid, `started_at` and the counts so far, so after a kill -9 it is
+  not stale; at the end `"finished"` or `"interrupted"`. An output that landed on disk during the
+  run is counted `ok` even when its worker was stopped before it could report.
 - Resumable: an input whose output already holds the same input hash, pipeline version and
   schema version is skipped unless `force`.
-- One bad file never stops the batch: its failure and the reason go to summary.json.
+- One bad file never stops the batch: its failure and the reason go to summary.json. Files the
+  batch does not read are listed under `ignored_files` with the reason (unsupported type, a
+  contract version with no other version to pair with, a FIFO or socket — never opened).
+- One batch at a time per output folder: `run_batch` holds an exclusive lock (`.longdoc-batch.lock`
+  in the folder, fcntl), refuses a second run with one line naming the folder and the other
+  run's pid (`BatchBusyError`), or waits for it (`wait=True`). Holding the lock, it removes the
+  temporary files a killed writer left there.
+- Signals: SIGINT and SIGTERM stop the batch the same way: no new input is started, the inputs in
+  flight get about a second to finish, then their workers are terminated (the parent exits within
+  a couple of seconds, no worker left behind); the exit code is 128 + the signal (130, 143).
+  Workers ignore SIGINT (a Ctrl-C in a terminal reaches the whole process group; the parent
+  decides) and, on Linux, die with the parent (PR_SET_PDEATHSIG), so a kill -9 orphans nothing.
 - Where the work runs is an `Executor`; `LocalExecutor` runs it inline or in worker processes.
   A cluster executor only needs to implement `Executor.run`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing as mp
+import os
+import signal
+import stat
+import threading
 import time
 import traceback
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from multiprocessing.connection import wait as wait_connections
 from pathlib import Path
 
-from app.export import to_json, write_atomic
+from app.export import remove_stale_temps, to_json, write_atomic
 from pipelines.base import PipelineInput
 from pipelines.documents import IngestError
+from pipelines.documents.ingest import SUPPORTED_SUFFIXES
 from pipelines.registry import available, get_pipeline
 
 log = logging.getLogger(__name__)
 SUMMARY_NAME = "summary.json"
+LOCK_NAME = ".longdoc-batch.lock"
+GRACE_S = 1.0  # how long inputs in flight may still finish after a stop signal
 
 
 class BatchUsageError(ValueError):
     """The batch cannot start (bad folder, unknown pipeline): exit code 2."""
+
+
+class BatchBusyError(RuntimeError):
+    """Another batch holds the output folder's lock."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +83,7 @@ class Outcome:
     seconds: float = 0.0
     reason: str | None = None
     summary: str | None = None
+    note: str | None = None
     traceback: str | None = None
     files: list[str] = field(default_factory=list)
 
@@ -79,8 +107,8 @@ def _up_to_date(output: Path, input_sha256: str, version: str, schema_version: s
         head = json.loads(output.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return (head.get("input_sha256") == input_sha256 and head.get("pipeline_version") == version
-            and head.get("schema_version") == schema_version)
+    return (isinstance(head, dict) and head.get("input_sha256") == input_sha256
+            and head.get("pipeline_version") == version and head.get("schema_version") == schema_version)
 
 
 def process_task(task: Task) -> Outcome:
@@ -114,46 +142,161 @@ def process_task(task: Task) -> Outcome:
 
 
 class Executor(ABC):
-    """Where tasks run. `run` yields one Outcome per task, in completion order."""
+    """Where tasks run. `run` yields one Outcome per task, in completion order. When a
+    KeyboardInterrupt reaches it (raised inside it, or thrown in at a yield), it starts no new
+    task, may still yield the outcomes of tasks in flight, and re-raises it once its workers are
+    gone."""
 
     @abstractmethod
     def run(self, fn: Callable[[Task], Outcome], tasks: list[Task]) -> Iterator[Outcome]: ...
 
 
-class LocalExecutor(Executor):
-    """Inline for jobs=1, else a pool of `jobs` worker processes (spawned, so no state leaks)."""
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: have the kernel send SIGTERM to this process when its parent dies (even by kill -9)."""
+    try:
+        import ctypes
 
-    def __init__(self, jobs: int = 1):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the closed pipe still ends the worker
+        pass
+    if os.getppid() != parent_pid:  # the parent died before prctl
+        os._exit(1)
+
+
+def _worker_main(conn, fn: Callable[[Task], Outcome], parent_pid: int) -> None:
+    """A worker process: run the tasks the parent sends, one at a time, until it sends None or
+    goes away."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent(parent_pid)
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        try:
+            outcome = fn(task)
+        except BaseException as exc:  # noqa: BLE001 - reported, never raised into the pipe
+            outcome = Outcome(task.input.input_id, task.pipeline, "failed",
+                              reason=f"{task.input.input_id}: worker error ({type(exc).__name__}: {exc})")
+        try:
+            conn.send(outcome)
+        except (BrokenPipeError, OSError):
+            return
+
+
+class LocalExecutor(Executor):
+    """Inline for jobs=1, else `jobs` worker processes (spawned, so no state leaks). The parent
+    hands each worker one task at a time, so stopping means sending no more: nothing is queued
+    inside a worker."""
+
+    def __init__(self, jobs: int = 1, grace_s: float = GRACE_S):
         self.jobs = max(1, jobs)
+        self.grace_s = grace_s
 
     def run(self, fn: Callable[[Task], Outcome], tasks: list[Task]) -> Iterator[Outcome]:
         if self.jobs == 1 or len(tasks) <= 1:
             for task in tasks:
                 yield fn(task)
             return
-        pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)), mp_context=mp.get_context("spawn"))
-        pending = {pool.submit(fn, t): t for t in tasks}
+        ctx = mp.get_context("spawn")
+        queue = deque(tasks)
+        procs: dict = {}  # parent end of the pipe -> process
+        busy: dict = {}  # parent end -> task in flight
+
+        def start_worker() -> None:
+            parent_end, child_end = ctx.Pipe()
+            proc = ctx.Process(target=_worker_main, args=(child_end, fn, os.getpid()), daemon=True,
+                               name="longdoc-batch-worker")
+            proc.start()
+            child_end.close()
+            procs[parent_end] = proc
+            feed(parent_end)
+
+        def feed(conn) -> None:
+            if queue:
+                task = queue.popleft()
+                busy[conn] = task
+                conn.send(task)
+            else:
+                with contextlib.suppress(OSError):
+                    conn.send(None)
+
+        def receive(conn) -> Outcome:
+            task = busy.pop(conn)
+            try:
+                return conn.recv()
+            except (EOFError, OSError):  # the worker died (killed, out of memory)
+                proc = procs.pop(conn)
+                conn.close()
+                proc.join(timeout=1)
+                return Outcome(task.input.input_id, task.pipeline, "failed", files=[p.name for p in task.input.paths],
+                               reason=f"{task.input.input_id}: worker died (exit code {proc.exitcode})")
+
         try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    task = pending.pop(fut)
-                    try:
-                        yield fut.result()
-                    except Exception as exc:  # worker died (killed, out of memory)
-                        yield Outcome(task.input.input_id, task.pipeline, "failed", reason=f"{task.input.input_id}: worker failed ({type(exc).__name__}: {exc})")
+            try:
+                for _ in range(min(self.jobs, len(tasks))):
+                    start_worker()
+                while busy:
+                    for conn in wait_connections(list(busy)):
+                        outcome = receive(conn)
+                        if conn in procs:
+                            feed(conn)
+                        elif queue:  # replace a dead worker
+                            start_worker()
+                        yield outcome
+            except KeyboardInterrupt:
+                queue.clear()  # no new input from now on
+                deadline = time.monotonic() + self.grace_s
+                while busy and (left := deadline - time.monotonic()) > 0:
+                    for conn in wait_connections(list(busy), timeout=left):
+                        outcome = receive(conn)
+                        if conn in procs:  # a worker that died now was most likely stopped by the same signal
+                            yield outcome
+                raise
         finally:
-            for fut in pending:
-                fut.cancel()
-            pool.shutdown(wait=True, cancel_futures=True)
+            self._stop(procs)
+
+    @staticmethod
+    def _stop(procs: dict) -> None:
+        """End every worker: idle ones were told to stop; busy ones are terminated, then killed."""
+        for conn, proc in procs.items():
+            with contextlib.suppress(OSError):
+                conn.send(None)
+            if proc.is_alive():
+                proc.terminate()
+        deadline = time.monotonic() + 2.0
+        for proc in procs.values():
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=1)
+        for conn in procs:
+            conn.close()
 
 
 # ---------------------------------------------------------------------------------------------
-# Planning and running a batch
+# Planning a batch and what it leaves out
 
 
 def output_path(out_dir: Path, pipeline: str, inp: PipelineInput) -> Path:
     return out_dir / pipeline / f"{inp.input_id}.json"
+
+
+def _pipeline_folders(folder: Path, pipeline: str | None) -> list[tuple[str, Path]]:
+    if pipeline is not None:
+        if pipeline not in available():
+            raise BatchUsageError(f"unknown pipeline {pipeline!r}; available: {', '.join(available())}")
+        return [(pipeline, folder)]
+    pairs = [(name, folder / name) for name in available() if (folder / name).is_dir()]
+    if not pairs:
+        raise BatchUsageError(
+            f"{folder}: no subfolder named after a pipeline ({', '.join(available())}); pass --pipeline NAME"
+        )
+    return pairs
 
 
 def plan(folder: Path, out_dir: Path, pipeline: str | None = None, force: bool = False) -> list[Task]:
@@ -161,33 +304,130 @@ def plan(folder: Path, out_dir: Path, pipeline: str | None = None, force: bool =
     folder = Path(folder)
     if not folder.is_dir():
         raise BatchUsageError(f"{folder}: not a folder")
-    if pipeline is not None:
-        if pipeline not in available():
-            raise BatchUsageError(f"unknown pipeline {pipeline!r}; available: {', '.join(available())}")
-        pairs = [(pipeline, folder)]
-    else:
-        pairs = [(name, folder / name) for name in available() if (folder / name).is_dir()]
-        if not pairs:
-            raise BatchUsageError(
-                f"{folder}: no subfolder named after a pipeline ({', '.join(available())}); pass --pipeline NAME"
-            )
     tasks = []
-    for name, sub in pairs:
+    for name, sub in _pipeline_folders(folder, pipeline):
         pipe = get_pipeline(name)
         for inp in pipe.discover(sub):
             tasks.append(Task(name, inp, output_path(out_dir, name, inp), force))
     return tasks
 
 
-def ignored_files(folder: Path, tasks: list[Task]) -> list[str]:
-    """Files under `folder` that no task reads (unsupported types, notes), for the summary."""
+_SPECIAL = [(stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+            (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")]
+_NOTES = ("PROVENANCE", "README", "LICENSE")
+
+
+def _special_kind(path: Path) -> str | None:
+    """What a non-regular file is (stat only: nothing is opened), or None for a regular file."""
+    try:
+        st = path.stat()  # follows a symlink to what it points at
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    for test, kind in _SPECIAL:
+        if test(st.st_mode):
+            return kind + (" behind a symlink" if path.is_symlink() else "")
+    return None if stat.S_ISREG(st.st_mode) else "not a regular file"
+
+
+def _unused_reason(path: Path, pipeline: str | None) -> str:
+    """Why a regular, supported file that no input reads was left out."""
+    name = path.name
+    if name.upper().startswith(_NOTES) or name.lower().endswith(".truth.json"):
+        return "a provenance or readme note, not a document to analyse"
+    if pipeline == "contracts":
+        return ("no other version to pair with (name the two versions X.v1.* and X.v2.*, put them in a folder "
+                "as v1.* and v2.*, or list the pair in pairs.csv)")
+    return f"not taken by the {pipeline} pipeline" if pipeline else "not taken by any pipeline"
+
+
+def ignored_files(folder: Path, tasks: list[Task], pipeline: str | None = None) -> list[dict[str, str]]:
+    """Files under `folder` that no task reads, each with the reason ({"file", "reason"}): special
+    files (FIFO, socket, device; only stat'ed, never opened), unsupported types, notes, and
+    supported files a pipeline did not take (a contract version with no other version to pair
+    with). Hidden files and folders are left out of the list."""
+    folder = Path(folder)
     used = {p.resolve() for t in tasks for p in t.input.paths}
     out = []
-    for path in sorted(Path(folder).rglob("*")):
+    for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
-        if path.is_file() and path.resolve() not in used and not any(part.startswith(".") for part in rel.parts):
-            out.append(rel.as_posix())
+        if any(part.startswith(".") for part in rel.parts) or path.is_dir():
+            continue
+        if pipeline is not None:
+            owner = pipeline
+        else:
+            owner = rel.parts[0] if len(rel.parts) > 1 and rel.parts[0] in available() else None
+        kind = _special_kind(path)
+        if kind is not None:
+            out.append({"file": rel.as_posix(), "reason": f"{kind}: only regular files are read; not opened"})
+            continue
+        if path.resolve() in used:
+            continue
+        if owner == "contracts" and path.name == "pairs.csv":
+            continue
+        if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+            out.append({"file": rel.as_posix(), "reason": f"unsupported file type ({path.suffix or 'no suffix'})"})
+        else:
+            out.append({"file": rel.as_posix(), "reason": _unused_reason(path, owner)})
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The output folder's lock
+
+
+class OutputLock:
+    """An exclusive fcntl lock on `<out_dir>/.longdoc-batch.lock`, holding the owner's pid. The
+    kernel drops it when its process ends, however it ends, so a killed batch never leaves the
+    folder locked."""
+
+    def __init__(self, out_dir: Path):
+        self.out_dir = Path(out_dir)
+        self.path = self.out_dir / LOCK_NAME
+        self.fd: int | None = None
+
+    def holder(self) -> str:
+        try:
+            return self.path.read_text(encoding="utf-8").strip() or "unknown"
+        except OSError:
+            return "unknown"
+
+    def acquire(self, wait: bool = False, on_wait: Callable[[str], None] | None = None) -> None:
+        import fcntl
+
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = self.holder()
+                if not wait:
+                    raise BatchBusyError(
+                        f"{self.out_dir}: another batch (pid {pid}) is writing there; wait for it to finish "
+                        f"(--wait) or choose another --out") from None
+                if on_wait:
+                    on_wait(f"waiting for the batch (pid {pid}) writing to {self.out_dir}")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            import fcntl
+
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, 0)
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a batch
 
 
 @dataclass
@@ -199,7 +439,11 @@ class BatchReport:
     outcomes: list[Outcome] = field(default_factory=list)
     total: int = 0
     interrupted: bool = False
-    ignored: list[str] = field(default_factory=list)
+    signal: str | None = None
+    state: str = "running"  # "running" | "finished" | "interrupted"
+    ignored: list[dict[str, str]] = field(default_factory=list)
+    stale_temps_removed: int = 0
+    previous_run: dict | None = None
     finished_at: str | None = None
     elapsed_s: float = 0.0
 
@@ -220,10 +464,14 @@ class BatchReport:
             "folder": self.folder,
             "out_dir": self.out_dir,
             "jobs": self.jobs,
+            "pid": os.getpid(),
+            "state": self.state,
             "started_at": self.started_at,
+            "updated_at": _now(),
             "finished_at": self.finished_at,
             "elapsed_s": round(self.elapsed_s, 3),
             "interrupted": self.interrupted,
+            "signal": self.signal,
             "counts": self.counts(),
             "pipelines": dict(sorted(per.items())),
             "timings": {
@@ -240,6 +488,8 @@ class BatchReport:
                 if o.status == "failed"
             ],
             "ignored_files": self.ignored,
+            "stale_temp_files_removed": self.stale_temps_removed,
+            "previous_run": self.previous_run,
             "inputs": [
                 {k: v for k, v in asdict(o).items() if k not in ("traceback", "files") and v is not None}
                 for o in outcomes
@@ -249,12 +499,56 @@ class BatchReport:
     @property
     def exit_code(self) -> int:
         if self.interrupted:
-            return 130
+            return 128 + (signal.Signals[self.signal].value if self.signal in signal.Signals.__members__ else 2)
         return 1 if any(o.status == "failed" for o in self.outcomes) else 0
 
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Stop(KeyboardInterrupt):
+    """SIGINT or SIGTERM, raised in the main thread."""
+
+
+@contextlib.contextmanager
+def _stop_signals(report: BatchReport) -> Iterator[None]:
+    """While the batch runs, SIGINT and SIGTERM raise _Stop once (the first names the signal); later
+    ones are noted, not raised, so the stop itself runs to its end. Main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame) -> None:
+        if report.signal is None:
+            report.signal = signal.Signals(signum).name
+            raise _Stop()
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _stat_key(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def _previous_run(out_dir: Path) -> dict | None:
+    """The earlier run's summary when it never finished (killed): pid, start and counts."""
+    try:
+        prev = json.loads((out_dir / SUMMARY_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(prev, dict) or prev.get("state") != "running":
+        return None
+    return {k: prev.get(k) for k in ("pid", "started_at", "updated_at", "counts")}
 
 
 def run_batch(
@@ -264,29 +558,83 @@ def run_batch(
     executor: Executor | None = None,
     jobs: int = 1,
     on_outcome: Callable[[Outcome], None] | None = None,
+    pipeline: str | None = None,
+    wait: bool = False,
+    on_wait: Callable[[str], None] | None = None,
 ) -> BatchReport:
-    """Run the tasks, keeping summary.json current; Ctrl-C stops cleanly with what finished kept."""
+    """Run the tasks under the output folder's lock, keeping summary.json current after every
+    input; SIGINT/SIGTERM stop cleanly with what finished (or landed) kept and counted.
+    Raises BatchBusyError when another batch holds the folder (unless `wait`)."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     executor = executor or LocalExecutor(jobs)
-    report = BatchReport(str(folder), str(out_dir), jobs, _now(), total=len(tasks), ignored=ignored_files(folder, tasks))
-    t0 = time.perf_counter()
-    last_write = 0.0
-
-    def save() -> None:
-        report.elapsed_s = time.perf_counter() - t0
-        write_atomic(out_dir / SUMMARY_NAME, json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
-
+    lock = OutputLock(out_dir)
+    lock.acquire(wait=wait, on_wait=on_wait)
     try:
-        for outcome in executor.run(process_task, tasks):
+        report = BatchReport(str(folder), str(out_dir), jobs, _now(), total=len(tasks),
+                             ignored=ignored_files(folder, tasks, pipeline))
+        report.previous_run = _previous_run(out_dir)
+        report.stale_temps_removed = len(remove_stale_temps(out_dir))
+        before = {t.output: _stat_key(t.output) for t in tasks}
+        t0 = time.perf_counter()
+
+        def save(final: bool = False) -> None:
+            report.elapsed_s = time.perf_counter() - t0
+            write_atomic(out_dir / SUMMARY_NAME, json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n",
+                         fsync=final)
+
+        def record(outcome: Outcome) -> None:
             report.outcomes.append(outcome)
             if on_outcome:
                 on_outcome(outcome)
-            if time.perf_counter() - last_write > 1.0:
-                save()
-                last_write = time.perf_counter()
-    except KeyboardInterrupt:
-        report.interrupted = True
-    report.finished_at = _now()
-    save()
-    return report
+            save()
+
+        with _stop_signals(report):
+            save()
+            it = executor.run(process_task, tasks)
+            try:
+                try:
+                    for outcome in it:
+                        record(outcome)
+                except KeyboardInterrupt as exc:
+                    report.interrupted = True
+                    report.signal = report.signal or "SIGINT"
+                    # let the executor wind down: no new inputs, the ones in flight may still report
+                    with contextlib.suppress(KeyboardInterrupt, StopIteration):
+                        outcome = it.throw(exc)
+                        while True:
+                            record(outcome)
+                            outcome = next(it)
+            finally:
+                it.close()
+            if report.interrupted:
+                _count_landed(report, tasks, before)
+                remove_stale_temps(out_dir)  # a worker stopped mid-write
+                report.state = "interrupted"
+            else:
+                report.state = "finished"
+            report.finished_at = _now()
+            save(final=True)
+        return report
+    finally:
+        lock.release()
+
+
+def _count_landed(report: BatchReport, tasks: list[Task], before: dict) -> None:
+    """Outputs written during this run whose worker was stopped before it reported: a new file (by
+    inode and mtime) holding this input's hash and the current versions is counted ok."""
+    reported = {(o.pipeline, o.input_id) for o in report.outcomes}
+    for task in tasks:
+        if (task.pipeline, task.input.input_id) in reported:
+            continue
+        now = _stat_key(task.output)
+        if now is None or now == before.get(task.output):
+            continue
+        try:
+            pipe = _pipeline(task.pipeline)
+            fresh = _up_to_date(task.output, task.input.content_sha256(), pipe.version, pipe.schema_version)
+        except (OSError, IngestError):
+            fresh = False
+        if fresh:
+            report.outcomes.append(Outcome(task.input.input_id, task.pipeline, "ok", output=str(task.output),
+                                           files=[p.name for p in task.input.paths],
+                                           note="written as the batch was stopping"))

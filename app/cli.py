@@ -1,19 +1,20 @@
 """The `longdoc` command line.
 
-    longdoc batch FOLDER [--pipeline NAME] --out DIR [--jobs N] [--force] [--json]
+    longdoc batch FOLDER [--pipeline NAME] --out DIR [--jobs N] [--force] [--wait] [--json]
     longdoc schema PIPELINE
-    longdoc ui                             (the Streamlit app)
+    longdoc ui [--port N] [--address A] [--dev]    (the Streamlit app, on 127.0.0.1 by default)
     longdoc patents|contracts|reports|medical ...   (one document or patient; app/commands/<name>.py)
     longdoc ask|generate|bench ...         (the engine; app/commands/engine.py)
 
 Human text by default, JSON with --json. Exit codes: 0 success, 1 some input failed, 2 usage
-error, 130 interrupted. Heavy modules are imported inside commands so `--help` stays fast.
+error, 75 the output folder is in use by another batch, 130 interrupted (SIGINT), 143 stopped by
+SIGTERM. Heavy modules are imported inside commands so `--help` stays fast.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
+import os
 import sys
 from pathlib import Path
 
@@ -25,6 +26,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain click help: the rich help shows a "<bool>" type beside every flag (typer 0.2x)
+    rich_markup_mode=None,
 )
 
 
@@ -41,14 +44,19 @@ def batch(
     pipeline: str | None = typer.Option(None, "--pipeline", "-p", help="Pipeline to run; omit when FOLDER has one subfolder per pipeline."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Worker processes."),
     force: bool = typer.Option(False, "--force", help="Recompute outputs that are already up to date."),
+    wait: bool = typer.Option(False, "--wait", help="If another batch is writing to --out, wait for it instead of refusing."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
-    """Run a pipeline over every document in a folder."""
+    """Run a pipeline over every document in a folder.
+
+    One batch at a time per output folder: a second one refuses (exit 75) naming the other run's
+    pid, or waits with --wait. Ctrl-C or SIGTERM stops it within a couple of seconds, keeping and
+    counting every output written; summary.json is kept current as the run goes."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from app.batch import BatchUsageError, plan, run_batch
+    from app.batch import BatchBusyError, BatchUsageError, plan, run_batch
 
     try:
         tasks = plan(folder, out, pipeline, force)
@@ -58,23 +66,40 @@ def batch(
     if not tasks:
         console.print(f"[yellow]no inputs found in {folder}[/yellow]")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, disable=quiet or as_json, transient=False) as progress:
-        bar = progress.add_task("analysing", total=len(tasks))
+    try:
+        with Progress(*columns, console=console, disable=quiet or as_json, transient=False) as progress:
+            bar = progress.add_task("analysing", total=len(tasks))
 
-        def advance(outcome) -> None:
-            progress.advance(bar)
-            if outcome.status == "failed":
-                progress.console.print(f"[red]failed[/red] {outcome.reason}")
+            def advance(outcome) -> None:
+                progress.advance(bar)
+                if outcome.status == "failed":
+                    progress.console.print(f"[red]failed[/red] {outcome.reason}", markup=True, highlight=False)
 
-        report = run_batch(tasks, folder, out, jobs=jobs, on_outcome=advance)
+            report = run_batch(tasks, folder, out, jobs=jobs, on_outcome=advance, pipeline=pipeline, wait=wait,
+                               on_wait=lambda line: typer.echo(f"longdoc: {line}", err=True))
+    except BatchBusyError as exc:
+        fail(str(exc), 75)
+    except OSError as exc:
+        fail(f"{out}: cannot write the batch there ({exc.strerror or exc})", 2)
     summary = report.to_dict()
     if as_json:
         typer.echo(json.dumps(summary, indent=2, ensure_ascii=False))
     else:
+        prev = summary["previous_run"]
+        if prev:
+            typer.echo(f"longdoc: the previous batch in {out} (pid {prev['pid']}, started {prev['started_at']}) "
+                       "stopped without finishing; its finished outputs were kept", err=True)
+        ignored = summary["ignored_files"]
+        for item in ignored[:10]:
+            typer.echo(f"ignored {item['file']}: {item['reason']}", err=True)
+        if len(ignored) > 10:
+            typer.echo(f"ignored {len(ignored) - 10} more files (summary.json lists them all)", err=True)
         c = summary["counts"]
         parts = f"{c['ok']} done, {c['skipped']} up to date, {c['failed']} failed"
+        if ignored:
+            parts += f", {len(ignored)} ignored"
         if report.interrupted:
-            parts += f", interrupted with {c['not_run']} not run"
+            parts += f", stopped by {report.signal} with {c['not_run']} not run"
         typer.echo(f"{parts} in {summary['elapsed_s']:.1f}s; results in {out}/ (summary: {out}/summary.json)")
     raise typer.Exit(report.exit_code)
 
@@ -90,14 +115,45 @@ def schema(pipeline: str = typer.Argument(..., help="Pipeline name.")) -> None:
     typer.echo(json_schema(pipeline), nl=False)
 
 
+def streamlit_command(script: Path, port: int, address: str = "127.0.0.1", dev: bool = False) -> list[str]:
+    """The command line `longdoc ui` execs: Streamlit on `address` (loopback unless asked), headless,
+    no usage statistics, and, unless `dev`, no watching of the source tree (no inotify flood, no
+    rerun when a file changes)."""
+    cmd = [sys.executable, "-m", "streamlit", "run", str(script), "--server.address", address, "--server.port", str(port),
+           "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    if dev:
+        cmd += ["--server.fileWatcherType", "auto", "--server.runOnSave", "true"]
+    else:
+        cmd += ["--server.fileWatcherType", "none", "--server.runOnSave", "false"]
+    return cmd
+
+
 @app.command()
-def ui(port: int = typer.Option(8501, help="Port on 127.0.0.1.")) -> None:
-    """Start the Streamlit web UI on 127.0.0.1."""
+def ui(
+    port: int = typer.Option(8501, "--port", help="Port to listen on."),
+    address: str = typer.Option("127.0.0.1", "--address",
+                                help="Interface to listen on. The default serves this machine only; "
+                                     "--address 0.0.0.0 exposes the UI (and the documents it is given) to "
+                                     "everyone who can reach this machine: do it deliberately."),
+    dev: bool = typer.Option(False, "--dev", help="Development: watch the source tree and rerun on save."),
+) -> None:
+    """Start the Streamlit web UI (http://127.0.0.1:8501 by default).
+
+    The process becomes Streamlit (exec): stopping its pid (Ctrl-C, SIGTERM) stops the server, and
+    nothing is left serving behind it."""
     script = Path(__file__).resolve().parent.parent / "streamlit_app.py"
     if not script.exists():
         fail(f"{script}: the Streamlit app is not next to the package (run from a source checkout)")
-    cmd = [sys.executable, "-m", "streamlit", "run", str(script), "--server.address", "127.0.0.1", "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
-    raise typer.Exit(subprocess.call(cmd))
+    if address not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(f"longdoc: serving on {address}: anyone who can reach this machine on port {port} can use the "
+                   "UI and see what is uploaded to it", err=True)
+    cmd = streamlit_command(script, port, address, dev)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(cmd[0], cmd)
+    except OSError as exc:
+        fail(f"cannot start Streamlit ({exc.strerror or exc})")
 
 
 def _register_commands() -> None:

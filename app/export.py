@@ -2,41 +2,58 @@
 
 Determinism: a result is dumped by pydantic in field order with two-space indentation and
 non-ASCII kept as is; results carry no timestamps or machine paths, so the same input gives
-byte-identical output. Atomicity: text is written to a temporary file in the target folder,
-flushed and fsynced, then renamed over the target — a reader sees the old file or the new one,
-never half of one.
+byte-identical output. Atomicity: text is written to a temporary file in the target folder
+(`.<name>.<8 hex>.tmp`), flushed and fsynced, then renamed over the target — a reader sees the old
+file or the new one, never half of one. The temporary file is created with mode 0666 less the
+umask, as any other tool's output is (0644 under the usual umask 022), not 0600: exports are for
+sharing with reviewers. `remove_stale_temps` clears what a killed writer left behind.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import re
+import secrets
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from pipelines.registry import get_pipeline
 
+_TEMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")  # ours: .<name>.<8 hex>.tmp (older: mkstemp's 8 chars)
+
 
 def to_json(result: BaseModel) -> str:
     """The export text of a result (ends with a newline)."""
-    # a result's `llm` report is left out when no LLM step was asked for (--llm off), so that
-    # output is byte-identical to the rules-only export
-    exclude = {"llm"} if "llm" in type(result).model_fields and getattr(result, "llm", None) is None else None
-    return result.model_dump_json(indent=2, exclude=exclude) + "\n"
+    return result.model_dump_json(indent=2) + "\n"
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write `text` to `path` via a temporary file and a rename."""
+def _create_temp(folder: Path, name: str) -> tuple[int, Path]:
+    """A new temporary file beside the target, created exclusively with mode 0666 (the kernel takes
+    the umask off, as for any file a tool creates)."""
+    for _ in range(100):
+        tmp = folder / f".{name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{folder}: no free temporary name for {name}")
+
+
+def write_atomic(path: str | Path, text: str, fsync: bool = True) -> Path:
+    """Write `text` to `path` via a temporary file and a rename. `fsync=False` skips the flush to
+    disk (still atomic for readers and against a killed process, not against a power cut): for
+    files rewritten often, such as a running batch's summary."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _create_temp(path.parent, path.name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
-            os.fsync(fh.fileno())
+            if fsync:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -45,6 +62,24 @@ def write_atomic(path: str | Path, text: str) -> Path:
             pass
         raise
     return path
+
+
+def remove_stale_temps(folder: str | Path) -> list[Path]:
+    """Delete the temporary files `write_atomic` leaves when its process is killed mid-write, under
+    `folder` (recursively). Only call it while no other writer uses the folder (the batch holds its
+    lock). Returns what was removed."""
+    removed = []
+    folder = Path(folder)
+    if not folder.is_dir():
+        return removed
+    for path in folder.rglob("*.tmp"):
+        if _TEMP_NAME.match(path.name) and path.is_file() and not path.is_symlink():
+            try:
+                path.unlink()
+                removed.append(path)
+            except OSError:
+                pass
+    return removed
 
 
 def load_result(pipeline: str, text: str) -> BaseModel:

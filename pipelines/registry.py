@@ -1,15 +1,26 @@
 """The pipelines longdoc knows, by name. Imports are lazy: naming a pipeline loads only it.
 
-More pipelines can be plugged in without editing this file through the environment variable
-LONGDOC_PIPELINES="name=package.module:Class[,name2=...]" (worker processes inherit it).
+Third-party pipelines plug in as Python entry points of the group `longdoc.pipelines`, declared by
+an installed package (in its pyproject.toml)::
+
+    [project.entry-points."longdoc.pipelines"]
+    invoices = "longdoc_invoices.pipeline:InvoicesPipeline"
+
+Installing such a package is the act that lets longdoc run its code, as with any plug-in; nothing
+is imported because of an environment variable. A plug-in cannot take a built-in pipeline's name.
+Worker processes see the same installed packages (and `sys.path`), so a batch's workers find it too.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
+import logging
+from importlib.metadata import EntryPoint, entry_points
 
 from pipelines.base import Pipeline
+
+log = logging.getLogger(__name__)
+GROUP = "longdoc.pipelines"
 
 _PIPELINES: dict[str, str] = {
     "contracts": "pipelines.contracts.pipeline:ContractsPipeline",
@@ -19,12 +30,13 @@ _PIPELINES: dict[str, str] = {
 }
 
 
-def _table() -> dict[str, str]:
-    table = dict(_PIPELINES)
-    for item in os.environ.get("LONGDOC_PIPELINES", "").split(","):
-        name, _, target = item.partition("=")
-        if name.strip() and ":" in target:
-            table[name.strip()] = target.strip()
+def _table() -> dict[str, str | EntryPoint]:
+    table: dict[str, str | EntryPoint] = dict(_PIPELINES)
+    for ep in entry_points(group=GROUP):
+        if ep.name in _PIPELINES:
+            log.warning("entry point %s = %s ignored: %r is a built-in pipeline", ep.name, ep.value, ep.name)
+            continue
+        table.setdefault(ep.name, ep)
     return table
 
 
@@ -36,5 +48,8 @@ def get_pipeline(name: str) -> Pipeline:
     table = _table()
     if name not in table:
         raise KeyError(f"unknown pipeline {name!r}; available: {', '.join(sorted(table))}")
-    module, cls = table[name].split(":")
+    target = table[name]
+    if isinstance(target, EntryPoint):
+        return target.load()()
+    module, cls = target.split(":")
     return getattr(importlib.import_module(module), cls)()

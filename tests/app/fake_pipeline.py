@@ -1,7 +1,7 @@
 """A tiny pipeline for testing the batch runner, CLI and export machinery on their own.
 
 It counts the lines of a document. Files whose text contains CRASH raise a bug-like error;
-SLOW sleeps a second (to test interruption). Plugged in through LONGDOC_PIPELINES.
+SLOW sleeps a second (to test interruption). Plugged in as an entry point (tests/app/plugins.py).
 """
 
 from __future__ import annotations

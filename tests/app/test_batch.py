@@ -16,14 +16,14 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from app.export import load_result, to_json
+from tests.app.plugins import install_count
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
-def count_pipeline(monkeypatch):
-    monkeypatch.setenv("LONGDOC_PIPELINES", "count=tests.app.fake_pipeline:CountPipeline")
-    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def count_pipeline(tmp_path_factory, monkeypatch):
+    install_count(tmp_path_factory.mktemp("plugin"), monkeypatch)
 
 
 def make_folder(root: Path, bad: bool = True) -> Path:
@@ -56,7 +56,7 @@ def test_batch_outputs_summary_and_failures(tmp_path):
     assert "broken PDF" in reasons["junk.pdf"]
     assert "internal error (RuntimeError: simulated pipeline bug)" in reasons["crash.txt"]
     assert all("\n" not in r for r in reasons.values())
-    assert summary["ignored_files"] == ["notes.png"]
+    assert summary["ignored_files"] == [{"file": "notes.png", "reason": "unsupported file type (.png)"}]
     # one JSON per good input, loadable into the result model, spans pointing into the text
     result = load_result("count", (out / "count" / "sub" / "c.txt.json").read_text(encoding="utf-8"))
     assert [line.span.text for line in result.lines] == ["权利要求", "第二行"]

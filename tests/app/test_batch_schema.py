@@ -4,19 +4,15 @@ up to date, even with the same input hash and pipeline version."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 from typer.testing import CliRunner
 
 from app.cli import app
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.app.plugins import install_count
 
 
 def test_an_output_in_an_older_schema_is_written_again(tmp_path, monkeypatch):
-    monkeypatch.setenv("LONGDOC_PIPELINES", "count=tests.app.fake_pipeline:CountPipeline")
-    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    install_count(tmp_path / "plugin", monkeypatch)
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "a.txt").write_text("alpha\nbeta\n", encoding="utf-8")
