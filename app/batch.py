@@ -561,14 +561,18 @@ def run_batch(
     pipeline: str | None = None,
     wait: bool = False,
     on_wait: Callable[[str], None] | None = None,
+    lock: OutputLock | None = None,
 ) -> BatchReport:
     """Run the tasks under the output folder's lock, keeping summary.json current after every
     input; SIGINT/SIGTERM stop cleanly with what finished (or landed) kept and counted.
-    Raises BatchBusyError when another batch holds the folder (unless `wait`)."""
+    Raises BatchBusyError when another batch holds the folder (unless `wait`). A caller that took
+    the lock already passes it as `lock` (and releases it)."""
     out_dir = Path(out_dir)
     executor = executor or LocalExecutor(jobs)
-    lock = OutputLock(out_dir)
-    lock.acquire(wait=wait, on_wait=on_wait)
+    own_lock = lock is None
+    if lock is None:
+        lock = OutputLock(out_dir)
+        lock.acquire(wait=wait, on_wait=on_wait)
     try:
         report = BatchReport(str(folder), str(out_dir), jobs, _now(), total=len(tasks),
                              ignored=ignored_files(folder, tasks, pipeline))
@@ -616,7 +620,8 @@ def run_batch(
             save(final=True)
         return report
     finally:
-        lock.release()
+        if own_lock:
+            lock.release()
 
 
 def _count_landed(report: BatchReport, tasks: list[Task], before: dict) -> None:

@@ -54,14 +54,22 @@ def batch(
     pid, or waits with --wait. Ctrl-C or SIGTERM stops it within a couple of seconds, keeping and
     counting every output written; summary.json is kept current as the run goes."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from app.batch import BatchBusyError, BatchUsageError, plan, run_batch
+    from app.batch import BatchBusyError, BatchUsageError, OutputLock, plan, run_batch
 
     try:
         tasks = plan(folder, out, pipeline, force)
     except BatchUsageError as exc:
         fail(str(exc), 2)
+    lock = OutputLock(out)
+    try:
+        lock.acquire(wait=wait, on_wait=lambda line: typer.echo(f"longdoc: {line}", err=True))
+    except BatchBusyError as exc:
+        fail(str(exc), 75)
+    except OSError as exc:
+        fail(f"{out}: cannot write the batch there ({exc.strerror or exc})", 2)
     console = Console(stderr=True)
     if not tasks:
         console.print(f"[yellow]no inputs found in {folder}[/yellow]")
@@ -73,14 +81,13 @@ def batch(
             def advance(outcome) -> None:
                 progress.advance(bar)
                 if outcome.status == "failed":
-                    progress.console.print(f"[red]failed[/red] {outcome.reason}", markup=True, highlight=False)
+                    progress.console.print(f"[red]failed[/red] {escape(outcome.reason or '')}", highlight=False)
 
-            report = run_batch(tasks, folder, out, jobs=jobs, on_outcome=advance, pipeline=pipeline, wait=wait,
-                               on_wait=lambda line: typer.echo(f"longdoc: {line}", err=True))
-    except BatchBusyError as exc:
-        fail(str(exc), 75)
+            report = run_batch(tasks, folder, out, jobs=jobs, on_outcome=advance, pipeline=pipeline, lock=lock)
     except OSError as exc:
         fail(f"{out}: cannot write the batch there ({exc.strerror or exc})", 2)
+    finally:
+        lock.release()
     summary = report.to_dict()
     if as_json:
         typer.echo(json.dumps(summary, indent=2, ensure_ascii=False))
