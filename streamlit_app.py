@@ -1,4 +1,6 @@
-"""longdoc's web UI: `streamlit run streamlit_app.py` (or `longdoc ui`).
+"""longdoc's web UI. Start it with `longdoc ui`: it serves on 127.0.0.1 only, watches no files and
+stops with its process. (A bare `streamlit run` of this file listens on every interface by default;
+to expose the UI to other machines, say so: `longdoc ui --address 0.0.0.0`.)
 
 Navigation over the pages in app/ui/ (PAGES: module, title, URL path, whether it is the home
 page); each page module exposes `page()`.
