@@ -9,6 +9,15 @@ page; `mentions` with page, text, bbox/boxes, `resolution` internal/external/amb
   linked — `strict` also asks that it is marked external rather than left unresolved.
 
     python -m benchmarks.eval.reports_evaluate REPORT.pdf REPORT.truth.json
+    python -m benchmarks.eval.reports_evaluate --corpus [--llm off|on] [--steps scope,deep_summary] [--max-docs N]
+
+`--corpus`: the development corpus — every PDF of `../shared/corpus/reports` (beside the checkout)
+with its `.truth.json`, and the synthetic samples of `data/samples/reports` scored by their phrase
+truth (`tests/pipelines/reports/helpers.py`, truth by construction: a phrase, its page, the targets
+or "external"); the samples that are copies of corpus PDFs are skipped. `--llm on` runs the
+pipeline's LLM steps (`--steps`, default scope only) with the default model (`EngineSettings()`)
+and prints, per document, the time and each step's requests, tokens and cache reuse, and the
+totals with and without the step side by side when `--llm both`.
 """
 
 from __future__ import annotations
@@ -87,13 +96,142 @@ def score(result: ReportResult, truth: dict) -> dict:
     }
 
 
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT.parent / "shared" / "corpus" / "reports"
+SAMPLES = ROOT / "data" / "samples" / "reports"
+SAMPLE_TRUTH = {"en-paper-synthetic.pdf": "EN_PAPER_TRUTH", "zh-broker-synthetic.pdf": "ZH_BROKER_TRUTH"}
+
+
+def score_phrases(doc, result: ReportResult, truth: list) -> dict:
+    """Mention accuracy by phrase truth ((phrase, page, targets | "external" | "partial"), as the
+    fixture tests score the synthetic reports); `strict` also asks externals to be marked external."""
+    from tests.pipelines.reports.test_reports_fixtures import mentions_in, targets_in
+
+    correct = strict = 0
+    rows = []
+    for phrase, page, want in truth:
+        try:
+            m = mentions_in(doc, result, phrase, page)[0]
+        except AssertionError:
+            rows.append({"page": page, "text": phrase, "truth": want, "got": None, "correct": False})
+            continue
+        if want == "external":
+            ok, ok_strict = not m.targets, m.resolution == "external" and not m.targets
+        elif want == "partial":
+            ok = ok_strict = m.targets == ["figure-2", "figure-3"]
+        else:
+            ok = ok_strict = targets_in(doc, result, phrase, page) == sorted(want) and m.resolution == "internal"
+        correct += ok
+        strict += ok_strict
+        rows.append({"page": page, "text": phrase, "truth": want, "got": m.targets, "predicted_resolution": m.resolution,
+                     "correct": ok})
+    n = len(truth)
+    return {"mentions": {"truth": n, "correct": correct, "accuracy": round(correct / n, 4) if n else 1.0,
+                         "strict_correct": strict, "strict_accuracy": round(strict / n, 4) if n else 1.0}, "rows": rows}
+
+
+def corpus_items() -> list[tuple[Path, object]]:
+    """(pdf, truth) of the development corpus: a truth dict (box truth) or a phrase list."""
+    import hashlib
+
+    import tests.pipelines.reports.helpers as H
+
+    items: list[tuple[Path, object]] = []
+    seen = set()
+    for pdf in sorted(CORPUS.glob("*.pdf")) if CORPUS.is_dir() else []:
+        truth = pdf.with_suffix(".truth.json")
+        if truth.exists():
+            items.append((pdf, json.loads(truth.read_text(encoding="utf-8"))))
+            seen.add(hashlib.sha256(pdf.read_bytes()).hexdigest())
+    for pdf in sorted(SAMPLES.glob("*.pdf")):
+        if hashlib.sha256(pdf.read_bytes()).hexdigest() in seen:
+            continue
+        if pdf.name in SAMPLE_TRUTH:
+            items.append((pdf, getattr(H, SAMPLE_TRUTH[pdf.name])))
+        elif pdf.with_suffix(".truth.json").exists():
+            items.append((pdf, json.loads(pdf.with_suffix(".truth.json").read_text(encoding="utf-8"))))
+    return items
+
+
+def _run(pdf: Path, truth, run, steps, strategy: str = "auto") -> tuple[dict, ReportResult, float]:
+    import time
+
+    from pipelines.documents import load_document
+    from pipelines.reports import analyse_document
+
+    doc = load_document(pdf)
+    t0 = time.perf_counter()
+    result = analyse_document(doc, pdf.read_bytes(), llm=run, llm_steps=steps, summary_strategy=strategy)
+    secs = time.perf_counter() - t0
+    s = score(result, truth) if isinstance(truth, dict) else score_phrases(doc, result, truth)
+    return s, result, secs
+
+
+def _print_doc(name: str, s: dict, result: ReportResult, secs: float, mode: str) -> None:
+    m = s["mentions"]
+    print(f"[{mode}] {name}: mentions {m['correct']}/{m['truth']} = {m['accuracy']:.3f} "
+          f"(strict {m['strict_correct']}/{m['truth']} = {m['strict_accuracy']:.3f}); {secs:.1f} s")
+    for r in s["rows"]:
+        if not r["correct"]:
+            print(f"   wrong: p{r['page']} {r['text']!r} truth={r['truth']} got={r['got']} ({r.get('predicted_resolution')})")
+    if result.llm is not None:
+        for st in result.llm.steps:
+            print(f"   step {st.step}: ran={st.ran} {st.reason or ''} {st.error or ''} {st.seconds:.1f} s, "
+                  f"{st.requests} requests, {st.prompt_tokens} prompt + {st.generated_tokens} generated tokens, "
+                  f"reuse {st.reuse}")
+    for d in result.scope or []:
+        print(f"   scope: {d.text!r} ({d.case}) rules {d.rule_resolution} p(ext) prior {d.rule_p_external:.2f} "
+              f"margin {d.model_margin:+.2f} -> {d.p_external:.2f} {d.decision}{' CHANGED' if d.changed else ''}")
+    if result.deep_summary is not None:
+        ds = result.deep_summary
+        sents = sum(len(x.sentences) for x in ds.sections)
+        print(f"   deep summary: strategy {ds.strategy}, {len(ds.sections)} sections, {sents} sentences, "
+              f"{sum(len(x.callouts) for x in ds.sections)} callouts; dropped: {ds.dropped}")
+
+
+def corpus_main(mode: str, steps: list[str], max_docs: int | None, strategy: str) -> int:
+    from pipelines.llm import EngineSettings, LLMRun
+
+    items = corpus_items()[:max_docs] if max_docs else corpus_items()
+    modes = ["off", "on"] if mode == "both" else [mode]
+    for md in modes:
+        tot = {"correct": 0, "strict": 0, "truth": 0, "seconds": 0.0}
+        for pdf, truth in items:
+            run = None if md == "off" else LLMRun("on", EngineSettings())
+            s, result, secs = _run(pdf, truth, run, steps, strategy or "auto")
+            _print_doc(pdf.name, s, result, secs, md)
+            m = s["mentions"]
+            tot["correct"] += m["correct"]
+            tot["strict"] += m["strict_correct"]
+            tot["truth"] += m["truth"]
+            tot["seconds"] += secs
+        print(f"[{md}] total: mentions {tot['correct']}/{tot['truth']} = {tot['correct'] / tot['truth']:.4f} "
+              f"(strict {tot['strict']}/{tot['truth']} = {tot['strict'] / tot['truth']:.4f}); "
+              f"{tot['seconds']:.1f} s over {len(items)} documents")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from pipelines.documents import load_document
     from pipelines.reports import analyse_document
 
     argv = sys.argv[1:] if argv is None else argv
+    if "--corpus" in argv:
+        import argparse
+
+        ap = argparse.ArgumentParser(prog="reports_evaluate")
+        ap.add_argument("--corpus", action="store_true")
+        ap.add_argument("--llm", choices=["off", "on", "both"], default="off")
+        ap.add_argument("--steps", default="scope", help="comma-separated: scope, deep_summary")
+        ap.add_argument("--strategy", default="auto", help="deep summary strategy: auto, document, sections")
+        ap.add_argument("--max-docs", type=int, default=None)
+        a = ap.parse_args(argv)
+        steps = [f"reports.{x.strip()}" for x in a.steps.split(",") if x.strip()]
+        return corpus_main(a.llm, steps, a.max_docs, a.strategy)
     if len(argv) % 2 or not argv:
-        print("usage: python -m benchmarks.eval.reports_evaluate REPORT.pdf TRUTH.json [REPORT.pdf TRUTH.json ...]", file=sys.stderr)
+        print("usage: python -m benchmarks.eval.reports_evaluate REPORT.pdf TRUTH.json [REPORT.pdf TRUTH.json ...]\n"
+              "       python -m benchmarks.eval.reports_evaluate --corpus [--llm off|on|both] [--steps scope,deep_summary]",
+              file=sys.stderr)
         return 2
     for pdf, truth in zip(argv[::2], argv[1::2], strict=True):
         doc = load_document(pdf)

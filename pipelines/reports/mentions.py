@@ -184,6 +184,7 @@ class Found(HasSpan):
     panel: str | None = None
     target_kind: str | None = None  # for chains/deictics: the kind asked for
     antecedent: int | None = None  # index of the mention a chain follows
+    dropped_targets: list[str] = field(default_factory=list)  # what a number match linked before a rule made it external
 
 
 class Resolver:
@@ -347,6 +348,7 @@ class Resolver:
                 if (_OWN_OR_CONTRAST.search(text[lo:hi]) or _OWN_OR_CONTRAST.search(text[max(a, f.start - 25):f.start])
                         or _OWN_CLAUSE.search(clause)):
                     continue
+                f.dropped_targets = list(f.targets)
                 f.targets, f.candidates, f.why = [], [], None
                 f.resolution, f.confidence = "external", 0.75
                 said = x.reason.split("('", 1)[-1].rstrip("')")

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
+from pipelines.llm import LLMReport
 
 SCHEMA_VERSION = "reports/1.2"
 
@@ -75,6 +76,87 @@ class Unresolved(_Model):
     candidates: list[str] = Field(default_factory=list)
 
 
+class ScopeDecision(_Model):
+    """reports.scope: an uncertain mention's internal/external decision by scoring, fused with the
+    rules. `rule_p_external` is the rules' belief that the mention names another work's float (a
+    prior per rule case, see pipelines.reports.llm_steps), `model_margin` the model's
+    log p(external) - log p(internal) for the sentence, less the same margin for a content-free
+    sentence (calibration); `p_external` = sigmoid(logit(rule_p_external) + model_margin)."""
+
+    mention: int = Field(description="index into `mentions`")
+    text: str
+    span: SourceSpan
+    context: SourceSpan = Field(description="the sentence given to the model")
+    case: str = Field(description="why the rules were unsure: external_inferred, external_by_sentence, no_such_number, internal_near_other_work")
+    rule_resolution: Resolution
+    rule_p_external: float
+    logprobs: dict[str, float] = Field(default_factory=dict, description="label -> log p(continuation | prompt)")
+    model_margin: float
+    p_external: float
+    decision: Literal["internal", "external"]
+    changed: bool = Field(description="the mention's resolution or targets changed")
+
+
+class Callout(_Model):
+    """A figure/table callout in the deep summary: the target it resolves to (multi-hop: through a
+    chain mention, or through the caption of a float that cites another), and at the target's first
+    callout its description (caption, kind, page, what the PDF says; at most ~85 tokens)."""
+
+    mention: SourceSpan = Field(description="the callout in the text, or the mention inside a caption it was reached through")
+    target: str | None = Field(None, description="target id; None when the callout is external or unresolved")
+    label: str = ""
+    kind: str = ""
+    page: int | None = None
+    bbox: BBox | None = None
+    resolution: Resolution = "internal"
+    first: bool = Field(False, description="the target's first callout in the summary: its description is inlined here")
+    description: str = Field("", description="inlined at the first callout only")
+    description_tokens: int = 0
+    via: list[str] = Field(default_factory=list, description="targets (or mention text) followed to reach this one")
+    hops: int = 0
+    sentence: int | None = Field(None, description="index of the summary sentence it is inlined after")
+
+
+class SummarySentence(_Model):
+    """A generated sentence and the source spans it rests on."""
+
+    text: str
+    spans: list[SourceSpan] = Field(default_factory=list)
+    grounding: Literal["lexical", "section"] = Field(
+        "lexical", description="lexical: the input sentences sharing most content words with it; section: none did, the "
+                               "section's heading (or first sentence) it summarises")
+
+
+class SectionSummary(_Model):
+    section: str | None = Field(None, description="the heading's target id; None for front matter or a page group")
+    title: str
+    char_start: int
+    char_end: int
+    pages: list[int]
+    sentences: list[SummarySentence] = Field(default_factory=list)
+    callouts: list[Callout] = Field(default_factory=list)
+    error: str | None = None
+    fallback: str | None = Field(None, description="the engine's fallback for this prompt: strategy and what it dropped")
+
+
+class DeepSummary(_Model):
+    """reports.deep_summary: per section and whole. strategy: 'document' (one batch over the whole
+    report, its KV computed once, one prompt per section naming it), 'sections' (one batch of prompts
+    each carrying its section's text, then a reduce prompt over the section summaries: map-reduce),
+    'document+fallback' (the report does not fit; each prompt through the engine's fallback)."""
+
+    strategy: str
+    document_tokens: int
+    max_model_len: int
+    sections: list[SectionSummary]
+    whole: list[SummarySentence] = Field(default_factory=list)
+    whole_error: str | None = None
+    dropped: list[str] = Field(default_factory=list, description="what the summary left out, one line each")
+
+
+_LLM_FIELDS = ("llm", "scope", "deep_summary")
+
+
 class ReportResult(ResultBase):
     """The reports pipeline's export."""
 
@@ -85,3 +167,16 @@ class ReportResult(ResultBase):
     unreferenced_targets: list[str]
     stats: dict[str, int] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
+    llm: LLMReport | None = None
+    scope: list[ScopeDecision] | None = Field(None, description="reports.scope decisions (LLM step; absent when it did not run)")
+    deep_summary: DeepSummary | None = Field(None, description="reports.deep_summary (LLM step; absent when it did not run)")
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unrun_steps(self, handler):
+        """The LLM fields are left out when no step ran, so `--llm off` export is the rules-only one."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for k in _LLM_FIELDS:
+                if data.get(k) is None:
+                    data.pop(k, None)
+        return data

@@ -3,8 +3,11 @@ resolved out, as a deterministic `ReportResult`.
 
 `analyse_document(doc, pdf_bytes=None)` is the whole analysis; `ReportsPipeline` wraps it for the
 batch runner and the CLI (it re-reads the PDF bytes of an input for drawn objects, tables and
-links). The optional engine step (scoring ambiguous mentions with the local model) is not part of
-this pipeline: ambiguous mentions are reported as such.
+links). With an `LLMRun` (`llm=`, mode auto/on) two LLM steps run (pipelines.reports.llm_steps):
+`reports.scope` decides the mentions whose internal/external reading the rules were unsure of, by
+scoring fused with the rules, and `reports.deep_summary` adds a grounded summary per section and
+whole with every figure/table callout resolved and described. Without one (or mode off) the result
+is the rules-only one, byte for byte.
 """
 
 from __future__ import annotations
@@ -41,18 +44,23 @@ def _unique(rid: str, used: set[str], page: int) -> str:
     return cand
 
 
-def analyse_document(doc: Document, pdf_bytes: bytes | None = None, input_sha256: str = "") -> ReportResult:
+def analyse_document(doc: Document, pdf_bytes: bytes | None = None, input_sha256: str = "", *,
+                     llm=None, summary_strategy: str = "auto", llm_steps=None) -> ReportResult:
     """Targets, mentions and their resolution for one document. `pdf_bytes` (the PDF the document
     was read from) adds drawn objects, tables and internal links; without it the text and
-    character boxes alone are used."""
+    character boxes alone are used. `llm`: a pipelines.llm.LLMRun for the LLM steps (None or mode
+    off: rules only); `summary_strategy`: the deep summary's ("auto", "document", "sections");
+    `llm_steps`: the names of the LLM steps to consider (None: all; an evaluator measuring one)."""
     layout = build_layout(doc, pdf_bytes)
     try:
-        return _analyse(doc, layout, input_sha256)
+        return _analyse(doc, layout, input_sha256, llm if llm is not None and llm.active else None, summary_strategy,
+                        llm_steps)
     finally:
         layout.close()
 
 
-def _analyse(doc: Document, layout, input_sha256: str) -> ReportResult:
+def _analyse(doc: Document, layout, input_sha256: str, llm=None, summary_strategy: str = "auto",
+             llm_steps=None) -> ReportResult:
     warnings: list[str] = []
     if doc.metadata.get("pages_without_text"):
         warnings.append(f"pages without a text layer (scanned?): {doc.metadata['pages_without_text']}")
@@ -123,6 +131,11 @@ def _analyse(doc: Document, layout, input_sha256: str) -> ReportResult:
             if not any(taken[f.start:f.end]):
                 found.append(f)
                 taken[f.start:f.end] = b"\x01" * (f.end - f.start)
+    scoped = None
+    if llm is not None and (llm_steps is None or "reports.scope" in llm_steps):
+        from pipelines.reports.llm_steps import run_scope
+
+        scoped = run_scope(llm, doc, resolver, found)
     resolver.resolve_chains(found)
     found.sort(key=lambda f: (f.start, f.end))
 
@@ -152,11 +165,19 @@ def _analyse(doc: Document, layout, input_sha256: str) -> ReportResult:
         "unreferenced_targets": len(unreferenced),
         "internal_links": sum(len(p.links) for p in layout.pages.values()),
     }
-    return ReportResult(
+    result = ReportResult(
         **ReportsPipeline.header([doc], input_sha256),
         document=doc.info(), targets=targets, mentions=mentions, unresolved=unresolved,
         unreferenced_targets=unreferenced, stats=stats, warnings=warnings,
     )
+    if llm is not None:
+        from pipelines.reports.llm_steps import run_deep_summary, scope_decisions
+
+        result.scope = scope_decisions(doc, scoped, found)
+        if llm_steps is None or "reports.deep_summary" in llm_steps:
+            result.deep_summary = run_deep_summary(llm, doc, result, summary_strategy)
+        result.llm = llm.report()
+    return result
 
 
 def _line_boxes(doc: Document, start: int, end: int) -> list:
@@ -190,16 +211,16 @@ class ReportsPipeline(Pipeline):
     schema_version = SCHEMA_VERSION
     result_model = ReportResult
 
-    def run_input(self, inp: PipelineInput, limits: IngestLimits | None = None) -> ResultBase:
+    def run_input(self, inp: PipelineInput, limits: IngestLimits | None = None, llm=None) -> ResultBase:
         path = inp.paths[0]
         doc = load_document(path, limits=limits)
         data = Path(path).read_bytes() if doc.source_format == "pdf" else None
-        return analyse_document(doc, data, input_sha256=inp.content_sha256())
+        return analyse_document(doc, data, input_sha256=inp.content_sha256(), llm=llm)
 
-    def run_documents(self, docs: list[Document], input_sha256: str = "") -> ResultBase:
+    def run_documents(self, docs: list[Document], input_sha256: str = "", *, llm=None) -> ResultBase:
         if len(docs) != 1:
             raise ValueError("the reports pipeline analyses one document at a time")
-        return analyse_document(docs[0], None, input_sha256=input_sha256)
+        return analyse_document(docs[0], None, input_sha256=input_sha256, llm=llm)
 
     def summary_line(self, result: ResultBase) -> str:
         s = getattr(result, "stats", {})
