@@ -74,6 +74,7 @@ from engine.fallback import (
     run_with_fallback,
 )
 from engine.llm import LLM, AttributionOutput, GenerationOutput, ScoreOutput, StepProgress, StreamDelta
+from engine.model.loader import has_chat_template
 
 __all__ = [
     "LLM",
@@ -99,4 +100,5 @@ __all__ = [
     "TextTools",
     "fit",
     "run_with_fallback",
+    "has_chat_template",
 ]

@@ -26,7 +26,8 @@ def register(app: typer.Typer) -> None:
         repetition_penalty: float = typer.Option(1.0, "--repetition-penalty"),
         seed: int | None = typer.Option(None, "--seed"),
         stop: list[str] = typer.Option([], "--stop", help="Stop at this string (repeatable)."),
-        chat: bool = typer.Option(False, "--chat", help="Wrap the prompt in the model's chat template."),
+        chat: bool = typer.Option(False, "--chat", help="Wrap the prompt in the model's chat template "
+                                                        "(an instruction-tuned model's; the default is a base model)."),
         device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: cuda if available)."),
         dtype: str | None = typer.Option(None, "--dtype", help="float32, bfloat16 or float16."),
         model: Path | None = typer.Option(None, "--model", help="GGUF file or HF folder (default: Gemma 3 270M)."),
@@ -35,7 +36,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Generate a continuation of PROMPT with the local engine."""
         from app.ask import settings
-        from engine import EngineError, SamplingParams
+        from engine import EngineError, SamplingParams, has_chat_template
         from pipelines.llm import EngineUnavailable, get_engine
 
         try:
@@ -43,8 +44,15 @@ def register(app: typer.Typer) -> None:
                 max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                 repetition_penalty=repetition_penalty, stop=list(stop), seed=seed,
             )
+            chosen = settings(model, device, dtype, max_model_len)
+            if chat and not has_chat_template(chosen.model):  # metadata only: before the weights load
+                which = ("the default Gemma 3 270M is a base model" if chosen.model is None
+                         else f"{chosen.model} has none")
+                typer.echo(f"longdoc: --chat needs a model with a chat template; {which}; "
+                           "drop --chat or pass --model", err=True)
+                raise typer.Exit(2)
             t0 = time.perf_counter()
-            llm = get_engine(settings(model, device, dtype, max_model_len))
+            llm = get_engine(chosen)
             load_s = time.perf_counter() - t0
             t1 = time.perf_counter()
             if chat:
