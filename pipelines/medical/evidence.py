@@ -51,7 +51,7 @@ MIN_SCORE = 0.12
 MIN_SHARE_OF_TOP = 0.3
 
 
-def _cut(ranked: list) -> list:
+def cut(ranked: list) -> list:
     """The ranked (candidate, score, parts) items above the evidence cut-off."""
     if not ranked:
         return ranked
@@ -121,6 +121,13 @@ class EvidenceIndex:
         `claim_concepts` maps a concept to its weight (1 for the claim's own concepts, less for
         related findings); only a negated mention of the claim's own concept contradicts. `after`
         (ISO date): mentions whose time ended on or before it do not count as concept matches."""
+        sup, con, method = self.scored(claim, claim_concepts, exclude, after)
+        return cut(sup)[:top_k], cut(con)[:top_k], method
+
+    def scored(self, claim: str, claim_concepts: dict[str, float], exclude: set[tuple[str, int, int]] | None = None,
+               after: str | None = None) -> tuple[list[tuple[Candidate, float, dict]], list[tuple[Candidate, float, dict]], str]:
+        """`rank` before the evidence cut-off and top_k: every candidate scoring above 0.05, best first
+        (the LLM step `medical.attention_evidence` fuses its attention into these, then cuts)."""
         exclude = exclude or set()
         lex = self.bm25.scores(tokens(claim))
         mx = max(lex) if lex and max(lex) > 0 else 1.0
@@ -166,4 +173,4 @@ class EvidenceIndex:
         key = lambda x: (-x[1], x[0].doc_order, x[0].start)  # noqa: E731 - earliest document first on ties
         sup.sort(key=key)
         con.sort(key=key)
-        return _cut(sup)[:top_k], _cut(con)[:top_k], method
+        return sup, con, method

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer
 
 from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
+from pipelines.llm import LLMReport
 
 SCHEMA_VERSION = "medical/2.2"
 
@@ -170,6 +171,41 @@ class MedicationItem(_M):
     entities: list[str]
 
 
+class AnswerSentence(_M):
+    """One sentence of a generated answer and the record's sentences it rests on (the answer
+    sentence's attention over the patient's sentences, best first; `score` its share among them)."""
+
+    text: str
+    evidence: list[EvidenceItem]
+
+
+class Answer(_M):
+    """A short generated answer to a question (LLM step `medical.answer`); every sentence links to
+    its evidence. error: one line when the question got no grounded answer."""
+
+    question: str
+    text: str
+    sentences: list[AnswerSentence] = []
+    error: str | None = None
+
+
+class LLMContext(_M):
+    """What the LLM steps read: the whole patient ("whole patient": every document, one after the
+    other) or, when it does not fit the model's context, the retrieval fallback ("retrieval": the
+    sentences the evidence ranking found for the conclusions and questions, in record order, as
+    many as fit). note: one line saying so."""
+
+    strategy: str  # whole patient | retrieval
+    tokens: int
+    documents: int
+    sentences: int
+    sentences_total: int
+    note: str
+
+
+_LLM_FIELDS = ("llm", "llm_context", "answers")
+
+
 class MedicalResult(ResultBase):
     patient: Patient
     problems: list[ProblemItem] = []
@@ -182,3 +218,16 @@ class MedicalResult(ResultBase):
     conflicts: list[Conflict]
     evidence: list[Evidence]
     warnings: list[str] = []
+    # the LLM steps' part (pipelines/medical/llm_steps.py): absent from the export when no step was asked for
+    llm: LLMReport | None = None
+    llm_context: LLMContext | None = None
+    answers: list[Answer] | None = None
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unused_llm_fields(self, handler):
+        data = handler(self)
+        if isinstance(data, dict):
+            for k in _LLM_FIELDS:
+                if data.get(k, 0) is None:
+                    del data[k]
+        return data

@@ -181,6 +181,8 @@ class MedicalPipeline(Pipeline):
     result_model = MedicalResult
 
     def __init__(self, use_embeddings: bool = True, engine_rerank: bool = False):
+        """engine_rerank: deprecated, the same as running with `llm=LLMRun("on")` (every LLM step of
+        pipelines/medical/llm_steps.py) when run_documents gets no `llm`."""
         self.use_embeddings = use_embeddings
         self.engine_rerank = engine_rerank
 
@@ -249,7 +251,13 @@ class MedicalPipeline(Pipeline):
 
     # ----------------------------------------------------------------------------------------
     def run_documents(self, docs: list[Document], input_sha256: str = "", question: str | None = None,
-                      questions: list[str] | None = None) -> MedicalResult:
+                      questions: list[str] | None = None, *, llm=None) -> MedicalResult:
+        """llm: a pipelines.llm.LLMRun running the LLM steps (pipelines/medical/llm_steps.py); None or
+        mode off: rules only, and the result carries no LLM fields."""
+        if llm is None and self.engine_rerank:
+            from pipelines.llm import LLMRun
+
+            llm = LLMRun("on")
         qs = list(questions or []) + ([question] if question else [])
         prepared = self._prepare(docs)
         anchors = self._anchors(prepared)
@@ -290,16 +298,23 @@ class MedicalPipeline(Pipeline):
         relations = self._relations(events)
         conflicts = self._conflicts(events, entities)
         index = EvidenceIndex(self._candidates(prepared, entities), use_embeddings=self.use_embeddings)
+        self._plans = []
         evidence = [self._evidence(q, index, entities, None) for q in qs]
         evidence += self._diagnosis_chains(prepared, entities, index)
         evidence = [self._with_chain(ev, events, mention_event) for ev in evidence]
-        if self.engine_rerank:
-            try:
-                from pipelines.medical.engine_rerank import rerank
+        llm_fields: dict = {}
+        if llm is not None and llm.active:
+            from pipelines.medical.llm_steps import Plan, run_steps
 
-                evidence = rerank(evidence, {pd.doc.doc_id: pd.doc for pd in prepared})
-            except Exception as exc:  # the engine is optional
-                warnings.append(f"engine re-ranking skipped: {str(exc).splitlines()[0][:200]}")
+            plans = [Plan(ev.claim, ev.kind, scored,
+                          lambda sup, con, method, b=build: self._with_chain(b(sup, con, method), events, mention_event))
+                     for ev, (scored, build) in zip(evidence, self._plans, strict=True)]
+            fused, ctx, answers = run_steps(llm, [(pd.doc, pd.kind, pd.date) for pd in prepared], index.cands, plans, qs)
+            if fused is not None:
+                evidence = fused
+            if ctx is not None and ctx.strategy != "whole patient":
+                warnings.append(f"LLM steps: {ctx.note}")
+            llm_fields = {"llm": llm.report(), "llm_context": ctx, "answers": answers}
         if not any(pd.date for pd in prepared):
             warnings.append("no document date found (file name or header): relative times stay unanchored")
         header = self.header(docs, input_sha256)
@@ -324,6 +339,7 @@ class MedicalPipeline(Pipeline):
             conflicts=conflicts,
             evidence=evidence,
             warnings=warnings,
+            **llm_fields,
         )
 
     # ----------------------------------------------------------------------------------------
@@ -636,9 +652,14 @@ class MedicalPipeline(Pipeline):
             return EvidenceItem(span=docs[c.doc_id].span(c.start, c.end), score=score, doc_id=c.doc_id, section=c.section,
                                 entities=ids, scores=parts)
 
-        return Evidence(claim=claim, kind="diagnosis" if target is not None else "question",
-                        target=target.id if target is not None else None,
-                        supporting=[item(*x) for x in sup], contradicting=[item(*x) for x in con], method=method)
+        def build(sup, con, method) -> Evidence:
+            return Evidence(claim=claim, kind="diagnosis" if target is not None else "question",
+                            target=target.id if target is not None else None,
+                            supporting=[item(*x) for x in sup], contradicting=[item(*x) for x in con], method=method)
+
+        # for the LLM step medical.attention_evidence: the same ranking before its cut, and how to build it
+        self._plans.append((lambda: index.scored(claim, concepts, exclude, after), build))
+        return build(sup, con, method)
 
     @staticmethod
     def _with_chain(ev: Evidence, events: list[Event], mention_event: dict[str, str]) -> Evidence:

@@ -1,5 +1,5 @@
-"""`longdoc medical --llm off|auto|on` (and the older `--engine`): the engine re-rank runs only with
-`on` (it has no measured gain for `auto`), through the LLM layer's shared handle."""
+"""`longdoc medical --llm off|auto|on` (and the older `--engine`): the medical LLM steps run only with
+`on` (no measured gain for `auto`), through the LLM layer's shared handle."""
 
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures" / "medical" / "en-appende
 
 @pytest.fixture
 def calls(monkeypatch):
-    import pipelines.medical.engine_rerank as er
+    import pipelines.llm.run as run_mod
+    from pipelines.llm import EngineUnavailable
 
     seen = []
 
-    def no_model():
+    def no_model(settings=None):
         seen.append(1)
-        raise RuntimeError("no model in this test")
+        raise EngineUnavailable("no model in this test")
 
-    monkeypatch.setattr(er, "default_llm", no_model)
+    monkeypatch.setattr(run_mod, "get_engine", no_model)
     return seen
 
 
@@ -34,9 +35,9 @@ def test_llm_mode_decides_the_engine_rerank(calls, flags, runs):
     res = CliRunner().invoke(app, ["medical", str(FIX), "-q", "why was the antibiotic changed?", "--no-embeddings",
                                    "--json", *flags])
     assert res.exit_code == 0, res.output
-    warnings = json.loads(res.output)["warnings"]
+    out = json.loads(res.output)
     assert bool(calls) is runs
-    assert any("engine re-ranking skipped: no model in this test" in w for w in warnings) is runs
+    assert (out.get("llm") or {}).get("message") == ("no model in this test" if runs else None)
 
 
 def test_an_unknown_llm_mode_is_a_usage_error():
@@ -46,13 +47,10 @@ def test_an_unknown_llm_mode_is_a_usage_error():
     assert res.exit_code == 2 and "--llm must be off, auto or on" in res.output
 
 
-def test_the_rerank_uses_the_layers_shared_engine(monkeypatch):
-    import pipelines.llm.settings as settings
-    import pipelines.medical.engine_rerank as er
+def test_the_steps_use_the_layers_shared_engine(monkeypatch):
+    import pipelines.llm.run as run_mod
+    from pipelines.llm import LLMRun
 
     sentinel = object()
-    monkeypatch.setattr(settings, "get_engine", lambda s=None: sentinel)
-    import pipelines.llm as layer
-
-    monkeypatch.setattr(layer, "get_engine", lambda s=None: sentinel)
-    assert er.default_llm() is sentinel
+    monkeypatch.setattr(run_mod, "get_engine", lambda s=None: sentinel)
+    assert LLMRun("on").engine() is sentinel
