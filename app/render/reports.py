@@ -1,4 +1,5 @@
-"""Terminal rendering of a `ReportResult` with rich: targets, mentions and what is unresolved."""
+"""Terminal rendering of a `ReportResult` with rich: targets, mentions and what is unresolved; with
+LLM steps, the scope decisions and the deep summary (also as Markdown and rows for the web page)."""
 
 from __future__ import annotations
 
@@ -58,4 +59,103 @@ def render_terminal(result: ReportResult, max_rows: int = 200) -> Group:
         floats = [t for t in result.unreferenced_targets if t.split("-")[0] in ("figure", "table", "exhibit", "chart")]
         parts.append(Text(f"Figures/tables nothing mentions: {', '.join(floats) or 'none'}"
                           f" ({len(result.unreferenced_targets)} unreferenced targets in all)"))
+    parts.extend(render_llm_terminal(result))
     return Group(*parts)
+
+
+def scope_rows(result: ReportResult) -> list[dict]:
+    """One row per reports.scope decision (the web page's table)."""
+    return [{"page": d.span.page, "mention": d.text.replace("\n", " "), "case": d.case, "rules": d.rule_resolution,
+             "prior p(external)": d.rule_p_external, "model margin": d.model_margin, "p(external)": d.p_external,
+             "decision": d.decision, "changed": d.changed, "sentence": d.context.text.replace("\n", " ")[:200]}
+            for d in result.scope or []]
+
+
+def _spans_note(spans) -> str:
+    return "; ".join(f"p{sp.page} [{sp.char_start}:{sp.char_end}]" for sp in spans)
+
+
+def deep_summary_markdown(result: ReportResult) -> str:
+    """The deep summary as Markdown: per section, each sentence with the spans it rests on and the
+    callouts inlined after it (the target's description at its first callout), then the whole."""
+    ds = result.deep_summary
+    if ds is None:
+        return ""
+    out = [f"*Strategy: {ds.strategy}; {ds.document_tokens:,} document tokens, context {ds.max_model_len:,}.*"]
+    for sec in ds.sections:
+        pages = f"p. {sec.pages[0]}" if len(sec.pages) == 1 else f"pp. {sec.pages[0]}–{sec.pages[-1]}"
+        out.append(f"\n**{sec.title}** ({pages})\n")
+        if sec.error:
+            out.append(f"> no summary: {sec.error}")
+        for i, s in enumerate(sec.sentences):
+            line = f"- {s.text} <sub>[{_spans_note(s.spans)}]</sub>"
+            for c in sec.callouts:
+                if c.sentence == i:
+                    line += "\n  - " + _callout_text(c)
+            out.append(line)
+        if not sec.sentences:
+            out.extend("- " + _callout_text(c) for c in sec.callouts)
+        if sec.fallback:
+            out.append(f"> {sec.fallback}")
+    out.append("\n**Whole report**\n")
+    out.extend(f"- {s.text} <sub>[{_spans_note(s.spans)}]</sub>" for s in ds.whole)
+    if ds.whole_error:
+        out.append(f"> no whole summary: {ds.whole_error}")
+    if ds.dropped:
+        out.append("\n*Left out:* " + " · ".join(ds.dropped))
+    return "\n".join(out)
+
+
+def _callout_text(c) -> str:
+    where = c.mention.text.replace("\n", " ")
+    if c.target is None:
+        return f"“{where}” → {c.resolution}"
+    via = f" (via {' → '.join(c.via)})" if c.via else ""
+    if c.first:
+        return f"“{where}” → {c.description}{via}"
+    return f"“{where}” → {c.label} (p. {c.page}, described above){via}"
+
+
+def render_llm_terminal(result: ReportResult) -> list:
+    """The LLM steps' output: which ran, the scope decisions, the deep summary; [] when none ran."""
+    if result.llm is None:
+        return []
+    parts: list = []
+    ran = ", ".join(f"{s.step} ({s.seconds:.1f} s, {s.requests} requests)" if s.ran else f"{s.step}: not run ({s.reason})"
+                    for s in result.llm.steps)
+    parts.append(Text(f"LLM ({result.llm.mode}, {result.llm.model}): {ran or 'no step'}", style="dim"))
+    if result.llm.message:
+        parts.append(Text(result.llm.message, style="yellow"))
+    if result.scope:
+        st = Table(title="Internal or external (reports.scope)", expand=False)
+        for col in ("page", "mention", "case", "rules", "p(ext) rules → fused", "decision"):
+            st.add_column(col, overflow="fold")
+        for d in result.scope:
+            st.add_row(str(d.span.page), d.text.replace("\n", " "), d.case, d.rule_resolution,
+                       f"{d.rule_p_external:.2f} → {d.p_external:.2f}", d.decision + (" (changed)" if d.changed else ""),
+                       style="bold" if d.changed else "")
+        parts.append(st)
+    ds = result.deep_summary
+    if ds is not None:
+        parts.append(Text(f"Deep summary (strategy {ds.strategy})", style="bold"))
+        for sec in ds.sections:
+            parts.append(Text(f"{sec.title} (p. {', '.join(map(str, sec.pages))})", style="underline"))
+            if sec.error:
+                parts.append(Text(f"  no summary: {sec.error}", style="red"))
+            for i, s in enumerate(sec.sentences):
+                parts.append(Text.assemble("  ", s.text, (f"  [{_spans_note(s.spans)}]", "dim")))
+                for c in sec.callouts:
+                    if c.sentence == i:
+                        parts.append(Text("    → " + _callout_text(c), style="cyan"))
+            if not sec.sentences:
+                parts.extend(Text("    → " + _callout_text(c), style="cyan") for c in sec.callouts)
+            if sec.fallback:
+                parts.append(Text(f"  {sec.fallback}", style="yellow"))
+        if ds.whole or ds.whole_error:
+            parts.append(Text("Whole report", style="underline"))
+            parts.extend(Text.assemble("  ", s.text, (f"  [{_spans_note(s.spans)}]", "dim")) for s in ds.whole)
+            if ds.whole_error:
+                parts.append(Text(f"  no whole summary: {ds.whole_error}", style="red"))
+        for d in ds.dropped:
+            parts.append(Text(f"left out: {d}", style="yellow"))
+    return parts

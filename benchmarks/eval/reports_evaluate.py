@@ -184,15 +184,23 @@ def _print_doc(name: str, s: dict, result: ReportResult, secs: float, mode: str)
               f"margin {d.model_margin:+.2f} -> {d.p_external:.2f} {d.decision}{' CHANGED' if d.changed else ''}")
     if result.deep_summary is not None:
         ds = result.deep_summary
-        sents = sum(len(x.sentences) for x in ds.sections)
-        print(f"   deep summary: strategy {ds.strategy}, {len(ds.sections)} sections, {sents} sentences, "
-              f"{sum(len(x.callouts) for x in ds.sections)} callouts; dropped: {ds.dropped}")
+        sents = [x for sec in ds.sections for x in sec.sentences]
+        lexical = sum(x.grounding == "lexical" for x in sents)
+        errors = sum(sec.error is not None for sec in ds.sections)
+        print(f"   deep summary: strategy {ds.strategy}, {len(ds.sections)} sections ({errors} without a summary), "
+              f"{len(sents)} sentences ({lexical} grounded lexically), {len(ds.whole)} whole-report sentences, "
+              f"{sum(len(x.callouts) for x in ds.sections)} callouts "
+              f"({sum(c.first for x in ds.sections for c in x.callouts)} described); dropped: {ds.dropped}")
+        for sec in ds.sections[:3]:
+            print(f"     {sec.title[:40]!r}: {' '.join(x.text for x in sec.sentences)[:200]!r}")
+        print(f"     whole: {' '.join(x.text for x in ds.whole)[:240]!r}")
 
 
-def corpus_main(mode: str, steps: list[str], max_docs: int | None, strategy: str) -> int:
+def corpus_main(mode: str, steps: list[str], max_docs: int | None, strategy: str, docs: list[str] | None = None) -> int:
     from pipelines.llm import EngineSettings, LLMRun
 
-    items = corpus_items()[:max_docs] if max_docs else corpus_items()
+    items = [it for it in corpus_items() if not docs or it[0].name in docs]
+    items = items[:max_docs] if max_docs else items
     modes = ["off", "on"] if mode == "both" else [mode]
     for md in modes:
         tot = {"correct": 0, "strict": 0, "truth": 0, "seconds": 0.0}
@@ -225,9 +233,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--steps", default="scope", help="comma-separated: scope, deep_summary")
         ap.add_argument("--strategy", default="auto", help="deep summary strategy: auto, document, sections")
         ap.add_argument("--max-docs", type=int, default=None)
+        ap.add_argument("--docs", default="", help="comma-separated file names to keep (default: all)")
         a = ap.parse_args(argv)
         steps = [f"reports.{x.strip()}" for x in a.steps.split(",") if x.strip()]
-        return corpus_main(a.llm, steps, a.max_docs, a.strategy)
+        return corpus_main(a.llm, steps, a.max_docs, a.strategy, [x for x in a.docs.split(",") if x])
     if len(argv) % 2 or not argv:
         print("usage: python -m benchmarks.eval.reports_evaluate REPORT.pdf TRUTH.json [REPORT.pdf TRUTH.json ...]\n"
               "       python -m benchmarks.eval.reports_evaluate --corpus [--llm off|on|both] [--steps scope,deep_summary]",

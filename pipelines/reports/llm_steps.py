@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipelines.documents import Document, SourceSpan
-from pipelines.llm import StepDecision, ask_document, choose, register, sentence_spans
+from pipelines.llm import Measurement, StepDecision, ask_document, choose, register, sentence_spans
 from pipelines.reports.labels import FLOAT_KINDS
 from pipelines.reports.mentions import _OTHER_WORK, Found, Resolver
 from pipelines.reports.models import (
@@ -537,7 +537,14 @@ def _fill(doc: Document, sec: SectionSummary, it, cands, heading: SourceSpan | N
 # ---------------------------------------------------------------------------------------------
 # the registry (measured: BENCHMARKS.md, "LLM step: reports.scope" / "LLM step: reports.deep_summary")
 
-register(StepDecision(STEP_SCOPE, "default", in_auto=False, measurement=None, note="to be measured"))
+register(StepDecision(
+    STEP_SCOPE, "default", in_auto=False,
+    measurement=Measurement(
+        "strict mention accuracy (externals marked external), 55 truth mentions in 5 documents", without=1.0,
+        with_step=0.9818, command="OMP_NUM_THREADS=1 python -m benchmarks.eval.reports_evaluate --corpus --llm both "
+                                  "--steps scope", date="2026-12-03"),
+    note="Gemma 3 270M's calibrated margins stay within about ±0.9 nats on the 14 uncertain mentions; the rules "
+         "already score 55/55 and the step turned one external into unresolved (plain accuracy 55/55 both ways)"))
 register(StepDecision(
     STEP_SUMMARY, "default", in_auto=False, measurement=None,
     note="no truth for summaries: nothing measured as a gain; runs with --llm on only"))

@@ -118,6 +118,11 @@ def test_scope_cases_and_decisions(tiny_llm):  # noqa: F811
     # the unresolved list and the stats follow the changed mentions
     assert res.stats["external"] == sum(m.resolution == "external" for m in res.mentions)
     assert len(res.unresolved) == sum(m.resolution in ("unresolved", "ambiguous") for m in res.mentions)
+    from app.render.reports import scope_rows
+
+    rows = scope_rows(res)
+    assert [r["mention"] for r in rows] == [d.text for d in res.scope]
+    assert [r["changed"] for r in rows] == [d.changed for d in res.scope]
 
 
 def test_steps_run_and_every_span_is_exact(paper, tiny_llm):  # noqa: F811
@@ -161,6 +166,30 @@ def test_steps_run_and_every_span_is_exact(paper, tiny_llm):  # noqa: F811
     assert ReportResult.model_validate_json(text) == res
     again = analyse_document(doc, data, llm=LLMRun("on", engine=tiny_llm), summary_strategy="sections")
     assert again.deep_summary == res.deep_summary
+    # rendered: the terminal report and the page's Markdown show the summary and the first descriptions
+    from rich.console import Console
+
+    from app.render.reports import deep_summary_markdown, render_terminal
+
+    console = Console(record=True, width=200)
+    console.print(render_terminal(res))
+    shown = console.export_text()
+    assert "Deep summary (strategy sections)" in shown and "3 Results" in shown
+    md = deep_summary_markdown(res)
+    for c in callouts:
+        if c.first:
+            assert c.description in md
+    assert plain_render(doc, data) not in ("",) and "Deep summary" not in plain_render(doc, data)
+
+
+def plain_render(doc, data) -> str:
+    from rich.console import Console
+
+    from app.render.reports import render_terminal
+
+    console = Console(record=True, width=200)
+    console.print(render_terminal(analyse_document(doc, data)))
+    return console.export_text()
 
 
 def test_document_strategy_too_long_goes_through_the_fallback(paper, tiny_llm):  # noqa: F811
