@@ -3,6 +3,8 @@ LLM steps, the scope decisions and the deep summary (also as Markdown and rows f
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -71,6 +73,14 @@ def scope_rows(result: ReportResult) -> list[dict]:
             for d in result.scope or []]
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~$-])")
+
+
+def _md(s: str) -> str:
+    """Document or model text made inert for Markdown (no HTML, links, emphasis or headings)."""
+    return _MD_SPECIAL.sub(r"\\\1", s.replace("\n", " "))
+
+
 def _spans_note(spans) -> str:
     return "; ".join(f"p{sp.page} [{sp.char_start}:{sp.char_end}]" for sp in spans)
 
@@ -81,28 +91,28 @@ def deep_summary_markdown(result: ReportResult) -> str:
     ds = result.deep_summary
     if ds is None:
         return ""
-    out = [f"*Strategy: {ds.strategy}; {ds.document_tokens:,} document tokens, context {ds.max_model_len:,}.*"]
+    out = [f"*Strategy: {_md(ds.strategy)}; {ds.document_tokens:,} document tokens, context {ds.max_model_len:,}.*"]
     for sec in ds.sections:
         pages = f"p. {sec.pages[0]}" if len(sec.pages) == 1 else f"pp. {sec.pages[0]}–{sec.pages[-1]}"
-        out.append(f"\n**{sec.title}** ({pages})\n")
+        out.append(f"\n**{_md(sec.title)}** ({pages})\n")
         if sec.error:
-            out.append(f"> no summary: {sec.error}")
+            out.append(f"> no summary: {_md(sec.error)}")
         for i, s in enumerate(sec.sentences):
-            line = f"- {s.text} <sub>[{_spans_note(s.spans)}]</sub>"
+            line = f"- {_md(s.text)} *\\[{_spans_note(s.spans)}\\]*"
             for c in sec.callouts:
                 if c.sentence == i:
-                    line += "\n  - " + _callout_text(c)
+                    line += "\n  - " + _md(_callout_text(c))
             out.append(line)
         if not sec.sentences:
-            out.extend("- " + _callout_text(c) for c in sec.callouts)
+            out.extend("- " + _md(_callout_text(c)) for c in sec.callouts)
         if sec.fallback:
-            out.append(f"> {sec.fallback}")
+            out.append(f"> {_md(sec.fallback)}")
     out.append("\n**Whole report**\n")
-    out.extend(f"- {s.text} <sub>[{_spans_note(s.spans)}]</sub>" for s in ds.whole)
+    out.extend(f"- {_md(s.text)} *\\[{_spans_note(s.spans)}\\]*" for s in ds.whole)
     if ds.whole_error:
-        out.append(f"> no whole summary: {ds.whole_error}")
+        out.append(f"> no whole summary: {_md(ds.whole_error)}")
     if ds.dropped:
-        out.append("\n*Left out:* " + " · ".join(ds.dropped))
+        out.append("\n*Left out:* " + " · ".join(_md(d) for d in ds.dropped))
     return "\n".join(out)
 
 
