@@ -22,12 +22,12 @@ CHANGES = ["modified", "added", "deleted", "moved", "renumbered", "split", "merg
 
 
 def run_input(file_a: tuple[str, bytes], file_b: tuple[str, bytes], semantic: bool = False) -> ContractResult:
-    """Ingest two uploaded versions (name, bytes) and compare them. Raises IngestError for a bad file."""
+    """Ingest two uploaded versions (name, bytes) and compare them. Raises IngestError for a bad file
+    (IngestErrors naming both when both are bad)."""
+    from app.ui.common import load_all
     from pipelines.contracts import AlignConfig, compare_documents, warm_up
-    from pipelines.documents import load_bytes
 
-    doc_a = load_bytes(file_a[1], file_a[0], doc_id="a")
-    doc_b = load_bytes(file_b[1], file_b[0], doc_id="b")
+    doc_a, doc_b = load_all([file_a, file_b], doc_ids=["a", "b"])
     cfg = AlignConfig(semantic=semantic)
     warm_up(cfg)
     return compare_documents(doc_a, doc_b, cfg)
@@ -114,7 +114,9 @@ def page() -> None:
             with st.spinner("Aligning clauses…"):
                 st.session_state[RESULT] = run_input(chosen[0], chosen[1], semantic=semantic)
         except IngestError as exc:
-            st.error(str(exc))
+            from app.ui.common import show_ingest_error
+
+            show_ingest_error(exc)
             st.session_state.pop(RESULT, None)
     result = st.session_state.get(RESULT)
     if result is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.export import to_json
-from app.ui.common import SAMPLES, UPLOAD_TYPES, highlight
+from app.ui.common import SAMPLES, UPLOAD_TYPES, highlight, load_all, md_text, show_ingest_error
 
 PENDING = "medical_pending_input"
 RESULT = "medical_result"
@@ -70,11 +70,9 @@ def run_input(files: list[tuple[str, bytes]], question: str | None = None, patie
     """Ingest (pipelines.documents.load_bytes) and analyse the files. When their identity evidence
     shows several patients, only patient number `patient` (0-based, in the order of their first
     file) is analysed and the patients' one-line descriptions are kept in the session (PATIENTS).
-    Raises IngestError (one line naming the file) for a bad file. Returns the MedicalResult; the
-    document texts are kept in the session for highlighting."""
-    from pipelines.documents import load_bytes
-
-    docs = [load_bytes(data, name) for name, data in files]
+    Raises IngestError (one line naming the file) for a bad file, IngestErrors (one line each) for
+    several. Returns the MedicalResult; the document texts are kept in the session for highlighting."""
+    docs = load_all(files)
     pipe = _pipeline(_use_embeddings(), _use_engine())
     groups = pipe.patients(docs)
     described = [f"Patient {k + 1}: {', '.join(docs[i].doc_id for i in g.members[:3])}"
@@ -166,8 +164,8 @@ def render(result, texts: dict[str, str] | None = None) -> None:
     abnormal = [e for e in result.entities if e.type == "lab" and e.normalized.get("flag") in ("high", "low")]
     if abnormal:
         st.markdown("**Abnormal labs:** " + " · ".join(
-            f"{e.normalized.get('analyte')} {e.normalized.get('value')} {e.normalized.get('unit') or ''} "
-            f"{'↑' if e.normalized.get('flag') == 'high' else '↓'}" for e in abnormal[:30]))
+            md_text(f"{e.normalized.get('analyte')} {e.normalized.get('value')} {e.normalized.get('unit') or ''}")
+            + f" {'↑' if e.normalized.get('flag') == 'high' else '↓'}" for e in abnormal[:30]))
 
     st.subheader("Timeline")
     chart = _timeline_chart(result)
@@ -180,7 +178,7 @@ def render(result, texts: dict[str, str] | None = None) -> None:
     if not result.conflicts:
         st.caption("No conflicts found.")
     for c in result.conflicts:
-        st.error(f"{c.date}: {c.description}")
+        st.error(md_text(f"{c.date}: {c.description}"))
 
     st.subheader("Evidence")
     ev_marks: dict[str, list[tuple[int, int, str, str]]] = {}
@@ -189,11 +187,13 @@ def render(result, texts: dict[str, str] | None = None) -> None:
         with st.expander(label, expanded=ev.kind == "question"):
             st.caption(ev.method)
             for it in ev.supporting:
-                st.markdown(f"**+ {it.score:.3f}** · `{it.doc_id}` · {it.section or '—'} — {it.span.text}")
+                st.markdown(f"**+ {it.score:.3f}** · {md_text(it.doc_id)} · {md_text(it.section or '—')} — "
+                            f"{md_text(it.span.text)}")
                 if ev.kind == "question":
                     ev_marks.setdefault(it.doc_id, []).append((it.span.char_start, it.span.char_end, EVIDENCE, f"evidence {it.score:.3f}"))
             for it in ev.contradicting:
-                st.markdown(f"**− {it.score:.3f}** (contradicting) · `{it.doc_id}` · {it.section or '—'} — {it.span.text}")
+                st.markdown(f"**− {it.score:.3f}** (contradicting) · {md_text(it.doc_id)} · {md_text(it.section or '—')} — "
+                            f"{md_text(it.span.text)}")
                 if ev.kind == "question":
                     ev_marks.setdefault(it.doc_id, []).append((it.span.char_start, it.span.char_end, NEGATED, "contradicting"))
 
@@ -247,7 +247,7 @@ def page() -> None:
                 st.session_state[FILES] = files
                 st.session_state[QUESTION] = q
         except IngestError as exc:
-            st.error(str(exc))
+            show_ingest_error(exc)
     patients = st.session_state.get(PATIENTS) or []
     if len(patients) > 1 and st.session_state.get(FILES):
         st.warning(f"These documents are of {len(patients)} patients, not one (by name, record number, sex, age or "

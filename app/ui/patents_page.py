@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.export import to_json
-from app.ui.common import document_input, highlight, ingest
+from app.ui.common import document_input, highlight, ingest, md_line
 
 PENDING = "patents_pending_input"
 RESULT = "patents_result"
@@ -74,7 +74,7 @@ def render(result, doc) -> None:
         )
         st.html(highlight(claim.span.text, claim.span.char_start, marks))
         if claim.limitation is not None and not claim.independent:
-            st.markdown(f"**Adds:** {claim.limitation.text}")
+            st.markdown(f"**Adds:** {md_line(claim.limitation.text)}")  # document text: escaped
         if any(p.parts for p in claim.parts):
             st.markdown(_parts_markdown(claim.parts))
         meta = f"status: {claim.status} · category: {claim.category} · "
@@ -108,7 +108,7 @@ def _parts_markdown(parts, depth: int = 0) -> str:
     """A claim's elements as a nested Markdown list (an element ending in a colon holds its items)."""
     lines = []
     for p in parts:
-        text = " ".join(p.span.text.split()).replace("*", "\\*")
+        text = md_line(p.span.text)  # document text: escaped
         lines.append("  " * depth + "- " + text)
         if p.parts:
             lines.append(_parts_markdown(p.parts, depth + 1))

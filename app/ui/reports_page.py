@@ -16,6 +16,7 @@ import streamlit as st
 
 from app.export import to_json
 from app.render.reports import deep_summary_markdown, scope_rows, target_names
+from app.ui.common import md_text, show_ingest_error
 from pipelines.documents import Document, IngestError, load_bytes
 from pipelines.reports import Mention, ReportResult, Target
 
@@ -80,13 +81,13 @@ def _crop(pdf_bytes: bytes, page: int, bbox: tuple, resolution: int = PAGE_DPI):
 
 
 def _target_card(t: Target, pdf_bytes: bytes | None) -> None:
-    st.markdown(f"**{t.label}** ({t.kind}, page {t.page})")
+    st.markdown(f"**{md_text(t.label)}** ({t.kind}, page {t.page})")
     if pdf_bytes and t.bbox:
         try:  # the crop holds the printed caption already: no caption under the image
             st.image(_crop(pdf_bytes, t.page, tuple(t.bbox)))
         except Exception as exc:  # rendering is a convenience; the data is still shown
             st.caption(f"(cannot draw the crop: {exc})")
-    st.write(_card_text(t))
+    st.text(_card_text(t))  # document text: shown as text, never as markdown
     if t.rows:
         st.dataframe([dict(enumerate(r)) for r in t.rows[:30]], use_container_width=True)
 
@@ -165,10 +166,10 @@ def render(result: ReportResult, pdf_bytes: bytes | None) -> None:
     if not result.unresolved:
         st.success("Every mention was resolved or recognised as external.")
     for u in result.unresolved:
-        st.markdown(f"- page {u.page}: **{u.text}** — {u.why}: {u.reason}")
+        st.markdown(f"- page {u.page}: **{md_text(u.text)}** — {u.why}: {md_text(u.reason)}")  # why: a code
     floats = [t for t in result.unreferenced_targets if targets.get(t) and targets[t].kind in ("figure", "table", "exhibit", "chart")]
     if floats:
-        st.caption("Figures and tables nothing mentions: " + ", ".join(floats))
+        st.caption("Figures and tables nothing mentions: " + md_text(", ".join(floats)))
     if result.scope:  # LLM step reports.scope
         st.subheader("Internal or external (model-scored)")
         st.dataframe(scope_rows(result), hide_index=True)
@@ -205,7 +206,7 @@ def page() -> None:
             st.session_state[RESULT] = (result, pdf)
         except IngestError as exc:
             st.session_state.pop(RESULT, None)
-            st.error(str(exc))
+            show_ingest_error(exc)
     out = st.session_state.get(RESULT)
     if out:
         render(*out)

@@ -102,7 +102,7 @@ def test_target_card_shows_the_caption_once(tmp_path):
     assert option.endswith("→ 图1 (figure-1)")  # the target by its printed label
     box.select_index(list(box.options).index(option)).run()
     assert not at.exception, at.exception
-    shown = " ".join(m.value for m in at.markdown)
+    shown = " ".join([m.value for m in at.markdown] + [t.value for t in at.text])  # the card's text is st.text
     captions = [c for e in at.main if type(e).__name__ == "Image" for c in e.captions]
     assert shown.count(fig.caption) == 1 and not any(fig.caption in c for c in captions)
     at.toggle(key="reports_zoom").set_value(True).run()
