@@ -1,7 +1,7 @@
 """Scoring the medical pipeline against the truth files in tests/fixtures/medical/ (copied from the
 shared corpus, provenance in PROVENANCE.md). Used by the tests and runnable as a script:
 
-    python -m benchmarks.eval.medical_evaluate [--no-embeddings]     # prints every number
+    python -m benchmarks.eval.medical_evaluate [--no-embeddings] [--llm off|auto|on]   # prints every number
 
 Metrics
 - Synthea: entity F1 (exact span and coarse type: condition / medication / procedure /
@@ -39,14 +39,28 @@ def _f1(tp: int, fp: int, fn: int) -> dict:
     return {"tp": tp, "fp": fp, "fn": fn, "precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
 
 
-def score_synthea(pipe) -> dict:
+def score_synthea(pipe, llm=None, limit: int | None = None, per_patient: list | None = None) -> dict:
+    """llm: None (rules only) or a function returning a fresh pipelines.llm.LLMRun per patient (the
+    medical LLM steps); limit: the first N patients; per_patient: filled with each patient's time and
+    LLM steps."""
+    import time
+
     tp = fp = fn = 0
     a_ok = a_n = d_ok = d_n = e_ok = e_n = 0
     misses: list[str] = []
-    for folder in synthea_patients():
+    for folder in synthea_patients()[:limit]:
         truth = json.loads((folder / "truth.json").read_text(encoding="utf-8"))
         inp = pipe.discover(folder)[0]
-        result = pipe.run_input(inp)
+        t0 = time.perf_counter()
+        result = pipe.run_input(inp, llm=llm() if llm is not None else None)
+        if per_patient is not None:
+            per_patient.append({"patient": folder.name, "documents": len(result.documents),
+                                "seconds": round(time.perf_counter() - t0, 1),
+                                "context": result.llm_context.strategy if result.llm_context else None,
+                                "context_tokens": result.llm_context.tokens if result.llm_context else None,
+                                "steps": [s.model_dump(include={"step", "ran", "seconds", "requests", "prompt_tokens",
+                                                                "generated_tokens", "reuse", "error"})
+                                          for s in (result.llm.steps if result.llm else [])]})
         by_span = {(e.doc_id, e.span.char_start, e.span.char_end): e for e in result.entities}
         got = {(e.doc_id, e.span.char_start, e.span.char_end, OUR_TYPE[e.type]) for e in result.entities if e.type in OUR_TYPE}
         want = {(t["doc"].split("/")[-1], t["start"], t["end"], TRUTH_TYPE[t["type"]]) for t in truth["entities"]}
@@ -125,5 +139,12 @@ if __name__ == "__main__":
     from pipelines.medical import MedicalPipeline
 
     emb = "--no-embeddings" not in sys.argv
-    print(json.dumps({"synthea": score_synthea(MedicalPipeline(use_embeddings=emb)),
+    mode = sys.argv[sys.argv.index("--llm") + 1] if "--llm" in sys.argv else "off"
+    run = None
+    if mode != "off":  # the medical LLM steps with the default model (benchmarks/eval/medical_llm.py prints more)
+        from pipelines.llm import EngineSettings, LLMRun, get_engine
+
+        engine = get_engine(EngineSettings())
+        run = lambda: LLMRun(mode, engine=engine)  # noqa: E731
+    print(json.dumps({"synthea": score_synthea(MedicalPipeline(use_embeddings=emb), llm=run),
                       "cmbclin": score_cmbclin(MedicalPipeline(use_embeddings=emb))}, indent=2, ensure_ascii=False))

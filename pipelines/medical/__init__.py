@@ -19,6 +19,7 @@ sectionizer with many more header variants. `context.py` implements the same tri
 termination algorithm in a small form for English and Chinese.
 """
 
+from pipelines.medical import llm_steps as _llm_steps  # noqa: F401 - registers the LLM steps' decisions
 from pipelines.medical.models import MedicalResult
 from pipelines.medical.pipeline import MedicalPipeline
 

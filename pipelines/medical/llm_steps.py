@@ -202,12 +202,12 @@ def _attention_pass(llm, prompt_prefix: str, pt: PatientText, spans: list[tuple[
 class Plan:
     """One evidence ranking to fuse: its claim, kind and a function giving the retrieval's scored
     (supporting, contradicting, method) lists before the cut, and one building the Evidence from the
-    fused lists."""
+    fused lists (and the context's most attended sentences)."""
 
     claim: str
     kind: str
     scored: Callable[[], tuple[list, list, str]]
-    build: Callable[[list, list, str], object]
+    build: Callable[..., object]  # (supporting, contradicting, method, attention=None) -> Evidence
 
 
 def _est_tokens(text: str) -> int:
@@ -388,7 +388,20 @@ def _fuse(plans: list[Plan], scored: list, candidates: list, idx: list[int], mas
         if m is None:
             out.append(p.build(cut(sup)[:5], cut(con)[:5], method))
             continue
-        out.append(p.build(cut(_fused(sup, m, pos))[:5], cut(_fused(con, m, pos))[:5], method + "+attention"))
+        out.append(p.build(cut(_fused(sup, m, pos))[:5], cut(_fused(con, m, pos))[:5], method + "+attention",
+                           _top_attended(m, idx, candidates)))
+    return out
+
+
+def _top_attended(mass: list[float], idx: list[int], candidates: list, k: int = ANSWER_EVIDENCE) -> list[EvidenceItem]:
+    """The k sentences of the context with the most attention, best first; score: share among all of them."""
+    total = sum(mass) or 1.0
+    best = sorted(range(len(mass)), key=lambda t: (-mass[t], t))[:k]
+    out = []
+    for t in best:
+        c = candidates[idx[t]]
+        out.append(EvidenceItem(span=c.doc.span(c.start, c.end), score=round(mass[t] / total, 4), doc_id=c.doc_id,
+                                section=c.section, scores={"attention_share": round(mass[t] / total, 4)}))
     return out
 
 
@@ -424,15 +437,7 @@ def _ground(answers: list[Answer], sents: dict[int, list[str]], questions: list[
             m = mass.get(("ans", qi, j))
             if m is None:
                 continue
-            total = sum(m) or 1.0
-            best = sorted(range(len(m)), key=lambda t: (-m[t], t))[:ANSWER_EVIDENCE]
-            items = []
-            for t in best:
-                c = candidates[idx[t]]
-                src = c.doc.span(c.start, c.end)
-                items.append(EvidenceItem(span=src, score=round(m[t] / total, 4), doc_id=c.doc_id, section=c.section,
-                                          scores={"attention_share": round(m[t] / total, 4)}))
-            rows.append(AnswerSentence(text=s, evidence=items))
+            rows.append(AnswerSentence(text=s, evidence=_top_attended(m, idx, candidates)))
         out.append(Answer(question=a.question, text=a.text, sentences=rows))
     return out
 

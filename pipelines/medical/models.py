@@ -136,6 +136,16 @@ class Evidence(_M):
     contradicting: list[EvidenceItem]
     method: str
     chain: list[str] = []  # events behind the supporting evidence, in time order (the evidence chain)
+    # LLM step medical.attention_evidence: the record sentences the claim (or its question's answer)
+    # attends to most in the whole context, best first, whatever their retrieval score (absent without the step)
+    attention: list[EvidenceItem] | None = None
+
+    @model_serializer(mode="wrap")
+    def _leave_out_attention_when_not_run(self, handler):
+        data = handler(self)
+        if isinstance(data, dict) and data.get("attention", 0) is None:
+            del data["attention"]
+        return data
 
 
 class ProblemItem(_M):

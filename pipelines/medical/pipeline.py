@@ -307,7 +307,8 @@ class MedicalPipeline(Pipeline):
             from pipelines.medical.llm_steps import Plan, run_steps
 
             plans = [Plan(ev.claim, ev.kind, scored,
-                          lambda sup, con, method, b=build: self._with_chain(b(sup, con, method), events, mention_event))
+                          lambda sup, con, method, att=None, b=build: self._with_chain(b(sup, con, method, att), events,
+                                                                                      mention_event))
                      for ev, (scored, build) in zip(evidence, self._plans, strict=True)]
             fused, ctx, answers = run_steps(llm, [(pd.doc, pd.kind, pd.date) for pd in prepared], index.cands, plans, qs)
             if fused is not None:
@@ -652,10 +653,11 @@ class MedicalPipeline(Pipeline):
             return EvidenceItem(span=docs[c.doc_id].span(c.start, c.end), score=score, doc_id=c.doc_id, section=c.section,
                                 entities=ids, scores=parts)
 
-        def build(sup, con, method) -> Evidence:
+        def build(sup, con, method, attention=None) -> Evidence:
             return Evidence(claim=claim, kind="diagnosis" if target is not None else "question",
                             target=target.id if target is not None else None,
-                            supporting=[item(*x) for x in sup], contradicting=[item(*x) for x in con], method=method)
+                            supporting=[item(*x) for x in sup], contradicting=[item(*x) for x in con], method=method,
+                            attention=attention)
 
         # for the LLM step medical.attention_evidence: the same ranking before its cut, and how to build it
         self._plans.append((lambda: index.scored(claim, concepts, exclude, after), build))

@@ -50,17 +50,33 @@ def test_both_steps_run_fill_their_fields_and_point_at_exact_characters(tiny_llm
     for ev in r.evidence:
         for it in ev.supporting + ev.contradicting:
             assert _exact(it.span, docs) and 0.0 <= it.scores["attention"] <= 1.0
+        assert ev.attention and all(_exact(it.span, docs) for it in ev.attention)
     [a] = r.answers
     assert a.question == Q and a.error is None and a.text and a.sentences
     assert " ".join(s.text for s in a.sentences).split() == a.text.split()
     for s in a.sentences:
         assert 1 <= len(s.evidence) <= ls.ANSWER_EVIDENCE
         assert all(_exact(it.span, docs) for it in s.evidence)
+    # the terminal report shows the answer with its evidence, what the steps read and each step
+    from rich.console import Console
+
+    from app.render.medical import answer_lines, llm_lines, print_terminal
+
+    con = Console(record=True, width=200)
+    print_terminal(r, con)
+    out = con.export_text()
+    assert f"Answer to: {Q}" in out and "most attended:" in out
+    assert any(line.startswith("    ← ") for line in answer_lines(r))
+    assert any(ls.STEP_ANSWER in line and "requests" in line for line in llm_lines(r))
+    assert "the whole patient (2 documents" in out
 
 
 def test_off_and_no_llm_export_the_same_bytes_without_llm_fields():
     plain, off = to_json(_run()), to_json(_run(LLMRun.off()))
     assert plain == off
+    from app.render.medical import answer_lines, llm_lines
+
+    assert answer_lines(_run()) == [] and llm_lines(_run()) == []
     assert '"llm"' not in plain and '"answers"' not in plain and '"llm_context"' not in plain
     assert "attention" not in plain
 
@@ -99,7 +115,7 @@ def test_the_deprecated_engine_rerank_flag_runs_the_steps(monkeypatch):
 
 
 def test_a_patient_longer_than_the_context_goes_through_the_retrieval_fallback(tiny_text_model):
-    # the appendectomy patient is ~14,000 characters: far more than this engine's 1,024 tokens
+    # the appendectomy patient is ~3,300 characters, one token each here: more than this engine's 1,024 tokens
     llm = get_engine(EngineSettings(model=str(tiny_text_model), device="cpu", dtype="float32", max_model_len=1024))
     pipe = MedicalPipeline(use_embeddings=False)
     docs = pipe.load(pipe.discover(FIX / "en-appendectomy")[0])
@@ -129,18 +145,21 @@ def test_patient_text_maps_every_range_back_to_its_own_document():
     assert pt.to_source(whole_a[0], whole_a[1] + 5) is None  # crosses into the next document's header
 
 
+_D = Document.from_text("abcd", doc_id="d")
+
+
 class _C:
     def __init__(self, name, order):
-        self.doc_id, self.start, self.end, self.doc_order, self.name = "d", order, order + 1, 0, name
+        self.doc, self.doc_id, self.start, self.end, self.doc_order, self.name = _D, "d", order, order + 1, 0, name
+        self.section = None
 
 
 def test_fusion_reorders_the_retrieval_candidates_and_adds_none():
     a, b, c, outsider = _C("a", 0), _C("b", 1), _C("c", 2), _C("x", 3)
     sup = [(a, 0.9, {}), (b, 0.5, {}), (c, 0.4, {})]
-    built = []
-    plan = ls.Plan("claim", "diagnosis", lambda: (sup, [], "m"), lambda s, n, m: built.append((s, n, m)) or (s, m))
+    plan = ls.Plan("claim", "diagnosis", lambda: (sup, [], "m"), lambda s, n, m, att=None: (s, m, att))
     mass = {("plan", 0): [0.0, 0.1, 1.0, 5.0]}  # the outsider gets the most attention
-    [(fused, method)] = ls._fuse([plan], [plan.scored()], [a, b, c, outsider], [0, 1, 2, 3], mass)
+    [(fused, method, att)] = ls._fuse([plan], [plan.scored()], [a, b, c, outsider], [0, 1, 2, 3], mass)
     w = ls.WEIGHT
     expect = {"a": (1 - w) * 0.9 + w * 0.0, "b": (1 - w) * 0.5 + w * 0.02, "c": (1 - w) * 0.4 + w * 0.2}
     assert [x[0].name for x in fused] == sorted(expect, key=lambda k: -expect[k])
@@ -148,6 +167,9 @@ def test_fusion_reorders_the_retrieval_candidates_and_adds_none():
     assert outsider not in [x[0] for x in fused] and method == "m+attention"
     # relative to the best attended sentence of the context, the outsider included
     assert {x[0].name: x[2]["attention"] for x in fused} == {"a": 0.0, "b": 0.02, "c": 0.2}
+    # the context's most attended sentences are reported on their own, the outsider first
+    assert [(it.span.char_start, it.score) for it in att] == [(3, round(5 / 6.1, 4)), (2, round(1 / 6.1, 4)),
+                                                              (1, round(0.1 / 6.1, 4))]
 
 
 @pytest.mark.model
