@@ -2,7 +2,9 @@
 `render_tree_text` as plain text), Graphviz DOT for the UI (`to_dot`) and the claim-count line
 (`counts_line`). Each claim is shown by what it adds (`TreeNode.label`: a dependent claim's
 "wherein …" limitation, an independent claim's preamble), claim 1's tree first, an independent
-claim's elements nested under it."""
+claim's elements nested under it. When the LLM step `patents.claim_summaries` ran, each claim's
+plain-language summary is shown under it (`render_tree`) and beside the chosen claim on the page
+(`summaries_markdown`, `summary_rows`)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
-from pipelines.patents import Claim, ClaimPart, PatentResult, TreeNode, claim_label, shorten
+from pipelines.patents import Claim, ClaimPart, ClaimSummary, PatentResult, TreeNode, claim_label, shorten
 
 
 def _label(c: Claim, codes: list[str], text: str | None = None, info: frozenset[str] = frozenset()) -> Text:
@@ -67,12 +69,21 @@ def _add_parts(branch: Tree, c: Claim) -> None:
                 stack.append((child, p.parts))
 
 
+def _summary_line(s: ClaimSummary) -> Text:
+    """A claim's plain-language summary as a dim line: '≈ Claim 3 adds that …' (a rules one marked)."""
+    line = Text("≈ " + " ".join(s.text.split()), style="italic green" if s.source == "model" else "italic dim")
+    if s.source != "model":
+        line.append(f"  (rules{': ' + s.error if s.error else ''})", style="dim")
+    return line
+
+
 def render_tree(result: PatentResult, elements: bool = True) -> Tree:
     """A rich Tree of the claim set: number, status, category, what the claim adds (a dependent
     claim's limitation, an independent claim's preamble), finding codes; with `elements`, an
-    independent claim's elements under it, nested as the claim nests them. Claim 1's tree
-    comes first."""
+    independent claim's elements under it, nested as the claim nests them; the claim's
+    plain-language summary first under it when the LLM step ran. Claim 1's tree comes first."""
     by_number = {c.number: c for c in result.claims}
+    summary = {s.claim: s for s in result.claim_summaries or []}
     codes: dict[int, list[str]] = {}
     for f in result.findings:
         for n in f.claims[:1]:
@@ -90,6 +101,8 @@ def render_tree(result: PatentResult, elements: bool = True) -> Tree:
         if t.continued:
             label.append("  (continued below)", style="dim")
         branch = parent.add(label)
+        if t.number in summary:
+            branch.add(_summary_line(summary[t.number]))
         if elements and c.independent:
             _add_parts(branch, c)
         for k in t.children:
@@ -105,6 +118,36 @@ def render_tree(result: PatentResult, elements: bool = True) -> Tree:
     if cancelled:
         root.add(Text("cancelled: " + ", ".join(map(str, cancelled)), style="dim"))
     return root
+
+
+def _md(text: str) -> str:
+    return " ".join(text.split()).replace("*", "\\*").replace("_", "\\_")
+
+
+def summaries_markdown(result: PatentResult, number: int) -> str:
+    """Markdown for claim `number`'s plain-language summary on the page: the sentence, where it
+    comes from (model or rules) and its grounding, the claim's own spans it rests on (character
+    offsets, share of its words), and the rules summary beside it; "" when the step did not run."""
+    s = next((s for s in result.claim_summaries or [] if s.claim == number), None)
+    if s is None:
+        return ""
+    head = "In plain words" if s.source == "model" else "In plain words (rules; the model gave none)"
+    lines = [f"**{head}:** {_md(s.text)}",
+             f"<small>grounding {s.grounding:.0%} of its words in the claim's own text"
+             + (f" · {s.error}" if s.error else "") + "</small>"]
+    if s.spans:
+        lines.append("Rests on:")
+        lines += [f"- “{_md(shorten(sp.span.text, 16))}” (chars {sp.span.char_start}–{sp.span.char_end}, "
+                  f"{sp.share:.0%} of its words)" for sp in s.spans]
+    if s.source == "model":
+        lines.append(f"Rules summary: {_md(s.scaffold)}")
+    return "\n\n".join(lines[:2]) + "\n\n" + "\n".join(lines[2:])
+
+
+def summary_rows(result: PatentResult) -> list[dict]:
+    """One row per summarised claim for a table: claim, summary, source, grounding, rules summary."""
+    return [{"claim": s.claim, "summary": " ".join(s.text.split()), "source": s.source,
+             "grounding": round(s.grounding, 2), "rules summary": s.scaffold} for s in result.claim_summaries or []]
 
 
 def ordered_trees(result: PatentResult) -> list[TreeNode]:

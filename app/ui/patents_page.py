@@ -53,6 +53,11 @@ def render(result, doc) -> None:
 
     st.subheader("Claim tree")
     st.graphviz_chart(to_dot(result))
+    if getattr(result, "claim_summaries", None):
+        from app.render.patents import summary_rows
+
+        with st.expander("Plain-language summaries (LLM step patents.claim_summaries)"):
+            st.dataframe(summary_rows(result), hide_index=True)
 
     st.subheader("Claim")
     numbers = [c.number for c in claims]
@@ -75,6 +80,11 @@ def render(result, doc) -> None:
         st.html(highlight(claim.span.text, claim.span.char_start, marks))
         if claim.limitation is not None and not claim.independent:
             st.markdown(f"**Adds:** {md_line(claim.limitation.text)}")  # document text: escaped
+        from app.render.patents import summaries_markdown  # the LLM step's summary, when it ran
+
+        summary = summaries_markdown(result, chosen)
+        if summary:
+            st.markdown(summary, unsafe_allow_html=True)
         if any(p.parts for p in claim.parts):
             st.markdown(_parts_markdown(claim.parts))
         meta = f"status: {claim.status} · category: {claim.category} · "

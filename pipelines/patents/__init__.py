@@ -12,19 +12,35 @@ Modules, in the order the analysis runs:
 - `counts`: the claim counts a fee calculation needs (the USPTO's rule);
 - `tree`: the networkx graph, the nested trees of the export and each claim's label;
 - `analyse`: the whole analysis, Document -> `PatentResult` (`model`);
+- `summaries`: the rules-only claim summaries (the scaffold) and their grounding measures;
+- `llm_steps`: the LLM step `patents.claim_summaries` (with `--llm on`, or in auto once measured);
 - `pipeline`: `PatentsPipeline` and the entry points the CLI and UI call.
 
 The names below are the package's public interface (what the app imports).
 """
 
-from pipelines.patents.model import Claim, ClaimCounts, ClaimPart, Finding, PatentResult, TreeNode
+from pipelines.patents.llm_steps import STEP as SUMMARY_STEP
+from pipelines.patents.llm_steps import rules_summaries, summarise_claims
+from pipelines.patents.model import (
+    Claim,
+    ClaimCounts,
+    ClaimPart,
+    ClaimSummary,
+    Finding,
+    PatentResult,
+    SummarySpan,
+    TreeNode,
+)
 from pipelines.patents.pipeline import PatentsPipeline, analyse_document, analyse_text, build_graph
 from pipelines.patents.tree import claim_label, shorten
 
 __all__ = [
+    "SUMMARY_STEP",
     "Claim",
     "ClaimCounts",
     "ClaimPart",
+    "ClaimSummary",
+    "SummarySpan",
     "Finding",
     "PatentResult",
     "PatentsPipeline",
@@ -33,5 +49,7 @@ __all__ = [
     "analyse_text",
     "build_graph",
     "claim_label",
+    "rules_summaries",
     "shorten",
+    "summarise_claims",
 ]

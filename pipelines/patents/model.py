@@ -7,10 +7,11 @@ same input gives byte-identical JSON.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
+from pipelines.llm import LLMReport
 
 SCHEMA_VERSION = "patents/1.1"
 
@@ -146,6 +147,31 @@ class Stats(_Model):
     claim_counts: ClaimCounts | None = None
 
 
+class SummarySpan(_Model):
+    """A span of the claim's own text a summary rests on, and the share of the summary's content
+    words found in it."""
+
+    span: SourceSpan
+    share: float
+
+
+class ClaimSummary(_Model):
+    """The plain-language summary of one claim (LLM step `patents.claim_summaries`): for an
+    independent claim what it covers, for a dependent claim what it adds to its parent."""
+
+    claim: int
+    kind: str = Field(description="independent | dependent")
+    text: str = Field(description='the sentence: "Claim 1 covers …", "Claim 3 adds that …"')
+    source: str = Field(description='"model" (generated), or "rules" (the scaffold, when the model gave nothing)')
+    scaffold: str = Field(description="the rules-only summary built from the parsed preamble and elements")
+    spans: list[SummarySpan] = Field(
+        default_factory=list,
+        description="the claim's preamble / elements whose words the sentence uses, best first",
+    )
+    grounding: float = Field(description="share of the sentence's content words found in the claim's own text")
+    error: str | None = Field(default=None, description="why the model's sentence is missing (source rules)")
+
+
 class PatentResult(ResultBase):
     """The export of one document through the patent claim-tree pipeline."""
 
@@ -159,6 +185,19 @@ class PatentResult(ResultBase):
         default_factory=list, description="dependent claims not reachable from any independent claim"
     )
     stats: Stats
+    claim_summaries: list[ClaimSummary] | None = Field(
+        default=None, description="LLM step patents.claim_summaries (absent when it did not run)"
+    )
+    llm: LLMReport | None = Field(default=None, description="the LLM steps of this run (absent with --llm off)")
+
+    @model_serializer(mode="wrap")
+    def _leave_out_llm_fields(self, handler):
+        """The LLM fields are left out when None, so a rules-only export stays as it was."""
+        data = handler(self)
+        for k in ("claim_summaries", "llm"):
+            if getattr(self, k) is None:
+                data.pop(k, None)
+        return data
 
 
 TreeNode.model_rebuild()
