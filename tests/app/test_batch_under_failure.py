@@ -225,3 +225,16 @@ def test_an_unpaired_contract_is_named_with_the_reason(tmp_path):
     assert "1 ignored" in res.stdout
     summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
     assert summary["ignored_files"][0]["file"] == "nda.v1.txt"
+
+
+def test_the_html_redline_honours_the_umask(tmp_path):
+    a, b = tmp_path / "lease.v1.txt", tmp_path / "lease.v2.txt"
+    a.write_text("1. Rent\nThe rent is 100.\n", encoding="utf-8")
+    b.write_text("1. Rent\nThe rent is 120.\n", encoding="utf-8")
+    old = os.umask(0o022)
+    try:
+        res = CliRunner().invoke(app, ["contracts", str(a), str(b), "--json", "--html", str(tmp_path / "r.html")])
+    finally:
+        os.umask(old)
+    assert res.exit_code == 0, res.output
+    assert stat.S_IMODE((tmp_path / "r.html").stat().st_mode) == 0o644
