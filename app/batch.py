@@ -340,17 +340,21 @@ def _unused_reason(path: Path, pipeline: str | None) -> str:
     return f"not taken by the {pipeline} pipeline" if pipeline else "not taken by any pipeline"
 
 
-def ignored_files(folder: Path, tasks: list[Task], pipeline: str | None = None) -> list[dict[str, str]]:
+def ignored_files(folder: Path, tasks: list[Task], pipeline: str | None = None,
+                  out_dir: Path | None = None) -> list[dict[str, str]]:
     """Files under `folder` that no task reads, each with the reason ({"file", "reason"}): special
     files (FIFO, socket, device; only stat'ed, never opened), unsupported types, notes, and
     supported files a pipeline did not take (a contract version with no other version to pair
-    with). Hidden files and folders are left out of the list."""
+    with). Hidden files and folders, and the batch's own output folder, are left out of the list."""
     folder = Path(folder)
     used = {p.resolve() for t in tasks for p in t.input.paths}
+    own = Path(out_dir).resolve() if out_dir is not None else None
     out = []
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
         if any(part.startswith(".") for part in rel.parts) or path.is_dir():
+            continue
+        if own is not None and path.resolve().is_relative_to(own):
             continue
         if pipeline is not None:
             owner = pipeline
@@ -575,7 +579,7 @@ def run_batch(
         lock.acquire(wait=wait, on_wait=on_wait)
     try:
         report = BatchReport(str(folder), str(out_dir), jobs, _now(), total=len(tasks),
-                             ignored=ignored_files(folder, tasks, pipeline))
+                             ignored=ignored_files(folder, tasks, pipeline, out_dir))
         report.previous_run = _previous_run(out_dir)
         report.stale_temps_removed = len(remove_stale_temps(out_dir))
         before = {t.output: _stat_key(t.output) for t in tasks}
