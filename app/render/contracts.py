@@ -5,7 +5,10 @@ Both put the material changes first, then every aligned pair with its inline red
 text, where there are no styles, `[-deleted-]{+inserted+}`). Clauses are named as a reader names
 them (number and heading, a heading's text), not by their export ids.
 The HTML has no external resources (inline CSS, no scripts needed) and links each summary entry
-to its row.
+to its row. When the LLM steps ran (`result.llm`), both also show the amendment paragraph (each
+sentence linked to the changes it rests on), each change's explanation with the old and new words
+it rests on, the model's materiality judgement where the fusion changed the rules' decision, and
+one line per step (what ran, with which model, what it cost).
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ ins{background:#dcfce7;color:#166534;text-decoration:underline}
 .material{font-weight:600}
 tr.unchanged td{color:#6b7280}
 li{margin:3px 0;font-size:13px}
+.expl{font-weight:400;color:#1f2937;font-size:12px;margin-left:16px}
+.expl .rules{color:#6b7280}
+.llm{color:#4b5563;font-size:12px}
+.amend{background:#f9fafb;border-left:3px solid #2563eb;padding:6px 10px;font-size:13px}
 """
 
 
@@ -94,6 +101,48 @@ def row_html(k: int, row: AlignmentRow, where: str | None = None) -> str:
             f"<td>{side_html(row, 'a')}</td><td>{side_html(row, 'b')}{flags_html(row)}</td></tr>")
 
 
+def _quote(text: str, limit: int = 60) -> str:
+    t = " ".join(text.split())
+    return f"“{t if len(t) <= limit else t[:limit - 1] + '…'}”"
+
+
+def explanation_line(item) -> str | None:
+    """A change's explanation as one line: the sentence, whether the model's own words were kept,
+    and the old → new words it rests on; None when the step did not explain it."""
+    e = item.explanation
+    if e is None:
+        return None
+    old = ", ".join(_quote(s.text, 40) for s in e.a_spans[:2]) or "—"
+    new = ", ".join(_quote(s.text, 40) for s in e.b_spans[:2]) or "—"
+    who = "model" if e.kept else "rules (the model's sentence was not grounded)"
+    return f"{e.text}  [{who}; rests on {old} → {new}]"
+
+
+def materiality_note(item) -> str | None:
+    """The model's materiality where it changed the rules' decision, else None."""
+    m = item.materiality
+    if m is None or not m.changed:
+        return None
+    return (f"model: {m.label} (log-odds {m.score:+.2f}); the rules said "
+            f"{'material' if m.rule_material else 'not material'}")
+
+
+def llm_lines(result: ContractResult) -> list[str]:
+    """One line for the LLM run and one per step (ran or why not, seconds, requests, tokens)."""
+    r = result.llm
+    if r is None:
+        return []
+    out = [f"LLM steps ({r.mode}): {r.model}" + (f" — {r.message}" if r.message else "")]
+    for st in r.steps:
+        if st.ran:
+            out.append(f"  {st.step}: {st.seconds:.1f} s, {st.requests} requests, {st.prompt_tokens:,} prompt tokens, "
+                       f"{st.generated_tokens} generated" + (f"; {st.error}" if st.error else "")
+                       + (f"; {st.reason}" if st.reason else ""))
+        else:
+            out.append(f"  {st.step}: not run ({st.reason})")
+    return out
+
+
 def redline_html(result: ContractResult, doc_a: Document | str | None = None, doc_b: Document | str | None = None) -> str:
     """A self-contained HTML redline of the pair: summary (material first, linked), then every row."""
     da, db = result.documents["a"].info, result.documents["b"].info
@@ -108,12 +157,32 @@ def redline_html(result: ContractResult, doc_a: Document | str | None = None, do
         f'{s["deleted"]} deleted · {s["moved"]} moved · {s["renumbered"]} renumbered · {s["split"]} split · '
         f'{s["merged"]} merged · {s["material"]} material · method {html.escape(result.settings.method)}, '
         f"threshold {result.settings.threshold}</p>",
-        "<h2>Changes (material first)</h2><ul>",
     ]
+    for line in llm_lines(result):
+        parts.append(f'<p class="llm">{html.escape(line)}</p>')
+    if result.amendment is not None:
+        parts.append('<h2>The amendment in one paragraph</h2><p class="amend">')
+        for sent in result.amendment.sentences:
+            links = " ".join(f'<a href="#row-{r}">[{html.escape(result.where(result.alignment[r]))}]</a>'
+                             for r in sent.rows)
+            parts.append(f"{html.escape(sent.text)} <sup>{links}</sup> ")
+        if not result.amendment.kept:
+            parts.append('<br><span class="meta">(written by the rules: the model\'s paragraph was not grounded in '
+                         "the changes)</span>")
+        parts.append("</p>")
+    parts.append("<h2>Changes (material first)</h2><ul>")
     for item in result.summary:
         cls = ' class="material"' if item.material else ""
         mark = "⚑ " if item.material else ""
-        parts.append(f'<li{cls}><a href="#row-{item.row}">{mark}{html.escape(item.text)}</a></li>')
+        extra = ""
+        line = explanation_line(item)
+        if line is not None:
+            cls_e = "" if item.explanation.kept else ' class="rules"'
+            extra += f'<div class="expl"><span{cls_e}>{html.escape(line)}</span></div>'
+        note = materiality_note(item)
+        if note is not None:
+            extra += f'<div class="expl">{html.escape(note)}</div>'
+        parts.append(f'<li{cls}><a href="#row-{item.row}">{mark}{html.escape(item.text)}</a>{extra}</li>')
     if not result.summary:
         parts.append("<li>No changes.</li>")
     parts.append('</ul><h2>Side by side</h2><table class="rl"><tr><th></th>'
@@ -147,7 +216,23 @@ def render_terminal(result: ContractResult, show_unchanged: bool = False, max_ch
     summary.add_column("", width=2)
     summary.add_column("Change")
     for item in result.summary:
-        summary.add_row("⚑" if item.material else "", Text(item.text, style="bold" if item.material else ""))
+        cell = Text(item.text, style="bold" if item.material else "")
+        line = explanation_line(item)
+        if line is not None:
+            cell.append(f"\n↳ {line}", style="italic" if item.explanation.kept else "dim")
+        note = materiality_note(item)
+        if note is not None:
+            cell.append(f"\n↳ {note}", style="dim")
+        summary.add_row("⚑" if item.material else "", cell)
+    extra = [Text(line, style="dim") for line in llm_lines(result)]
+    if result.amendment is not None:
+        para = Text()
+        for sent in result.amendment.sentences:
+            para.append(sent.text + " ")
+            para.append("[" + "; ".join(result.where(result.alignment[r]) for r in sent.rows) + "] ", style="dim")
+        if not result.amendment.kept:
+            para.append("\n(written by the rules: the model's paragraph was not grounded in the changes)", style="dim")
+        extra.append(Panel(para, title="The amendment in one paragraph", title_align="left"))
     rows = []
     for row in result.alignment:
         if row.change == "unchanged" and not show_unchanged:
@@ -172,7 +257,7 @@ def render_terminal(result: ContractResult, show_unchanged: bool = False, max_ch
             t.append(f"\n⚑ {f.kind}: {f.detail}", style="bold magenta" if f.material else "magenta")
         title = escape(f"{result.where(row)}  [{row.change}{', edited' if row.edited and row.change != 'modified' else ''}]")
         rows.append(Panel(t, title=title, title_align="left", border_style=CHANGE_COLOURS.get(row.change, "white")))
-    return Group(head, summary, *rows)
+    return Group(head, *extra, summary, *rows)
 
 
 def terminal_text(result: ContractResult, width: int = 120, marks: bool = True) -> str:

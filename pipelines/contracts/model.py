@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
+from pipelines.llm import LLMReport
 
 SCHEMA_VERSION = "contracts/2.1"  # 2.1: flag kinds standard, disclaimer, wording; settings.min_content
 
@@ -106,6 +107,54 @@ class AlignmentRow(_Model):
     flags: list[Flag] = []
 
 
+def _absent(value) -> bool:
+    return value is None
+
+
+def _llm_field(description: str):
+    """An optional field an LLM step fills; left out of the export while None, so a result without
+    LLM steps (`--llm off`) is exported exactly as before they existed."""
+    return Field(default=None, exclude_if=_absent, description=description)
+
+
+class Explanation(_Model):
+    """`contracts.explain`: what changed and in which direction, in one or two sentences, resting on
+    the old and new spans shown to the model (the changed sub-spans of the clause pair where the
+    redline has them, else the whole added or deleted clause). `hint`: the deterministic direction
+    of the changed figures and obligation words ("30 days → 60 days: longer"), given to the model
+    and appended to `text` when the model's sentence does not already name the new value. A generated
+    sentence whose words are mostly not in the clause pair (`support` below the step's threshold:
+    a small model copying its example or inventing) is not kept: `text` is then the rules' own
+    sentence (the changed words and their direction) and `generated` keeps what the model said."""
+
+    text: str
+    generated: str  # the model's own words, before the hint was appended
+    hint: str | None = None
+    support: float = 0.0  # share of the generated sentence's content words found in the old/new text shown
+    kept: bool = False  # the generated sentence was kept (support high enough); else `text` is the rules' sentence
+    a_spans: list[SourceSpan] = []
+    b_spans: list[SourceSpan] = []
+
+
+class Materiality(_Model):
+    """`contracts.materiality`: the model's judgement by scoring (log-probabilities of " material"
+    and " cosmetic" after a prompt showing the old and new words, corrected by the same scores after
+    a content-free prompt) and its fusion with the rule flags (`pipelines.contracts.llm_steps.fuse`).
+    `score`: calibrated log-odds material vs cosmetic; `rule_material` / `rule_tier`: what the rules
+    said (tier 0: obligations, money, periods, standards…; 1: added or deleted clause; 2: other
+    material; 3: not material); `material`: the fused decision (also written to the item's
+    `material`)."""
+
+    label: Literal["material", "cosmetic"]
+    score: float
+    logprob_material: float
+    logprob_cosmetic: float
+    rule_material: bool
+    rule_tier: int
+    material: bool
+    changed: bool  # the fusion changed the rules' decision
+
+
 class SummaryItem(_Model):
     row: int  # index into `alignment`
     a: str | None
@@ -114,6 +163,31 @@ class SummaryItem(_Model):
     material: bool
     kinds: list[str]
     text: str
+    explanation: Explanation | None = _llm_field("contracts.explain: what changed and in which direction")
+    materiality: Materiality | None = _llm_field("contracts.materiality: the model's judgement fused with the rules")
+
+
+class AmendmentSentence(_Model):
+    """One sentence of the amendment summary and what it rests on: the summary items (`rows`:
+    indexes into `alignment`) whose explanations it draws on most (the sentence's attention over
+    the listed changes), and their old and new spans."""
+
+    text: str
+    rows: list[int] = []
+    a_spans: list[SourceSpan] = []
+    b_spans: list[SourceSpan] = []
+
+
+class AmendmentSummary(_Model):
+    """`contracts.summary`: one paragraph summarising the whole amendment, sentence by sentence.
+    `generated`: the model's paragraph as written; `kept`: some of its sentences were grounded in the
+    listed changes (their content words found there) and make `text`; else `text` is the rules'
+    paragraph (how many material changes, the first three with their explanations)."""
+
+    text: str
+    sentences: list[AmendmentSentence] = []
+    generated: str = ""
+    kept: bool = False
 
 
 class Settings(_Model):
@@ -133,6 +207,8 @@ class ContractResult(ResultBase):
     summary: list[SummaryItem]
     stats: dict[str, int]
     settings: Settings
+    amendment: AmendmentSummary | None = _llm_field("contracts.summary: one paragraph on the whole amendment")
+    llm: LLMReport | None = _llm_field("the LLM steps of this run (mode, model, each step's cost); absent with --llm off")
 
     def title(self, side: str, anchor: str | None) -> str:
         """The reader's name of clause `anchor` of version `side` ("a" or "b"); "—" for none."""

@@ -8,7 +8,9 @@ folder: `X.v1.*` / `X.v2.*`, a folder holding `v1.*` and `v2.*`, or a `pairs.csv
 
 Runs without the engine: structure, alignment, redline and flags are deterministic; MiniLM is used
 only when asked for (`AlignConfig(semantic=True)`) and only for English — see BENCHMARKS.md for
-why it is off by default.
+why it is off by default. With an `LLMRun` whose mode is not off, the LLM steps of
+`pipelines.contracts.llm_steps` (materiality fused with the flags, explanations, amendment summary)
+run on the result.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pipelines.contracts.flags import (
     word_flags,
     wording_flag,
 )
+from pipelines.contracts.llm_steps import StepSettings, run_llm_steps
 from pipelines.contracts.model import (
     SCHEMA_VERSION,
     AlignmentRow,
@@ -43,6 +46,7 @@ from pipelines.contracts.model import (
 from pipelines.contracts.redline import Op, body_tokens, diff_spans
 from pipelines.contracts.structure import Clause, Structure, contract_language, parse_structure
 from pipelines.documents import Document
+from pipelines.llm import LLMRun
 from pipelines.text.retrieval import MINILM_NAME, minilm_folder, minilm_model
 
 MATERIAL_CHANGES = {"added", "deleted"}
@@ -286,21 +290,28 @@ def _summary(rows: list[AlignmentRow], titles: tuple[dict[str, str], dict[str, s
 
 
 def compare_documents(doc_a: Document, doc_b: Document, cfg: AlignConfig | None = None,
-                      input_sha256: str = "") -> ContractResult:
-    """The whole pipeline on two documents."""
+                      input_sha256: str = "", *, llm: LLMRun | None = None,
+                      llm_settings: StepSettings | None = None) -> ContractResult:
+    """The whole pipeline on two documents. `llm` (a pipelines.llm.LLMRun): the LLM steps
+    (`pipelines.contracts.llm_steps`: materiality, explanations, amendment summary) run as its mode
+    says; None or mode off: the rules-only result, exactly."""
     la, lb = contract_language(doc_a.text), contract_language(doc_b.text)
     lang = "zh" if "zh" in (la, lb) else "en"
     sa = parse_structure(doc_a, lang, [p.char_start for p in doc_a.pages[1:]])
     sb = parse_structure(doc_b, lang, [p.char_start for p in doc_b.pages[1:]])
-    return compare_structures(doc_a, sa, doc_b, sb, cfg, input_sha256)
+    result = compare_structures(doc_a, sa, doc_b, sb, cfg, input_sha256)
+    if llm is not None and llm.active:
+        run_llm_steps(result, llm, llm_settings)
+    return result
 
 
 def compare_texts(a_text: str, b_text: str, a_name: str = "a", b_name: str = "b",
-                  cfg: AlignConfig | None = None) -> ContractResult:
+                  cfg: AlignConfig | None = None, *, llm: LLMRun | None = None,
+                  llm_settings: StepSettings | None = None) -> ContractResult:
     """Compare two versions given as strings."""
     doc_a = Document.from_text(a_text, doc_id=a_name, source_name=a_name)
     doc_b = Document.from_text(b_text, doc_id=b_name, source_name=b_name)
-    return compare_documents(doc_a, doc_b, cfg)
+    return compare_documents(doc_a, doc_b, cfg, llm=llm, llm_settings=llm_settings)
 
 
 def warm_up(cfg: AlignConfig | None = None) -> None:
@@ -365,10 +376,11 @@ class ContractsPipeline(Pipeline):
             pairs.setdefault(key, {})[m.group(m.lastindex).lower()] = p
         return [PipelineInput(k, (v["v1"], v["v2"])) for k, v in sorted(pairs.items()) if "v1" in v and "v2" in v]
 
-    def run_documents(self, docs: list[Document], input_sha256: str = "") -> ContractResult:
+    def run_documents(self, docs: list[Document], input_sha256: str = "", *,
+                      llm: LLMRun | None = None) -> ContractResult:
         if len(docs) != 2:
             raise ValueError(f"the contracts pipeline compares two versions; got {len(docs)} document(s)")
-        return compare_documents(docs[0], docs[1], self.cfg, input_sha256)
+        return compare_documents(docs[0], docs[1], self.cfg, input_sha256, llm=llm)
 
     def summary_line(self, result: ContractResult) -> str:
         s = result.stats

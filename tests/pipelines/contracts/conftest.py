@@ -15,3 +15,7 @@ def csa() -> str:
 @pytest.fixture(scope="session")
 def zh_law() -> str:
     return load_pair("zh-interpretation-personal-injury-2020-to-2022")[0]
+
+
+# the layer's tiny random-weight model (character tokenizer), for the LLM steps' plumbing tests
+from tests.pipelines.llm.conftest import _one_torch_thread, tiny_llm, tiny_text_model  # noqa: E402, F401
