@@ -58,6 +58,7 @@ instructions (`kv.document_cache`, `LLM.generate_with_document`).
 from engine.config import CacheConfig, EngineConfig, LoadConfig, SchedulerConfig
 from engine.core.sampling import SamplingParams
 from engine.errors import (
+    CacheDirError,
     CacheFullError,
     ContextLengthError,
     EngineError,
@@ -93,6 +94,7 @@ __all__ = [
     "UnsupportedModelError",
     "ContextLengthError",
     "CacheFullError",
+    "CacheDirError",
     "LongRequest",
     "FallbackPolicy",
     "FallbackReport",

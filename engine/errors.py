@@ -21,3 +21,7 @@ class ContextLengthError(EngineError):
 
 class CacheFullError(EngineError):
     """The paged KV cache has no free block left for a request that must run now."""
+
+
+class CacheDirError(EngineError):
+    """A cache folder the caller named cannot be one (the path, or a part of it, is a file)."""

@@ -148,6 +148,10 @@ class LLM:
         elif any(x is not None for x in (model, device, dtype, cache, max_model_len, cuda_graphs, scheduler)):
             raise EngineError("pass either config=EngineConfig(...) or the separate settings, not both")
         load = config.load
+        if config.cache.disk_cache_dir:  # before minutes of loading: a cache path that is a file
+            from engine.kv.cold.disk_store import check_cache_dir
+
+            check_cache_dir(config.cache.disk_cache_dir)
         self.device = resolve_device(load.device)
         self.dtype = resolve_dtype(load.dtype, self.device)
         self.model_path = Path(load.model) if load.model is not None else default_model_path()

@@ -15,6 +15,7 @@ sequence (the scheduler's `on_place` callback).
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,8 @@ from engine.runner.cuda_graph import attach_graphs
 from engine.runner.forward_context import Capture
 from engine.runner.model_runner import ModelRunner
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class TokenOutput:
@@ -51,7 +54,13 @@ class TokenOutput:
 def make_cold_tier(cache: CacheConfig, device: torch.device) -> ColdTier | None:
     """The cold tier `cache` asks for (host memory and/or disk), or None."""
     host = HostStore(cache.host_cache_bytes, pin=device.type == "cuda") if cache.host_cache_bytes else None
-    disk = DiskStore(Path(cache.disk_cache_dir), cache.disk_cache_bytes) if cache.disk_cache_dir else None
+    disk = None
+    if cache.disk_cache_dir:
+        try:  # a path that is a file raises CacheDirError (one line, for the caller to print)
+            disk = DiskStore(Path(cache.disk_cache_dir), cache.disk_cache_bytes)
+        except OSError as exc:  # read-only or not ours: answer uncached rather than fail
+            log.warning("disk KV cache %s cannot be written (%s); running without it (nothing is cached on disk)",
+                        cache.disk_cache_dir, exc.strerror or exc)
     if host is None and disk is None:
         return None
     return ColdTier(host, disk, write_through=True)

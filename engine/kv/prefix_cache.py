@@ -150,10 +150,11 @@ class PrefixCache:
             p -= self.chunk
         cold_p = self._cold_match(seq, p, top) if self.cold is not None else p
         if cold_p > p:
-            if self._cold_attach(seq, p, cold_p):
-                self.stats.cold_hit_tokens += cold_p - p
+            got = self._cold_attach(seq, p, cold_p)
+            if got > p:
+                self.stats.cold_hit_tokens += got - p
                 self.stats.hit_tokens += p
-                return cold_p
+                return got
         if p > 0:
             self._attach(seq, p)
             self.stats.hit_tokens += p
@@ -270,35 +271,56 @@ class PrefixCache:
             q += self.chunk
         return best
 
-    def _cold_attach(self, seq: Sequence, p_dev: int, q: int) -> bool:
-        """Attach the device blocks up to p_dev, then read the cold entries p_dev..q into fresh
-        blocks. Returns False (nothing attached) if an entry fails to verify or does not fit."""
-        loads: list[tuple[int, int, torch.Tensor, torch.Tensor]] = []  # (group, block index, k, v)
-        for gi, g in enumerate(self.kv.groups):
-            if g.window is None:
-                for p in range(p_dev + self.chunk, q + 1, self.chunk):
-                    e = self.cold.get(self._chunk_key(seq, p), tokens=seq.all_ids[:p], fingerprint=self.fingerprint)
-                    if e is None or f"g{gi}.k" not in e.tensors:
-                        return False
-                    for j, b in enumerate(range((p - self.chunk) // self.bs, p // self.bs)):
-                        loads.append((gi, b, e.tensors[f"g{gi}.k"][:, j], e.tensors[f"g{gi}.v"][:, j]))
+    def _cold_attach(self, seq: Sequence, p_dev: int, q: int) -> int:
+        """Attach the device blocks up to p_dev, then read the cold entries p_dev..q' into fresh
+        blocks, where q' <= q is the longest boundary whose entries all verify; returns q' (0:
+        nothing attached). Every entry up to q is read, so all the bad ones are dropped by the
+        store in this one run (and rewritten by this run's prefill), and a bad entry at one
+        boundary does not discard the valid shorter prefix before it."""
+        glob = [gi for gi, g in enumerate(self.kv.groups) if g.window is None]
         window_groups = [gi for gi, g in enumerate(self.kv.groups) if g.window is not None]
-        if window_groups:
-            e = self.cold.get(self._window_key(seq, q), tokens=seq.all_ids[:q], fingerprint=self.fingerprint)
-            if e is None:
-                return False
-            for gi in window_groups:
-                if f"g{gi}.k" not in e.tensors:
-                    return False
-                for j, b in enumerate(self._needed(gi, q)):
+        chunk_entries: dict[int, object] = {}  # boundary -> entry (only those that verified)
+        good_upto = p_dev  # every chunk entry up to here verified
+        for p in range(p_dev + self.chunk, q + 1, self.chunk):
+            if not glob:
+                break
+            e = self.cold.get(self._chunk_key(seq, p), tokens=seq.all_ids[:p], fingerprint=self.fingerprint)
+            if e is not None and all(f"g{gi}.k" in e.tensors for gi in glob):
+                chunk_entries[p] = e
+                if good_upto == p - self.chunk:
+                    good_upto = p
+        if not glob:
+            good_upto = q
+        window_entry = None
+        q_ok = good_upto
+        if window_groups:  # the window entry is kept for the prompt's last boundaries only
+            q_ok = p_dev
+            for p in range(good_upto, p_dev, -self.chunk):
+                if not self.cold.contains(self._window_key(seq, p)):
+                    continue
+                e = self.cold.get(self._window_key(seq, p), tokens=seq.all_ids[:p], fingerprint=self.fingerprint)
+                if e is not None and all(f"g{gi}.k" in e.tensors for gi in window_groups):
+                    window_entry, q_ok = e, p
+                    break
+        if q_ok <= p_dev:
+            return 0
+        q = q_ok
+        loads: list[tuple[int, int, torch.Tensor, torch.Tensor]] = []  # (group, block index, k, v)
+        for gi in glob:
+            for p in range(p_dev + self.chunk, q + 1, self.chunk):
+                e = chunk_entries[p]
+                for j, b in enumerate(range((p - self.chunk) // self.bs, p // self.bs)):
                     loads.append((gi, b, e.tensors[f"g{gi}.k"][:, j], e.tensors[f"g{gi}.v"][:, j]))
+        for gi in window_groups:
+            for j, b in enumerate(self._needed(gi, q)):
+                loads.append((gi, b, window_entry.tensors[f"g{gi}.k"][:, j], window_entry.tensors[f"g{gi}.v"][:, j]))
         need = [sum(1 for x in loads if x[0] == gi) for gi in range(len(self.kv.groups))]
         for gi, g in enumerate(self.kv.groups):  # device blocks taken back off the free list
             if g.window is None:
                 need[gi] += sum(1 for b in self._needed(gi, p_dev)
                                 if g.allocator.ref_counts[self.maps[gi][seq.block_hashes[b]]] == 0)
         if any(n > g.allocator.num_free for n, g in zip(need, self.kv.groups, strict=True)):
-            return False
+            return 0
         nb = q // self.bs
         for table in seq.tables:
             table.extend([-1] * nb)
@@ -318,4 +340,4 @@ class PrefixCache:
         seq.num_cached = q
         seq.cached_tokens = q
         self.registered[seq.seq_id] = p_dev // self.bs
-        return True
+        return q

@@ -5,24 +5,37 @@ named CPU tensors (K, V, scales, ...) and a small JSON meta dict, written for on
 (`engine.kv.block_hash`). Keys are lowercase hex hashes (chained block hashes); the file of key `k`
 is `root/k[:2]/k`.
 
-File format (version 1, little-endian; no pickle):
+File format (version 2, little-endian; no pickle):
 
     0   magic  b"LDKVBLK\\0"                8 bytes
     8   version                            u32
     12  flags (0)                          u32
     16  header length H                    u64
     24  payload length P                   u64
-    32  SHA-256 of bytes [0, 32) + [64, end)   32 bytes
+    32  HMAC-SHA256 of bytes [0, 32) + [64, end), keyed by the store's secret   32 bytes
     64  header: UTF-8 JSON {"key", "fingerprint", "tokens": [ids], "byteorder": "little",
         "tensors": [{"name", "dtype", "shape", "offset", "nbytes"}], "meta"}, zero-padded to 64
     ... payload: the raw tensor bytes, each at a 64-byte aligned offset from the payload start
 
-The file's size is exactly 64 + align64(H) + P. A read maps the file (mmap), checks size, magic,
-version and checksum, parses the header, and uses the entry only if the key, the fingerprint and
+The file's size is exactly 64 + align64(H) + P. A read maps the file (mmap), checks magic,
+version, the size against the preamble and against the store's capacity (no entry larger than it
+was ever written), parses the header and checks that its tensor table describes the payload, and
+only then computes the keyed checksum; it uses the entry only if the key, the fingerprint and
 every token id equal what the caller expects; it then copies the tensors out, so the file may be
 deleted at any time after. Any failure — missing pieces, flipped bits, a truncated or foreign file,
 another version, another model, other tokens — is logged once at WARNING with the file name and the
 reason, the file is removed, and `get` returns None. It never raises on a bad file.
+
+The checksum is keyed (HMAC-SHA256) with a per-store secret, `root/.secret` (32 random bytes, mode
+0600, created with the folder under the store's lock: written to a temp file, then linked into
+place, so it is whole or absent). An entry altered by someone who cannot read the secret fails
+the check, even if the plain SHA-256 was recomputed. A folder found without a secret gets a new
+one, and the entries already in it (which no secret of this folder signed) are dropped with one
+warning. A secret file that is not a 32-byte regular file owned by this user with no group or
+other permissions is not trusted: it is replaced, and the entries dropped. Limitation: a writer who
+can replace files in the root folder itself can replace the secret too (and then only a
+new-secret warning tells); the key protects entries against whoever can write entry files or
+hand over a copied folder, not against the folder's owner.
 
 Writes go to a temp file in the shard folder (`.<key>.<pid>.<rand>.tmp`), are flushed and fsynced,
 then `os.replace`d over the final name (and the folder fsynced), so a reader sees the old file, the
@@ -31,7 +44,13 @@ new file or none, never half of one. Two processes writing one key: the last ren
 Capacity: the sum of the sizes of the entry files never exceeds `capacity_bytes`; a put first evicts
 least recently used entries. Recency is the file's mtime, set on write and touched on every hit, so
 it survives restarts: a new DiskStore over the same root rebuilds its accounting by scanning, and
-removes leftover temp files of crashed writers. Processes sharing a root serialise their mutations
+removes leftover temp files of crashed writers. The scan reads each entry's 32-byte preamble and
+drops files that cannot be entries (wrong magic or version, a size that disagrees with the
+preamble or exceeds the capacity: a 100 GB sparse file is dropped, not hashed, and not counted), so
+an invalid file never pushes valid entries out; should the valid-looking files still exceed the
+capacity, the largest are fully verified first and those failing are dropped before any LRU
+eviction. Everything dropped is logged at WARNING with its reason and counted in `stats()`
+(`dropped_invalid`, `dropped_invalid_bytes`; `dropped` lists the last ones with their reasons). Processes sharing a root serialise their mutations
 through an exclusive `flock` on `root/.lock`; the lock file also holds a stamp rewritten on every
 mutation, and a writer that finds someone else's stamp rescans before it evicts, so the cap holds
 across processes too (POSIX; without fcntl the store is single-process). Bytes counted are file
@@ -63,6 +82,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import torch
 
+from engine.errors import CacheDirError
 from engine.kv.block_hash import decode_tokens, encode_tokens
 
 try:
@@ -73,12 +93,15 @@ except ImportError:  # pragma: no cover - non-POSIX
 logger = logging.getLogger(__name__)
 
 MAGIC = b"LDKVBLK\x00"
-VERSION = 1
+VERSION = 2  # 1: plain SHA-256 (forgeable by anyone who can write the folder); 2: HMAC-SHA256
 ALIGN = 64
 _PREAMBLE = struct.Struct("<8sIIQQ")  # magic, version, flags, header length, payload length
 _DIGEST_AT = _PREAMBLE.size  # 32
 _FIXED = _DIGEST_AT + 32  # 64: header starts here
 MAX_HEADER_BYTES = 64 << 20
+SECRET_NAME = ".secret"
+SECRET_BYTES = 32
+_DROPPED_KEPT = 100  # reasons kept for stats()
 
 KEY_RE = re.compile(r"[0-9a-f]{16,128}")
 _SHARD_RE = re.compile(r"[0-9a-f]{2}")
@@ -220,34 +243,52 @@ def _check_header(h: Any, payload_len: int) -> list[tuple[str, torch.dtype, list
         if nbytes != math.prod(shape) * elem or offset % ALIGN or offset + nbytes > payload_len:
             raise BadFile(f"tensor {name!r}: extent does not match its shape or the payload")
         out.append((name, dtype, shape, offset, nbytes))
+    end = max((o + n for *_, o, n in out), default=0)
+    if end != payload_len:
+        raise BadFile(f"tensor table covers {end} payload bytes, the preamble says {payload_len}")
     return out
 
 
-def read_entry(f: BinaryIO, key: str, fingerprint: str, token_bytes: bytes, pin: bool = False) -> BlockEntry:
-    """Map, verify and copy out the entry of open file `f`; BadFile(reason) when it must not be used."""
-    size = os.fstat(f.fileno()).st_size
-    if size < _FIXED:
+def check_preamble(pre: bytes, size: int, max_size: int | None) -> tuple[int, int, int]:
+    """(header length, payload length, payload offset) of a block file of `size` bytes whose first 32
+    bytes are `pre`; BadFile when they cannot belong to an entry (nothing else is read)."""
+    if size < _FIXED or len(pre) < _PREAMBLE.size:
         raise BadFile(f"truncated: {size} bytes, shorter than the fixed preamble")
+    magic, version, _flags, header_len, payload_len = _PREAMBLE.unpack_from(pre, 0)
+    if magic != MAGIC:
+        raise BadFile("wrong magic: not a longdoc KV block file")
+    if version != VERSION:
+        raise BadFile(f"format version {version}, this reader knows {VERSION}")
+    if header_len > MAX_HEADER_BYTES:
+        raise BadFile(f"header length {header_len} is implausible")
+    payload_at = _align(_FIXED + header_len)
+    if size != payload_at + payload_len:
+        raise BadFile(f"size {size} bytes, header says {payload_at + payload_len} (truncated or extended)")
+    if max_size is not None and size > max_size:
+        raise BadFile(f"size {size} bytes exceeds the store's capacity of {max_size} (never written by it)")
+    return header_len, payload_len, payload_at
+
+
+def read_entry(f: BinaryIO, key: str, fingerprint: str, token_bytes: bytes, pin: bool = False, *,
+               secret: bytes, max_size: int | None = None) -> BlockEntry:
+    """Map, verify and copy out the entry of open file `f`; BadFile(reason) when it must not be used.
+
+    Sizes are checked against the preamble, `max_size` and the header's tensor table before the
+    keyed checksum is computed, so a huge (e.g. sparse) file is refused without being read."""
+    size = os.fstat(f.fileno()).st_size
+    header_len, payload_len, payload_at = check_preamble(os.pread(f.fileno(), _PREAMBLE.size, 0), size, max_size)
     mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     try:
-        magic, version, _flags, header_len, payload_len = _PREAMBLE.unpack_from(mm, 0)
-        if magic != MAGIC:
-            raise BadFile("wrong magic: not a longdoc KV block file")
-        if version != VERSION:
-            raise BadFile(f"format version {version}, this reader knows {VERSION}")
-        if header_len > MAX_HEADER_BYTES:
-            raise BadFile(f"header length {header_len} is implausible")
-        payload_at = _align(_FIXED + header_len)
-        if size != payload_at + payload_len:
-            raise BadFile(f"size {size} bytes, header says {payload_at + payload_len} (truncated or extended)")
-        digest = _file_digest(mm, size)
-        if not hmac.compare_digest(digest, mm[_DIGEST_AT:_FIXED]):
-            raise BadFile("checksum mismatch")
+        if len(mm) != size:
+            raise BadFile(f"size changed while reading ({len(mm)} bytes, was {size})")
         try:
             header = json.loads(bytes(mm[_FIXED : _FIXED + header_len]).decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise BadFile(f"header is not JSON: {exc}") from None
         table = _check_header(header, payload_len)
+        digest = _file_digest(mm, size, secret)
+        if not hmac.compare_digest(digest, mm[_DIGEST_AT:_FIXED]):
+            raise BadFile("checksum mismatch (altered, or not written with this folder's secret)")
         if header["key"] != key:
             raise ForeignEntry(f"written for key {header['key'][:16]}..., not this one")
         if header["fingerprint"] != fingerprint:
@@ -277,9 +318,29 @@ def read_entry(f: BinaryIO, key: str, fingerprint: str, token_bytes: bytes, pin:
         mm.close()
 
 
-def _file_digest(mm: mmap.mmap, size: int) -> bytes:
-    """SHA-256 of bytes [0, 32) and [64, size) of a mapped block file, without copying it."""
-    h = hashlib.sha256()
+def verify_file(path: str | os.PathLike[str], secret: bytes, max_size: int | None = None) -> None:
+    """Check a block file's preamble, header and keyed checksum (not its key, model or tokens);
+    BadFile(reason) when it fails."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        header_len, payload_len, _ = check_preamble(os.pread(f.fileno(), _PREAMBLE.size, 0), size, max_size)
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            try:
+                header = json.loads(bytes(mm[_FIXED : _FIXED + header_len]).decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+                raise BadFile(f"header is not JSON: {exc}") from None
+            _check_header(header, payload_len)
+            if not hmac.compare_digest(_file_digest(mm, size, secret), mm[_DIGEST_AT:_FIXED]):
+                raise BadFile("checksum mismatch (altered, or not written with this folder's secret)")
+        finally:
+            mm.close()
+
+
+def _file_digest(mm: mmap.mmap, size: int, secret: bytes) -> bytes:
+    """HMAC-SHA256 (keyed by `secret`) of bytes [0, 32) and [64, size) of a mapped block file,
+    without copying it."""
+    h = hmac.new(secret, digestmod=hashlib.sha256)
     with memoryview(mm) as view:
         with view[:_DIGEST_AT] as head, view[_FIXED:size] as rest:
             h.update(head)
@@ -291,14 +352,24 @@ class DiskStore:
     """Content-addressed, checked KV block files under `root`, at most `capacity_bytes` in total."""
 
     def __init__(self, root: str | os.PathLike[str], capacity_bytes: int, *, durable: bool = True) -> None:
+        """Open (creating it if needed) the store at `root`.
+
+        Raises CacheDirError (an EngineError, one line) when `root` or one of its parents is not a
+        folder, and OSError when the folder cannot be written (read-only, no permission): the
+        engine then runs without the disk store (`engine.core.engine_core.make_cold_tier`)."""
         if capacity_bytes <= 0:
             raise ValueError("capacity_bytes must be positive")
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        check_cache_dir(self.root)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise CacheDirError(f"disk cache folder {self.root}: a part of this path is a file, not a folder") from None
         self.capacity_bytes = int(capacity_bytes)
         self.durable = durable
         self._tlock = threading.RLock()
-        self._lock_fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock_fd = -1
+        self._lock_fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         self._index: OrderedDict[str, tuple[int, int]] = OrderedDict()  # key -> (size, mtime ns); LRU first
         self._bytes = 0
         self._stamp = b""
@@ -307,8 +378,17 @@ class DiskStore:
         self.hits = self.misses = self.writes = self.evictions = 0
         self.rejected_corrupt = self.rejected_mismatch = self.rejected_too_large = self.write_errors = 0
         self.temps_removed = 0
-        with self._locked():
-            self._rescan()
+        self.dropped_invalid = self.dropped_invalid_bytes = 0
+        self.dropped: list[tuple[str, str]] = []  # (file name, reason), the last _DROPPED_KEPT
+        self.new_secret = False
+        try:
+            with self._locked():
+                self._probe_writable()
+                self.secret, self.new_secret = self._load_or_create_secret()
+                self._rescan(drop_all=self.new_secret)
+        except BaseException:
+            self.close()
+            raise
 
     # -- public API -------------------------------------------------------------------------------
 
@@ -372,7 +452,10 @@ class DiskStore:
                 self.write_errors += 1
                 with contextlib.suppress(OSError):
                     tmp.unlink()
-                logger.warning("disk KV store: could not write %s: %s", path, exc)
+                # once at WARNING (a full or read-only disk would otherwise warn at every block)
+                logger.log(logging.WARNING if self.write_errors == 1 else logging.DEBUG,
+                           "disk KV store: could not write %s: %s%s", path, exc,
+                           " (further write errors are logged at DEBUG)" if self.write_errors == 1 else "")
                 self._bump_stamp()
                 return False
             old = self._index.pop(key, None)
@@ -405,7 +488,8 @@ class DiskStore:
             return None
         with f:
             try:
-                entry = read_entry(f, key, fingerprint, expected, pin)
+                entry = read_entry(f, key, fingerprint, expected, pin, secret=self.secret,
+                                   max_size=self.capacity_bytes)
             except (BadFile, OSError, ValueError) as exc:
                 self._reject(path, f, str(exc), mismatch=isinstance(exc, ForeignEntry))
                 self.misses += 1
@@ -450,13 +534,18 @@ class DiskStore:
         with self._locked():
             self._rescan()
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, Any]:
+        """Counters; `dropped_invalid` / `dropped_invalid_bytes`: files found invalid when the folder
+        was scanned (wrong format, sizes, a new secret) and removed, `dropped`: the last of them
+        as (file name, reason)."""
         return {
             "entries": len(self._index), "bytes": self._bytes, "capacity_bytes": self.capacity_bytes,
             "hits": self.hits, "misses": self.misses, "writes": self.writes, "evictions": self.evictions,
             "rejected_corrupt": self.rejected_corrupt, "rejected_mismatch": self.rejected_mismatch,
             "rejected_too_large": self.rejected_too_large, "write_errors": self.write_errors,
-            "temps_removed": self.temps_removed,
+            "temps_removed": self.temps_removed, "dropped_invalid": self.dropped_invalid,
+            "dropped_invalid_bytes": self.dropped_invalid_bytes, "new_secret": self.new_secret,
+            "dropped": list(self.dropped),
         }
 
     def close(self) -> None:
@@ -504,8 +593,75 @@ class DiskStore:
         if os.pread(self._lock_fd, 32, 0) != self._stamp:
             self._rescan()
 
-    def _rescan(self) -> None:
+    def _probe_writable(self) -> None:
+        """Under the lock: OSError unless a file can be created and removed in the root."""
+        probe = self.root / f".probe.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        os.unlink(probe)
+
+    def _load_or_create_secret(self) -> tuple[bytes, bool]:
+        """Under the lock: (the folder's secret, True when it was created now)."""
+        path = self.root / SECRET_NAME
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            fd = -1
+        except OSError as exc:  # a symlink (ELOOP) or something else unusable: replaced below
+            logger.warning("disk KV store: secret %s is unusable (%s); making a new one", path, exc)
+            fd = -2
+        if fd >= 0:
+            try:
+                st = os.fstat(fd)
+                data = os.read(fd, SECRET_BYTES + 1)
+            finally:
+                os.close(fd)
+            import stat as _stat
+
+            problem = None
+            if not _stat.S_ISREG(st.st_mode) or len(data) != SECRET_BYTES:
+                problem = "not a 32-byte file"
+            elif st.st_mode & 0o077:
+                problem = f"readable or writable by others (mode {st.st_mode & 0o777:o})"
+            elif hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+                problem = f"owned by uid {st.st_uid}, not this user"
+            if problem is None:
+                return data, False
+            logger.warning("disk KV store: secret %s is not trusted (%s); making a new one", path, problem)
+        secret = secrets.token_bytes(SECRET_BYTES)
+        tmp = self.root / f".secret.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # whatever the umask
+            os.write(fd, secret)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.replace(tmp, path)  # whole or absent: never a half-written secret
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            _fsync_dir(self.root)
+        return secret, True
+
+    def _drop(self, path: str, size: int, reason: str) -> None:
+        """Under the lock: remove an invalid file found by a scan, say so and count it."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        self.dropped_invalid += 1
+        self.dropped_invalid_bytes += size
+        name = os.path.basename(path)
+        self.dropped = (self.dropped + [(name, reason)])[-_DROPPED_KEPT:]
+        logger.warning("disk KV store: dropping %s: %s", path, reason)
+
+    def _rescan(self, drop_all: bool = False) -> None:
+        """Under the lock: rebuild the index from the folder. Files that cannot be entries are
+        dropped (see the module docstring), never counted; with `drop_all` (a new secret) every
+        entry is, since none can verify."""
         found: list[tuple[int, str, int]] = []
+        n_unsigned = 0
         for shard in _scandir(self.root):
             if not (shard.is_dir(follow_symlinks=False) and _SHARD_RE.fullmatch(shard.name)):
                 continue
@@ -516,11 +672,53 @@ class DiskStore:
                         self.temps_removed += 1
                         logger.info("disk KV store: removed leftover temp file %s", item.path)
                     continue
-                if KEY_RE.fullmatch(item.name) and item.name[:2] == shard.name:
-                    with contextlib.suppress(OSError):
-                        st = item.stat(follow_symlinks=False)
-                        if item.is_file(follow_symlinks=False):
-                            found.append((st.st_mtime_ns, item.name, st.st_size))
+                if not (KEY_RE.fullmatch(item.name) and item.name[:2] == shard.name):
+                    continue
+                try:
+                    st = item.stat(follow_symlinks=False)
+                    if not item.is_file(follow_symlinks=False):
+                        continue
+                    if drop_all:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(item.path)
+                        self.dropped_invalid += 1
+                        self.dropped_invalid_bytes += st.st_size
+                        n_unsigned += 1
+                        continue
+                    fd = os.open(item.path, os.O_RDONLY | os.O_NOFOLLOW)
+                    try:
+                        pre = os.pread(fd, _PREAMBLE.size, 0)
+                    finally:
+                        os.close(fd)
+                except OSError:
+                    continue
+                try:
+                    check_preamble(pre, st.st_size, self.capacity_bytes)
+                except BadFile as exc:
+                    self._drop(item.path, st.st_size, str(exc))
+                    continue
+                found.append((st.st_mtime_ns, item.name, st.st_size))
+        if n_unsigned:
+            self.dropped = (self.dropped + [(f"{n_unsigned} entries", "written without this folder's secret")])[-_DROPPED_KEPT:]
+            logger.warning("disk KV store: %s had no secret; made one and dropped its %d entries "
+                           "written without it (they cannot be verified)", self.root, n_unsigned)
+        if sum(size for _, _, size in found) > self.capacity_bytes:
+            # before evicting anything for space, make sure the space is taken by valid entries:
+            # the largest files are verified first, and those failing are dropped, not counted
+            kept: list[tuple[int, str, int]] = []
+            total = sum(size for _, _, size in found)
+            for mtime, key, size in sorted(found, key=lambda x: -x[2]):
+                if total > self.capacity_bytes:
+                    try:
+                        verify_file(self.root / key[:2] / key, self.secret, self.capacity_bytes)
+                    except BadFile as exc:
+                        self._drop(str(self.root / key[:2] / key), size, str(exc))
+                        total -= size
+                        continue
+                    except OSError:
+                        pass
+                kept.append((mtime, key, size))
+            found = kept
         found.sort()
         self._index = OrderedDict((key, (size, mtime)) for mtime, key, size in found)
         self._bytes = sum(size for _, _, size in found)
@@ -581,7 +779,7 @@ class DiskStore:
 
     def _write_file(self, tmp: Path, head: bytes, pieces: list[np.ndarray], offsets: list[int],
                     payload_len: int) -> None:
-        h = hashlib.sha256(head[:_DIGEST_AT])
+        h = hmac.new(self.secret, head[:_DIGEST_AT], hashlib.sha256)
         h.update(head[_FIXED:])
         with open(tmp, "xb") as f:
             f.write(head)
@@ -603,6 +801,17 @@ class DiskStore:
             os.utime(f.fileno(), ns=(now, now))
             if self.durable:
                 os.fsync(f.fileno())
+
+
+def check_cache_dir(root: str | os.PathLike[str]) -> None:
+    """CacheDirError (one line) when `root` or the nearest part of it that exists is not a folder."""
+    path = Path(root).expanduser()
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                what = "is a file" if p == path else f"lies under {p}, which is a file"
+                raise CacheDirError(f"disk cache folder {path} {what}, not a folder")
+            return
 
 
 def _check_key(key: str) -> None:
