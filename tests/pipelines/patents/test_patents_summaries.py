@@ -85,6 +85,8 @@ def test_dependent_prompt_carries_the_parents_summary():
 def test_the_step_is_registered_out_of_auto():
     d = decision(STEP)
     assert d is not None and d.step == STEP and d.in_auto is False
+    # measured: the model's summaries were not better than the rules scaffold's
+    assert d.measurement is not None and d.measurement.gain <= 0 and "patents_evaluate --llm on" in d.measurement.command
 
 
 # ---------------------------------------------------------------- the step with a tiny model
