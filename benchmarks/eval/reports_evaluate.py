@@ -15,7 +15,8 @@ page; `mentions` with page, text, bbox/boxes, `resolution` internal/external/amb
 with its `.truth.json`, and the synthetic samples of `data/samples/reports` scored by their phrase
 truth (`tests/pipelines/reports/helpers.py`, truth by construction: a phrase, its page, the targets
 or "external"); the samples that are copies of corpus PDFs are skipped. `--llm on` runs the
-pipeline's LLM steps (`--steps`, default scope only) with the default model (`EngineSettings()`)
+pipeline's LLM steps (`--steps`, default scope only) with the default model (`EngineSettings.from_env()`:
+the packaged Gemma 3 270M unless LONGDOC_MODEL / LONGDOC_MAX_MODEL_LEN say otherwise)
 and prints, per document, the time and each step's requests, tokens and cache reuse, and the
 totals with and without the step side by side when `--llm both`.
 """
@@ -191,6 +192,8 @@ def _print_doc(name: str, s: dict, result: ReportResult, secs: float, mode: str)
               f"{len(sents)} sentences ({lexical} grounded lexically), {len(ds.whole)} whole-report sentences, "
               f"{sum(len(x.callouts) for x in ds.sections)} callouts "
               f"({sum(c.first for x in ds.sections for c in x.callouts)} described); dropped: {ds.dropped}")
+        for why in sorted({sec.error for sec in ds.sections if sec.error} | {sec.fallback for sec in ds.sections if sec.fallback}):
+            print(f"     {why}")
         for sec in ds.sections[:3]:
             print(f"     {sec.title[:40]!r}: {' '.join(x.text for x in sec.sentences)[:200]!r}")
         print(f"     whole: {' '.join(x.text for x in ds.whole)[:240]!r}")
@@ -205,7 +208,7 @@ def corpus_main(mode: str, steps: list[str], max_docs: int | None, strategy: str
     for md in modes:
         tot = {"correct": 0, "strict": 0, "truth": 0, "seconds": 0.0}
         for pdf, truth in items:
-            run = None if md == "off" else LLMRun("on", EngineSettings())
+            run = None if md == "off" else LLMRun("on", EngineSettings.from_env())
             s, result, secs = _run(pdf, truth, run, steps, strategy or "auto")
             _print_doc(pdf.name, s, result, secs, md)
             m = s["mentions"]

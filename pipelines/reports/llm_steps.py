@@ -25,8 +25,10 @@
   `ask_document` whose prompts each carry their section's text (map), then one over the section
   summaries for the whole (reduce); "document+fallback" — the report does not fit the model's
   context and each prompt goes through the engine's fallback (retrieval), reporting what it dropped.
-  "auto": "sections" (BENCHMARKS.md, "LLM step: reports.deep_summary", measured it faster on this
-  CPU and it needs no fallback when the report exceeds the context).
+  "auto": "sections" (BENCHMARKS.md, "LLM step: reports.deep_summary": on eglen, 11K characters,
+  both took 18-24 s on this CPU, but with Gemma 3 270M "sections" summarised 9 of 9 sections and
+  "document" 5 of 9, the others stopping at an empty line; and "sections" needs no fallback when
+  the report exceeds the context, only a section longer than `SECTION_TOKENS` is cut).
 """
 
 from __future__ import annotations
@@ -209,11 +211,15 @@ CALLOUT_KINDS = (*FLOAT_KINDS, "deictic", "chain")
 
 DOC_INSTRUCTIONS = "A research report.\n\n"
 DOC_QUESTION = "\n\n{question}"
-SECTION_PROMPT = 'Summary of the section "{title}" in one sentence:'
-WHOLE_PROMPT = "Summary of the whole report in two sentences:"
+# completion-style prompts for a base model: each ends with the first words of the answer (a
+# prompt ending at ':' gets a line break first, which the stop sequence ends at once)
+SECTION_PRIME = "This section"
+WHOLE_PRIME = "This report"
+SECTION_PROMPT = 'Summary of the section "{title}" in one sentence: ' + SECTION_PRIME
+WHOLE_PROMPT = "Summary of the whole report in two sentences: " + WHOLE_PRIME
 MAP_INSTRUCTIONS = "Sections of a research report, each followed by a one-sentence summary.\n\n"
 MAP_QUESTION = "{question}"
-MAP_ITEM = 'Section "{title}":\n{text}\n{cited}\nSummary of the section in one sentence:'
+MAP_ITEM = 'Section "{title}":\n{text}\n{cited}\nSummary of the section in one sentence: ' + SECTION_PRIME
 REDUCE_INSTRUCTIONS = "Summaries of the sections of a research report.\n\n"
 STOP = ("\n",)
 
@@ -232,40 +238,70 @@ class _Section:
     end: int
 
 
+def _bib_ranges(result: ReportResult, gap: int = 1500) -> list[tuple[int, int]]:
+    """The bibliography as character ranges: its entries, neighbours less than `gap` apart merged
+    (a report can print some entries after an appendix)."""
+    out: list[list[int]] = []
+    for sp in sorted((t.span for t in result.targets if t.kind == "reference"), key=lambda sp: sp.char_start):
+        if out and sp.char_start - out[-1][1] < gap:
+            out[-1][1] = max(out[-1][1], sp.char_end)
+        else:
+            out.append([sp.char_start, sp.char_end])
+    return [(a, b) for a, b in out]
+
+
+def _minus(a: int, b: int, holes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """[a, b) without the holes."""
+    out, pos = [], a
+    for x, y in holes:
+        if y <= pos or x >= b:
+            continue
+        if x > pos:
+            out.append((pos, x))
+        pos = max(pos, y)
+    if pos < b:
+        out.append((pos, b))
+    return out
+
+
 def _sections(doc: Document, result: ReportResult) -> tuple[list[_Section], list[str]]:
     """The report cut at its top-level headings (all headings when fewer than two are top-level;
-    groups of pages when there is none), the bibliography left out, and what was dropped."""
+    groups of pages of about 4,000 characters when there is none), the bibliography left out, and
+    what was dropped."""
     text, dropped = doc.text, []
     heads = sorted((t for t in result.targets if t.kind == "section"), key=lambda t: t.span.char_start)
-    bib = [t.span.char_start for t in result.targets if t.kind == "reference"]
-    bib_start = min(bib) if bib else len(text)
+    bib = _bib_ranges(result)
     top = [t for t in heads if "." not in t.number]
     heads = top if len(top) >= 2 else heads
     secs: list[_Section] = []
     if heads:
         first = heads[0].span.char_start
-        if len(text[:min(first, bib_start)].strip()) > 200:
-            secs.append(_Section(None, "Front matter", 0, min(first, bib_start)))
+        front = _minus(0, first, bib)
+        if front and len(text[front[0][0]:front[0][1]].strip()) > 200:
+            secs.append(_Section(None, "Front matter", *front[0]))
         for i, t in enumerate(heads):
             s = t.span.char_start
             e = heads[i + 1].span.char_start if i + 1 < len(heads) else len(text)
-            if s < bib_start < e:
-                e = bib_start
-            secs.append(_Section(t.id, _flat(t.caption)[:80] or t.label, s, e))
+            parts = _minus(s, e, bib)
+            if parts and parts[0][0] == s:  # a heading inside the bibliography is left out with it
+                secs.append(_Section(t.id, _flat(t.caption)[:80] or t.label, *parts[0]))
     else:
         budget = 4000
-        cur: list = []
+        pieces: list[tuple[int, int, int]] = []  # (page, start, end) of the text outside the bibliography
         for pg in doc.pages:
-            if pg.char_start >= bib_start:
-                break
-            cur.append(pg)
-            if sum(p.char_end - p.char_start for p in cur) >= budget:
-                secs.append(_Section(None, _pages_title(cur), cur[0].char_start, min(cur[-1].char_end, bib_start)))
+            for a, b in _minus(pg.char_start, pg.char_end, bib):
+                if text[a:b].strip():
+                    pieces.append((pg.number, a, b))
+        cur: list[tuple[int, int, int]] = []
+        for pc in pieces:
+            if cur and (pc[1] > cur[-1][2] + 1 or sum(b - a for _, a, b in cur) >= budget):
+                secs.append(_Section(None, _pages_title(cur), cur[0][1], cur[-1][2]))
                 cur = []
+            cur.append(pc)
         if cur:
-            secs.append(_Section(None, _pages_title(cur), cur[0].char_start, min(cur[-1].char_end, bib_start)))
-    if bib_start < len(text):
-        dropped.append(f"the bibliography (characters {bib_start}-{len(text)}) is not summarised")
+            secs.append(_Section(None, _pages_title(cur), cur[0][1], cur[-1][2]))
+    if bib:
+        dropped.append("the bibliography (characters " + ", ".join(f"{a}-{b}" for a, b in bib) + ") is not summarised")
     secs = [s for s in secs if len(text[s.start:s.end].strip()) >= 40]
     if len(secs) > MAX_SECTIONS:
         dropped.append(f"{len(secs) - MAX_SECTIONS} sections after the first {MAX_SECTIONS} not summarised: "
@@ -274,8 +310,8 @@ def _sections(doc: Document, result: ReportResult) -> tuple[list[_Section], list
     return secs, dropped
 
 
-def _pages_title(pages) -> str:
-    a, b = pages[0].number, pages[-1].number
+def _pages_title(pieces) -> str:
+    a, b = pieces[0][0], pieces[-1][0]
     return f"Page {a}" if a == b else f"Pages {a}-{b}"
 
 
@@ -465,8 +501,8 @@ def _deep_summary(st, run, doc, result, secs, dropped, strategy) -> DeepSummary:
         items = res.items
         for sec, s, it in zip(sections, secs, items[:-1], strict=True):
             _fill(doc, sec, it, [(a, b) for a, b in all_sents if s.start <= a < s.end], heads.get(s.target))
-        if items[-1].ok:
-            whole = _sentences(doc, items[-1].text, body_cands, None)
+        if items[-1].ok and items[-1].text.strip():
+            whole = _sentences(doc, _primed(WHOLE_PRIME, items[-1].text), body_cands, None)
         else:
             whole_error = items[-1].error
         if items[-1].fallback is not None:
@@ -497,10 +533,10 @@ def _deep_summary(st, run, doc, result, secs, dropped, strategy) -> DeepSummary:
                                fallback=FallbackPolicy(strategy="truncate", truncate_side="tail"))
             st.add(red)
             it = red.items[0]
-            if it.ok:
+            if it.ok and it.text.strip():
                 # the reduce prompt was built from the section summaries: the whole summary rests on
                 # the spans those sentences rest on, matched through the document's own sentences
-                whole = _sentences(doc, it.text, body_cands, None)
+                whole = _sentences(doc, _primed(WHOLE_PRIME, it.text), body_cands, None)
             else:
                 whole_error = it.error
             if it.fallback is not None and it.fallback.fallback_triggered:
@@ -523,13 +559,19 @@ def _fallback_line(rep) -> str:
             + (f"; entities lost: {', '.join(rep.lost_entities[:5])}" if rep.lost_entities else ""))
 
 
+def _primed(prime: str, text: str) -> str:
+    """The answer with the words the prompt put in its mouth."""
+    text = text.strip()
+    return prime + ("" if text[:1] in ",.;:" else " ") + text
+
+
 def _fill(doc: Document, sec: SectionSummary, it, cands, heading: SourceSpan | None) -> None:
     if not it.ok:
         sec.error = it.error
     elif not it.text.strip():
         sec.error = "empty answer"
     else:
-        sec.sentences = _sentences(doc, it.text, cands, heading)
+        sec.sentences = _sentences(doc, _primed(SECTION_PRIME, it.text), cands, heading)
     if it.fallback is not None:
         sec.fallback = _fallback_line(it.fallback)
 
@@ -547,4 +589,6 @@ register(StepDecision(
          "already score 55/55 and the step turned one external into unresolved (plain accuracy 55/55 both ways)"))
 register(StepDecision(
     STEP_SUMMARY, "default", in_auto=False, measurement=None,
-    note="no truth for summaries: nothing measured as a gain; runs with --llm on only"))
+    note="no truth for summaries, so no gain measured; with Gemma 3 270M the sentences are mostly generic "
+         "('This section is a summary of the results.'); the resolved callouts and descriptions are the "
+         "deterministic part; runs with --llm on only"))

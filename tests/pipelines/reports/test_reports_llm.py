@@ -169,7 +169,7 @@ def test_steps_run_and_every_span_is_exact(paper, tiny_llm):  # noqa: F811
     # rendered: the terminal report and the page's Markdown show the summary and the first descriptions
     from rich.console import Console
 
-    from app.render.reports import deep_summary_markdown, render_terminal
+    from app.render.reports import _md, deep_summary_markdown, render_terminal
 
     console = Console(record=True, width=200)
     console.print(render_terminal(res))
@@ -178,7 +178,8 @@ def test_steps_run_and_every_span_is_exact(paper, tiny_llm):  # noqa: F811
     md = deep_summary_markdown(res)
     for c in callouts:
         if c.first:
-            assert c.description in md
+            assert _md(c.description) in md  # escaped: document text is never read as Markdown
+    assert "<" not in md.replace("\\<", "")
     assert plain_render(doc, data) not in ("",) and "Deep summary" not in plain_render(doc, data)
 
 
@@ -243,15 +244,9 @@ def test_scope_with_the_default_model():
     pdf = FIX / "eglen.pdf"
     doc = load_document(pdf)
     run = LLMRun("on", EngineSettings(device="cpu", dtype="float32", max_model_len=4096))
-    steps = L.STEP_SUMMARY
-    L_summary = L.run_deep_summary
-    L.run_deep_summary = lambda *a, **k: None  # scope only: keep the test quick
-    try:
-        res = analyse_document(doc, pdf.read_bytes(), llm=run)
-    finally:
-        L.run_deep_summary = L_summary
+    res = analyse_document(doc, pdf.read_bytes(), llm=run, llm_steps=[L.STEP_SCOPE])  # scope only: quick
     assert res.llm.ran(L.STEP_SCOPE), res.llm
     assert res.scope and all(d.case == "external_inferred" for d in res.scope if d.text.lower().startswith("fig"))
     for d in res.scope:
         assert set(d.logprobs) == {"internal", "external"} and all(v < 0 for v in d.logprobs.values())
-    assert steps not in {s.step for s in res.llm.steps if s.ran}
+    assert res.deep_summary is None and L.STEP_SUMMARY not in {s.step for s in res.llm.steps}
