@@ -116,13 +116,20 @@ def main() -> None:
         if args.pairs and d.name not in args.pairs:
             continue
         truth = json.loads((d / "truth.json").read_text(encoding="utf-8"))
+        ticks: list[float] = []
         if args.llm == "on":
-            run = LLMRun("on", EngineSettings(), engine=engine)
+            run = LLMRun("on", EngineSettings(), engine=engine, on_progress=lambda step, p, ticks=ticks: ticks.append(time.perf_counter()))
         t0 = time.perf_counter()
         res = compare_texts((d / "v1.txt").read_text(encoding="utf-8"), (d / "v2.txt").read_text(encoding="utf-8"),
                             llm=run, llm_settings=settings)
-        secs = round(time.perf_counter() - t0, 1)
-        print(json.dumps({"pair": d.name, "seconds": secs, **ranks(truth, res), **llm_figures(res)},
+        t1 = time.perf_counter()
+        secs = round(t1 - t0, 1)
+        extra = {}
+        if ticks:  # the longest wait between two progress callbacks (or from the start / to the end)
+            edges = [t0, *ticks, t1]
+            extra = {"progress_calls": len(ticks),
+                     "longest_silence_s": round(max(b - a for a, b in zip(edges, edges[1:], strict=False)), 1)}
+        print(json.dumps({"pair": d.name, "seconds": secs, **ranks(truth, res), **llm_figures(res), **extra},
                          ensure_ascii=False))
         if args.verbose:
             for item in res.summary:

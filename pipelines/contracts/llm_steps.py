@@ -28,12 +28,15 @@ The fusion (`fuse`), written down because it decides what the report calls mater
   themselves;
 - rule tiers 1 and 2 (an added or deleted clause; a date, number, reference or wording change,
   a split or merge that changed words): becomes not material when the model is confidently
-  cosmetic (calibrated log-odds below `-demote_margin`);
+  cosmetic (calibrated log-odds below `-demote_margin`, 3.0 by default: with Gemma 3 270M the
+  scores do not separate the true amendments from cosmetic changes on the development corpus —
+  at a margin of 1.0 the fusion demoted 7 of the GitHub ToS pair's 13 true material changes,
+  BENCHMARKS.md "LLM step: contracts.materiality" — so only a very confident judgement demotes);
 - not material by the rules (capitalisation into a defined term, layout-only splits, references
   that follow a renumbering, definition uses): stays not material (the rules verified that the
   words are the same or only follow a renumbering);
 - order: material first, by rule tier, then by the model's score (most material first), then in
-  B's order — the rules-only order with ties broken by the model.
+  B's order — the rules-only order with ties broken by the model; the rest after, in B's order.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ CHANGED_OPS = {"replace", "insert", "delete"}
 @dataclass(frozen=True)
 class StepSettings:
     """max_explain: explanations for at most this many material changes (the first after the
-    fusion); max_materiality: changes judged by the model (the first of the rules' order);
+    fusion); max_materiality: material changes judged by the model (the first of the rules' order);
     context: characters of unchanged text kept on each side of a changed op; side_chars: the
     most characters of old (new) text in a prompt; demote_margin: calibrated log-odds below
     -demote_margin make a tier-1/2 change not material; max_tokens: tokens per explanation;
@@ -80,7 +83,7 @@ class StepSettings:
     max_materiality: int = 40
     context: int = 60
     side_chars: int = 360
-    demote_margin: float = 1.0
+    demote_margin: float = 3.0
     max_tokens: int = 40
     summary_tokens: int = 80
     min_support: float = 0.75
@@ -382,7 +385,7 @@ def explain_prompt(v: ChangeView) -> str:
 
 
 # ----------------------------------------------------------------------------- fusion
-def fuse(rule_material: bool, rule_tier: int, score: float, demote_margin: float = 1.0) -> bool:
+def fuse(rule_material: bool, rule_tier: int, score: float, demote_margin: float = 3.0) -> bool:
     """The fused materiality of one change (see the module docstring): tier 0 stays material, tiers 1
     and 2 become cosmetic when score < -demote_margin, not material stays not material."""
     if not rule_material:
@@ -395,7 +398,9 @@ def fuse(rule_material: bool, rule_tier: int, score: float, demote_margin: float
 def _order_key(result: ContractResult, item: SummaryItem) -> tuple:
     m = item.materiality
     t = tier(result, item) if m is None else (m.rule_tier if item.material else 3)
-    return (not item.material, t if item.material else 0, -(m.score if m is not None else 0.0), item.row)
+    if not item.material:  # the rest after, in B's order as the rules list them
+        return (True, 0, 0.0, item.row)
+    return (False, t, -(m.score if m is not None else 0.0), item.row)
 
 
 # ----------------------------------------------------------------------------- the steps
@@ -459,7 +464,13 @@ def materiality_step(result: ContractResult, run: LLMRun, cfg: StepSettings) -> 
     if not result.summary:
         _nothing(run, STEP_MATERIALITY, "nothing to do: no change")
         return
-    views = [change_view(result, k, cfg) for k in range(min(len(result.summary), cfg.max_materiality))]
+    # only the changes the rules call material: the fusion never makes a not-material one material,
+    # so judging those would cost prompts and change nothing
+    judged = [k for k, it in enumerate(result.summary) if it.material][:cfg.max_materiality]
+    if not judged:
+        _nothing(run, STEP_MATERIALITY, "nothing to do: no material change")
+        return
+    views = [change_view(result, k, cfg) for k in judged]
     prompts = [materiality_prompt(v) for v in views]
     n_tokens = sum(len(p) for p in prompts) // 3  # a rough token count before the tokenizer is loaded
     with run.step(STEP_MATERIALITY, estimated_s=run.estimate_s(n_tokens)) as st:
@@ -518,6 +529,26 @@ def _content_words(text: str) -> list[str]:
     return [w for w in words if w not in _STOP] + re.findall(r"[\u4e00-\u9fff]", text)
 
 
+def echoes(sentence: str) -> bool:
+    """The sentence only repeats one quoted phrase as both the old and the new words ("The “or” is
+    replaced by “or”"): a small model's echo, not an explanation."""
+    quoted = re.findall(r"[\"“”「」『』](.+?)[\"“”「」『』]", sentence)
+    return len(quoted) >= 2 and len({q.strip() for q in quoted}) == 1
+
+
+def copies(sentence: str, v: ChangeView) -> bool:
+    """The sentence is mostly a verbatim copy of the old or the new text shown (a run of 40 or more
+    characters, over half of the sentence): the clause repeated, not explained."""
+    from difflib import SequenceMatcher
+
+    t = sentence.casefold()
+    for shown in (v.old.casefold(), v.new.casefold()):
+        m = SequenceMatcher(None, t, shown, autojunk=False).find_longest_match(0, len(t), 0, len(shown))
+        if m.size >= 40 and m.size > 0.5 * len(t):
+            return True
+    return False
+
+
 def support(sentence: str, v: ChangeView) -> float:
     """The share of the sentence's content words found in what the prompt showed of this change
     (title, old and new text, the changed words, the hint); 1.0 for a sentence without any."""
@@ -566,7 +597,7 @@ def explain_step(result: ContractResult, run: LLMRun, cfg: StepSettings) -> None
                 continue
             said = _sentence(out.text)
             sup = support(said, v)
-            kept = bool(said) and sup >= cfg.min_support
+            kept = bool(said) and sup >= cfg.min_support and not echoes(said) and not copies(said, v)
             result.summary[v.item].explanation = Explanation(
                 text=_append_hint(said, v.hint) if kept else rules_sentence(v), generated=said, hint=v.hint,
                 support=round(sup, 3), kept=kept, a_spans=v.a_spans, b_spans=v.b_spans)

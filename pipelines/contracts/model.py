@@ -124,7 +124,8 @@ class Explanation(_Model):
     of the changed figures and obligation words ("30 days → 60 days: longer"), given to the model
     and appended to `text` when the model's sentence does not already name the new value. A generated
     sentence whose words are mostly not in the clause pair (`support` below the step's threshold:
-    a small model copying its example or inventing) is not kept: `text` is then the rules' own
+    a small model copying its example or inventing), or one that only echoes one quoted phrase as both
+    the old and the new words, or one that mostly copies the clause's text, is not kept: `text` is then the rules' own
     sentence (the changed words and their direction) and `generated` keeps what the model said."""
 
     text: str

@@ -80,8 +80,9 @@ def test_the_steps_run_fill_their_fields_and_point_at_exact_characters(engine):
     res = compare_documents(doc_a, doc_b, llm=run, llm_settings=SMALL)
     assert res.llm is not None and [s.step for s in res.llm.steps] == list(steps.STEPS)
     assert all(s.ran and s.error is None and s.requests > 0 for s in res.llm.steps), res.llm.steps
-    # every change judged; explanations for the first material ones (at most max_explain)
-    assert all(it.materiality is not None for it in res.summary)
+    # every change the rules call material judged (the others cannot change); explanations for the
+    # first material ones (at most max_explain)
+    assert all((it.materiality is not None) == it.materiality_rule for it in _with_rule(res))
     material = [it for it in res.summary if it.material]
     explained = [it for it in res.summary if it.explanation is not None]
     assert explained == material[:SMALL.max_explain] and explained
@@ -109,6 +110,12 @@ def test_the_steps_run_fill_their_fields_and_point_at_exact_characters(engine):
     text = to_json(res)
     assert '"explanation"' in text and '"materiality"' in text and '"amendment"' in text and '"llm"' in text
     assert type(res).model_validate_json(text) == res
+
+
+def _with_rule(res):
+    for it in res.summary:
+        it.__dict__["materiality_rule"] = it.materiality.rule_material if it.materiality is not None else it.material
+        yield it
 
 
 def test_a_missing_model_leaves_one_line_and_the_rules_result(tmp_path):
@@ -144,12 +151,18 @@ def test_the_fusion_changes_materiality_only_as_documented(engine, monkeypatch):
 
     monkeypatch.setattr(steps, "_score_all", confident("cosmetic"))
     res = compare_texts(A, B, llm=LLMRun("on", EngineSettings(), engine=engine),
-                        llm_settings=StepSettings(max_explain=0))
+                        llm_settings=StepSettings(max_explain=0, demote_margin=1.0))
     after = {(it.a, it.b): it.material for it in res.summary}
     # tier 0 (duration, obligation) stays material; the added clause and the wording change are demoted
     assert after == {k: t == 0 for k, t in tiers.items()}
     assert res.stats["material"] == 2 and [it.material for it in res.summary] == [True, True, False, False, False]
-    assert all(it.materiality.changed == (tiers[(it.a, it.b)] in (1, 2)) for it in res.summary)
+    assert all(it.materiality.changed == (tiers[(it.a, it.b)] in (1, 2)) for it in res.summary
+               if it.materiality is not None)
+    assert [it.materiality is None for it in res.summary] == [False, False, True, False, False]
+    # a margin wider than the model's confidence leaves the rules' decisions as they were
+    res = compare_texts(A, B, llm=LLMRun("on", EngineSettings(), engine=engine),
+                        llm_settings=StepSettings(max_explain=0, demote_margin=10.0))
+    assert [it.material for it in res.summary] == [it.material for it in plain.summary]
 
     monkeypatch.setattr(steps, "_score_all", confident("material"))
     res = compare_texts(A, B, llm=LLMRun("on", EngineSettings(), engine=engine),
@@ -162,7 +175,8 @@ def test_the_fusion_changes_materiality_only_as_documented(engine, monkeypatch):
 def test_fuse():
     assert fuse(True, 0, -50.0) is True
     assert fuse(True, 1, -1.5, demote_margin=1.0) is False and fuse(True, 1, -0.5, demote_margin=1.0) is True
-    assert fuse(True, 2, -2.0) is False and fuse(True, 2, 3.0) is True
+    assert fuse(True, 2, -2.0, demote_margin=1.0) is False and fuse(True, 2, 3.0) is True
+    assert fuse(True, 2, -2.0) is True  # the default margin (3.0) needs a very confident "cosmetic"
     assert fuse(False, 3, 50.0) is False
 
 
@@ -200,5 +214,19 @@ def test_support_rejects_sentences_about_other_words():
     v = ChangeView(0, 0, "1 Payment", "modified", "… pay each invoice within 30 days …",
                    "… pay each invoice within 60 days …", ['"30" → "60"'], "30 days → 60 days: longer")
     assert support("The invoice payment period is longer: 60 days.", v) == 1.0
+    assert not steps.copies("The invoice payment period is longer: 60 days.", v)
     assert support("The Provider's obligation to audit the Customer's records.", v) < 0.5
     assert rules_sentence(v) == "30 days → 60 days: longer."
+
+
+def test_copies():
+    v = ChangeView(0, 0, "12.3 Required Disclosures", "modified",
+                   "… the Disclosing Party with reasonable advance notice of the required disclosure …",
+                   "… the Discloser with reasonable advance notice of the required disclosure …", [], None)
+    assert steps.copies("The Discloser with reasonable advance notice of the required disclosure and re …", v)
+    assert not steps.copies("The Disclosing Party is now called the Discloser.", v)
+
+
+def test_echoes():
+    assert steps.echoes('The "or" is replaced by "or"') and steps.echoes("The “被扶养人” is now a “被扶养人”")
+    assert not steps.echoes('The "30 days" are now "60 days".') and not steps.echoes("The period is longer.")
