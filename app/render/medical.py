@@ -102,6 +102,8 @@ def llm_lines(result: MedicalResult) -> list[str]:
     out = [f"LLM steps ({r.mode}): {r.model}" + (f" — {r.message}" if r.message else "")]
     if result.llm_context is not None:
         out.append(f"  context: {result.llm_context.note}")
+        if result.llm_context.answer_note:
+            out.append(f"  answers: {result.llm_context.answer_note}")
     for st in r.steps:
         if st.ran:
             reuse = ", ".join(f"{k} {v}" for k, v in st.reuse.items() if v)

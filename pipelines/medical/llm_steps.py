@@ -5,8 +5,9 @@
   `SourceSpan`), followed by every conclusion and question of the run; ONE attention pass
   (`LLM.attribute`) reads, for each of them, the attention mass its tokens put on each candidate
   sentence of the record (`per_token` rows of that probe), so the whole patient is computed once for
-  all the conclusions and questions. A question is probed by its generated answer when
-  `medical.answer` ran (the answer's attention), else by its own words. The relative attention
+  all the conclusions and questions. A question is probed by its own words: with the default model
+  its words' attention found the known sentence more often than its generated answer's (BENCHMARKS.md,
+  "LLM step: medical.attention_evidence", top-1 0.61 against 0.26 on 23 questions). The relative attention
   (mass / the best candidate's) is fused with the retrieval score (BM25 + embedder + concepts,
   `evidence.EvidenceIndex.scored`): `(1 - WEIGHT) * retrieval + WEIGHT * attention`, then the same
   evidence cut-off and top 5 as without the step. Candidates the retrieval did not score stay out
@@ -16,7 +17,10 @@
   kept in the engine's document cache for the session's later questions); each answer sentence
   links to the record sentences its tokens attend to most (the same attention pass, the answer's
   sentence rows). An answer whose attention could not be read is dropped with a one-line error
-  (no ungrounded sentence is shown).
+  (no ungrounded sentence is shown), and so is an empty or list-numbers-only one ("1. 1. 1."). On a
+  CPU a patient over ANSWER_WHOLE_MAX_TOKENS_CPU tokens is not computed a second time for the
+  answers: they read the questions' retrieval sentences instead (`LLMContext.answer_note` says so),
+  their evidence still comes from the whole-context attention pass.
 
 A patient longer than the model's context (or the KV cache) goes through the retrieval fallback:
 the sentences the evidence ranking found for the conclusions and questions (round-robin over them,
@@ -30,6 +34,7 @@ the earlier probes (one sequence); the record itself comes first for all of them
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -38,6 +43,7 @@ from dataclasses import dataclass
 from pipelines.documents import Document, SourceSpan
 from pipelines.llm import (
     LLMRun,
+    Measurement,
     Progress,
     StepDecision,
     ask_document,
@@ -47,27 +53,37 @@ from pipelines.llm import (
 )
 from pipelines.medical.models import Answer, AnswerSentence, EvidenceItem, LLMContext
 
+_LIST_MARK = re.compile(r"^\d{1,2}[.)、]?$")  # "1." "2)" "1": a list number on its own
+
 STEP_EVIDENCE = "medical.attention_evidence"
 STEP_ANSWER = "medical.answer"
 WEIGHT = 0.3  # the attention's weight in the fused score (the value the earlier engine re-rank used; not tuned)
 FALLBACK_POOL = 12  # sentences per conclusion/question offered to the retrieval fallback
-ANSWER_MAX_TOKENS = 48
+ANSWER_MAX_TOKENS = 32
 ANSWER_EVIDENCE = 3  # record sentences linked to each answer sentence
+ANSWER_WHOLE_MAX_TOKENS_CPU = 3072  # longer patients: answers read the questions' retrieval sentences on a CPU
+ANSWER_POOL = 8  # retrieval sentences per question for that reduced answer context
 
 INSTRUCTIONS = "The medical record of one patient, document by document.\n\n"
 PROBES_HEAD = "\n\nConclusions and questions about this patient, each grounded in the record above:\n"
 ANSWER_INSTRUCTIONS = "The medical record of one patient, document by document.\n\n"
-ANSWER_QUESTION = "\n\nQuestion about this patient: {question}\nShort answer based on the record:"
-ANSWER_STOP = ("\nQuestion", "\n\n")
+ANSWER_QUESTION = "\n\nQuestion about this patient: {question}\nAnswer:"
+ANSWER_STOP = ("\n", " 2. ", "Question")  # one line; no second list item, no new question
 
 # Registered with the measurements of BENCHMARKS.md ("LLM step: medical.attention_evidence",
-# "LLM step: medical.answer"); see there for the commands.
+# "LLM step: medical.answer"), where the commands are.
 register(StepDecision(
-    STEP_EVIDENCE, "default", in_auto=False, measurement=None,
-    note="not yet measured with Gemma 3 270M; runs with --llm on"))
+    STEP_EVIDENCE, "default", in_auto=True,
+    measurement=Measurement("Synthea evidence-in-top-3 (41 chains)", without=0.976, with_step=1.0,
+                            command="OMP_NUM_THREADS=1 python -m benchmarks.eval.medical_llm --part synthea --llm on "
+                                    "(and --llm off)", date="2026-12-03"),
+    note="a small gain: one chain of 41, and on the attribution set evidence-in-top-3 0.826 -> 0.870 (one question "
+         "of 23), top-1 unchanged (0.696); costs one pass over the patient (5-18 s for a Synthea patient, 71 s for "
+         "20 documents / 7.5K tokens on the 2-core CPU) plus the model load"))
 register(StepDecision(
     STEP_ANSWER, "default", in_auto=False, measurement=None,
-    note="no answer-quality truth to measure a gain against; runs with --llm on"))
+    note="no answer-quality truth to measure a gain against (the first answer sentence's top evidence is the known "
+         "sentence for 9 of 23 questions); runs with --llm on"))
 
 
 # ------------------------------------------------------------------------------------------ the patient
@@ -298,42 +314,33 @@ def run_steps(llm: LLMRun, docs: list[tuple[Document, str, object]], candidates:
         return idx, spans
 
     def attention(st, answers: dict[int, list[str]] | None, est_s: float) -> None:
-        """The one attention pass: every plan's claim (or its question's answer) and every answer sentence."""
+        """The one attention pass: every plan's claim (a question's own words) and every answer sentence."""
         pt = context(st.llm)
         idx, spans = spans_in(pt)
         probes = [_Probe(None, PROBES_HEAD)]
-        keys: dict[int, list] = {}  # plan -> the probe rows that stand for it
+        answered = set()
         for k, p in enumerate(plans):
-            qi = questions.index(p.claim) if p.kind == "question" and p.claim in questions else None
-            if answers is not None and qi is not None and answers.get(qi):
-                probes.append(_Probe(None, f"- Question: {p.claim}\n  Answer:"))
-                for j, s in enumerate(answers[qi]):
-                    probes.append(_Probe(("ans", qi, j), " " + s))
-                probes.append(_Probe(None, "\n"))
-                keys[k] = [("ans", qi, j) for j in range(len(answers[qi]))]
-                continue
-            keys[k] = [("plan", k)]
-            lead = "- Question: " if p.kind == "question" else "- Conclusion: "
-            probes.append(_Probe(None, lead))
+            probes.append(_Probe(None, "- Question: " if p.kind == "question" else "- Conclusion: "))
             probes.append(_Probe(("plan", k), p.claim))
+            qi = questions.index(p.claim) if p.kind == "question" and p.claim in questions else None
+            if answers is not None and qi is not None and answers.get(qi) and qi not in answered:
+                answered.add(qi)
+                probes.append(_Probe(None, "\n  Answer:"))
+                for j, sent in enumerate(answers[qi]):
+                    probes.append(_Probe(("ans", qi, j), " " + sent))
             probes.append(_Probe(None, "\n"))
-        if answers is not None:  # answers to questions that have no plan (none today; kept general)
-            for qi, sents in answers.items():
-                if any(p.kind == "question" and p.claim == questions[qi] for p in plans):
-                    continue
-                probes.append(_Probe(None, f"- Question: {questions[qi]}\n  Answer:"))
-                for j, s in enumerate(sents):
-                    probes.append(_Probe(("ans", qi, j), " " + s))
-                probes.append(_Probe(None, "\n"))
+        for qi, sents in (answers or {}).items():  # answers to questions without a ranking (none today)
+            if qi in answered:
+                continue
+            probes.append(_Probe(None, f"- Question: {questions[qi]}\n  Answer:"))
+            for j, sent in enumerate(sents):
+                probes.append(_Probe(("ans", qi, j), " " + sent))
+            probes.append(_Probe(None, "\n"))
         if llm.cancel is not None and llm.cancel.is_set():
             st.record.reason = "cancelled before the attention pass"
             return
         mass, total = _attention_pass(st.llm, INSTRUCTIONS, pt, spans, probes, st.progress, est_s, llm.cancel)
         st.add(requests=1, prompt_tokens=total)
-        for k, ks in keys.items():  # a question answered: its answer's attention, all sentences together
-            rows = [mass[x] for x in ks if x in mass]
-            if rows and ("plan", k) not in mass:
-                mass[("plan", k)] = [sum(col) / len(rows) for col in zip(*rows, strict=True)]
         state["att"] = (idx, mass)
 
     answers_out: list[Answer] | None = None
@@ -345,6 +352,7 @@ def run_steps(llm: LLMRun, docs: list[tuple[Document, str, object]], candidates:
         with llm.step(STEP_ANSWER, estimated_s=est) as st:
             if st:
                 pt = context(st.llm)
+                pt = _answer_context(st.llm, llm.device, pt, state, docs, plans, scored, questions)
                 res = ask_document(st.llm, pt.doc, questions, instructions=ANSWER_INSTRUCTIONS,
                                    question_template=ANSWER_QUESTION, max_tokens=ANSWER_MAX_TOKENS, stop=ANSWER_STOP,
                                    strategy="placement", on_progress=st.progress, cancel=llm.cancel)
@@ -352,6 +360,8 @@ def run_steps(llm: LLMRun, docs: list[tuple[Document, str, object]], candidates:
                 answers_out = []
                 for qi, it in enumerate(res.items):
                     text = " ".join(it.text.split())
+                    if not _usable(text):
+                        text = ""
                     if it.error or not text:
                         answers_out.append(Answer(question=questions[qi], text=text, error=it.error or "empty answer"))
                         continue
@@ -370,6 +380,39 @@ def run_steps(llm: LLMRun, docs: list[tuple[Document, str, object]], candidates:
     if answers_out is not None:
         answers_out = _ground(answers_out, answer_sents, questions, candidates, state)
     return evidence_fused, state["ctx"], answers_out
+
+
+def _answer_context(l_engine, device: str, pt: PatientText, state: dict, docs: list, plans: list[Plan], scored: list,
+                    questions: list[str]) -> PatientText:
+    """What the answers are generated over: the patient context, or on a CPU, when the patient is
+    longer than ANSWER_WHOLE_MAX_TOKENS_CPU, the questions' retrieval sentences (ANSWER_POOL best of
+    each question, in record order): computing 7.5K tokens of patient a second time took 152 s on the
+    2-core CPU (BENCHMARKS.md). The answers are still attributed over the whole context."""
+    ctx: LLMContext = state["ctx"]
+    if device == "cuda" or ctx.tokens <= ANSWER_WHOLE_MAX_TOKENS_CPU:
+        return pt
+    keep: dict[str, set[tuple[int, int]]] = {}
+    for p, (sup, con, _) in zip(plans, scored, strict=True):
+        if p.kind != "question" or p.claim not in questions:
+            continue
+        for c, *_ in sorted(sup + con, key=lambda x: -x[1])[:ANSWER_POOL]:
+            if pt.to_patient(c.doc_id, c.start, c.end) is not None:
+                keep.setdefault(c.doc_id, set()).add((c.start, c.end))
+    if not keep:
+        return pt
+    small = PatientText([(d, _header(d, kind, day), sorted(keep[d.doc_id])) for d, kind, day in docs if d.doc_id in keep])
+    n = len(l_engine.encode(small.text, add_special_tokens=False))
+    state["ctx"] = ctx.model_copy(update={"answer_note": (
+        f"the answers read the questions' retrieval sentences ({sum(len(v) for v in keep.values())} sentences, "
+        f"{n:,} tokens), not the whole {ctx.tokens:,}-token context: on a CPU a context over "
+        f"{ANSWER_WHOLE_MAX_TOKENS_CPU:,} tokens is not computed a second time for them; their evidence is "
+        f"still read from the whole context")})
+    return small
+
+
+def _usable(text: str) -> bool:
+    """An answer with a letter or digit beyond list numbers ("1. 1. 1." and punctuation are not)."""
+    return any(ch.isalnum() for w in text.split() if not _LIST_MARK.match(w) for ch in w)
 
 
 def _sentences(text: str) -> list[str]:

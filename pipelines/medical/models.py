@@ -211,6 +211,7 @@ class LLMContext(_M):
     sentences: int
     sentences_total: int
     note: str
+    answer_note: str | None = None  # when the answers read less than this context (medical.answer on a CPU)
 
 
 _LLM_FIELDS = ("llm", "llm_context", "answers")

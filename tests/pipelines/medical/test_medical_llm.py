@@ -28,6 +28,20 @@ def _docs() -> list[Document]:
                                "The fever resolved on day 2. No cough at discharge.", doc_id="b.txt")]
 
 
+@pytest.fixture(autouse=True)
+def _random_answers_kept(monkeypatch, request):
+    """The tiny model's answers are random characters: keep them whole (no stop, no usability filter)
+    so the plumbing can be checked; the filter has its own test."""
+    if "model" not in request.keywords and request.node.name != "test_unusable_answers_are_dropped":
+        monkeypatch.setattr(ls, "ANSWER_STOP", ())
+        monkeypatch.setattr(ls, "_usable", lambda text: bool(text.strip()))
+
+
+def test_unusable_answers_are_dropped():
+    assert not any(ls._usable(t) for t in ("1. 1. 1. 1", "1. 1.", "...", ""))
+    assert all(ls._usable(t) for t in ("No.", "110/60", "174 pounds.", "患者", "1. 急性"))
+
+
 def _run(llm=None, docs=None, questions=(Q,)):
     pipe = MedicalPipeline(use_embeddings=False)
     return pipe.run_documents(docs or _docs(), "x", questions=list(questions), llm=llm)
@@ -46,6 +60,7 @@ def test_both_steps_run_fill_their_fields_and_point_at_exact_characters(tiny_llm
     ans = next(s for s in r.llm.steps if s.step == ls.STEP_ANSWER)
     assert ans.requests == 1 and ans.reuse["documents_computed"] + ans.reuse["documents_loaded"] == 1
     assert r.llm_context.strategy == "whole patient" and r.llm_context.documents == 2
+    assert r.llm_context.answer_note is None
     assert all(ev.method.endswith("+attention") for ev in r.evidence)
     for ev in r.evidence:
         for it in ev.supporting + ev.contradicting:
@@ -81,10 +96,22 @@ def test_off_and_no_llm_export_the_same_bytes_without_llm_fields():
     assert "attention" not in plain
 
 
-def test_auto_runs_neither_step_with_the_default_model_and_keeps_the_rules_ranking(tiny_llm):
+def test_auto_runs_the_measured_evidence_step_only(tiny_llm):
+    from pipelines.llm import decision
+
+    assert decision(ls.STEP_EVIDENCE).in_auto and decision(ls.STEP_EVIDENCE).measurement.gain > 0
+    assert not decision(ls.STEP_ANSWER).in_auto
     r = _run(LLMRun("auto", engine=tiny_llm))
+    assert [(s.step, s.ran) for s in r.llm.steps] == [(ls.STEP_ANSWER, False), (ls.STEP_EVIDENCE, True)]
+    assert r.llm.steps[0].reason.startswith("auto:")
+    assert r.answers is None and r.llm_context.strategy == "whole patient"
+    assert all(ev.method.endswith("+attention") for ev in r.evidence)
+
+
+def test_auto_leaves_the_evidence_step_out_when_over_the_time_budget(tiny_llm):
+    r = _run(LLMRun("auto", engine=tiny_llm, budget_s=0.001))
     assert [(s.step, s.ran) for s in r.llm.steps] == [(ls.STEP_ANSWER, False), (ls.STEP_EVIDENCE, False)]
-    assert all(s.reason.startswith("auto:") for s in r.llm.steps)
+    assert "budget" in r.llm.steps[1].reason
     assert r.answers is None and r.llm_context is None
     assert [e.model_dump() for e in r.evidence] == [e.model_dump() for e in _run().evidence]
 
@@ -183,3 +210,21 @@ def test_the_steps_with_the_default_model():
     assert all(_exact(it.span, docs) for s in a.sentences for it in s.evidence)
     pneu = next(ev for ev in r.evidence if ev.kind == "diagnosis" and "pneumonia" in ev.claim)
     assert "pneumonia" in pneu.supporting[0].span.text
+
+
+def test_a_second_question_in_the_session_reuses_the_patients_kv(tiny_llm):
+    first = _run(LLMRun("on", engine=tiny_llm), questions=("why was ceftriaxone started?",))
+    second = _run(LLMRun("on", engine=tiny_llm), questions=("when did the fever resolve?",))
+    reuse = [next(s for s in r.llm.steps if s.step == ls.STEP_ANSWER).reuse for r in (first, second)]
+    assert reuse[1]["documents_computed"] == 0 and reuse[1]["documents_loaded"] == 1, reuse
+
+
+def test_on_a_cpu_a_long_patient_is_answered_over_the_questions_retrieval_sentences(tiny_llm, monkeypatch):
+    monkeypatch.setattr(ls, "ANSWER_WHOLE_MAX_TOKENS_CPU", 50)
+    docs = _docs()
+    r = _run(LLMRun("on", engine=tiny_llm), docs)
+    ctx = r.llm_context
+    assert ctx.strategy == "whole patient" and ctx.answer_note and "retrieval sentences" in ctx.answer_note
+    ans = next(s for s in r.llm.steps if s.step == ls.STEP_ANSWER)
+    assert ans.prompt_tokens < ctx.tokens  # the answer prompt is smaller than the patient
+    assert all(_exact(it.span, docs) for a in r.answers for s in a.sentences for it in s.evidence)
