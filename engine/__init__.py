@@ -63,6 +63,7 @@ from engine.errors import (
     ContextLengthError,
     EngineError,
     ModelLoadError,
+    RequestCancelled,
     UnsupportedModelError,
 )
 from engine.fallback import (
@@ -95,6 +96,7 @@ __all__ = [
     "ContextLengthError",
     "CacheFullError",
     "CacheDirError",
+    "RequestCancelled",
     "LongRequest",
     "FallbackPolicy",
     "FallbackReport",

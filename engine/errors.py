@@ -25,3 +25,7 @@ class CacheFullError(EngineError):
 
 class CacheDirError(EngineError):
     """A cache folder the caller named cannot be one (the path, or a part of it, is a file)."""
+
+
+class RequestCancelled(EngineError):
+    """The caller's progress callback asked to stop (e.g. during a document's prefill)."""

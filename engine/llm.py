@@ -78,6 +78,11 @@ class StepProgress:
     output_tokens_max: int
     finished: int
     requests: int
+    # generate_with_document_batch: "document" while the document's KV is computed (its tokens
+    # done so far are counted in prompt_tokens_done too), then "generate"
+    phase: str = "generate"
+    document_tokens_done: int = 0
+    document_tokens_total: int = 0
 
     @property
     def tokens_done(self) -> int:
@@ -389,8 +394,10 @@ class LLM:
         return self.doc_cache.store()
 
     def _document_seq(self, instructions: Prompt, document: Prompt, question: Prompt,
-                      params: SamplingParams | None, doc: DocumentKV | None = None) -> tuple[Sequence, float]:
-        """The request's sequence with `doc` (None: the document's KV, computed or loaded now) to place."""
+                      params: SamplingParams | None, doc: DocumentKV | None = None,
+                      on_chunk: Callable[[int, int], bool | None] | None = None) -> tuple[Sequence, float]:
+        """The request's sequence with `doc` (None: the document's KV, computed or loaded now, with
+        `on_chunk` called after each chunk: `DocumentCache.get`) to place."""
         params = params or SamplingParams()
         instr = self.encode(instructions)  # a string gets BOS
         doc_ids = self.encode(document, add_special_tokens=False) if doc is None else doc.token_ids
@@ -400,7 +407,7 @@ class LLM:
         ids = instr + doc_ids + q_ids
         self.check_len(len(ids))
         t0 = time.perf_counter()
-        doc = doc if doc is not None else self.doc_cache.get(doc_ids)
+        doc = doc if doc is not None else self.doc_cache.get(doc_ids, on_chunk)
         text = instructions + document + question if all(
             isinstance(x, str) for x in (instructions, document, question)) else None
         seq = self.core.new_sequence(ids, params, text)
@@ -431,11 +438,24 @@ class LLM:
         """`generate_with_document` for several questions over one document, submitted together: the
         document's KV is computed (or loaded) once, placed into every request, and the scheduler
         batches them. One output per question; metrics as `generate_with_document`'s (ttft_s from
-        this call). on_step: as `generate`'s, called once the document's KV is ready and after every
-        engine step."""
+        this call). on_step: as `generate`'s, called after every prefill chunk of the document's KV
+        (StepProgress.phase "document", the document's tokens counted as prompt tokens done), once
+        the document's KV is ready, and after every engine step; returning True during the
+        document stops it there and raises RequestCancelled (nothing stored, blocks freed), later
+        it aborts the requests (finish_reason "abort")."""
         if not questions:
             return []
-        first, t0 = self._document_seq(instructions, document, questions[0], params)
+        on_chunk = None
+        if on_step is not None:
+            p = params or SamplingParams()
+            head_n = len(self.encode(instructions)) + len(self.encode(document, add_special_tokens=False))
+            prompts_total = sum(head_n + len(self.encode(q, add_special_tokens=False)) for q in questions)
+
+            def on_chunk(done: int, total: int) -> bool | None:
+                return on_step(StepProgress(done, prompts_total, 0, p.max_tokens * len(questions), 0, len(questions),
+                                            phase="document", document_tokens_done=done, document_tokens_total=total))
+
+        first, t0 = self._document_seq(instructions, document, questions[0], params, on_chunk=on_chunk)
         offset, doc = first.doc
         seqs = [first] + [self._document_seq(instructions, document, q, params, doc)[0] for q in questions[1:]]
         t_doc = time.perf_counter() - t0

@@ -45,7 +45,7 @@ import torch
 
 from engine.core.sampling import SamplingParams
 from engine.core.sequence import Sequence
-from engine.errors import CacheFullError, EngineError
+from engine.errors import CacheFullError, EngineError, RequestCancelled
 from engine.kv.block_hash import encode_tokens
 from engine.kv.cold import ColdTier, HostStore
 from engine.kv.paged_cache import PagedKVCache, free_memory_bytes
@@ -131,8 +131,12 @@ class DocumentCache:
         return parts
 
     # ------------------------------------------------------------------ compute / load
-    def get(self, ids: list[int]) -> DocumentKV:
-        """The document's KV from the store, or computed (and stored)."""
+    def get(self, ids: list[int], on_chunk: Callable[[int, int], bool | None] | None = None) -> DocumentKV:
+        """The document's KV from the store, or computed (and stored).
+
+        on_chunk(tokens done, tokens total): called after every prefill chunk of the computation
+        (once with (n, n) when the KV was loaded); returning True stops it: the blocks are freed,
+        nothing is stored, and RequestCancelled is raised."""
         if self.runner.dynamic_rope:
             raise EngineError("document reuse needs a RoPE linear in the position; this model uses dynamic NTK scaling")
         if not ids:
@@ -141,8 +145,10 @@ class DocumentCache:
         doc = self._load(key, ids)
         if doc is not None:
             self.loaded += 1
+            if on_chunk is not None and on_chunk(len(ids), len(ids)):
+                raise RequestCancelled("cancelled after the document's KV was loaded")
             return doc
-        doc = self._compute(key, ids)
+        doc = self._compute(key, ids, on_chunk)
         self._store(doc)
         self.computed += 1
         return doc
@@ -216,7 +222,8 @@ class DocumentCache:
                 log.warning("document %s: the store did not take part %s (too large for it?)", doc.key[:12], part)
 
     @torch.inference_mode()
-    def _compute(self, key: str, ids: list[int]) -> DocumentKV:
+    def _compute(self, key: str, ids: list[int],
+                 on_chunk: Callable[[int, int], bool | None] | None = None) -> DocumentKV:
         """Prefill [BOS] + document on its own, chunk by chunk, keeping the global layers' K/V of
         every document token and the sliding layers' K/V of the last `window` tokens. Nothing is
         demoted to a warm tier meanwhile: the document is computed at full precision (a sequence
@@ -247,6 +254,9 @@ class DocumentCache:
                         k, v = self._read(gi, seq.tables[gi], lo, hi)
                         glob_k[gi].append(k)
                         glob_v[gi].append(v)
+                if on_chunk is not None and on_chunk(max(0, hi - shift), len(ids)) and seq.prefilling:
+                    raise RequestCancelled(
+                        f"document prefill cancelled after {max(0, hi - shift):,} of {len(ids):,} tokens")
                 if not seq.prefilling:
                     for gi, g in enumerate(groups):
                         if g.window is not None:

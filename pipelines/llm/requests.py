@@ -255,7 +255,7 @@ def _reuse(llm) -> dict[str, int]:
 def _run_fit(llm, doc: Document, items: list[Item], fit: list[int], instructions: str, suffixes: list[str],
              params, strategy: str, track: _Tracker) -> None:
     """The items that fit, submitted together; one by one when the batch as a whole hits a cache error."""
-    from engine import CacheFullError, EngineError, SamplingParams
+    from engine import CacheFullError, EngineError, RequestCancelled, SamplingParams
 
     done_before = sum(it.finish_reason is not None for it in items)
 
@@ -275,6 +275,8 @@ def _run_fit(llm, doc: Document, items: list[Item], fit: list[int], instructions
         else:
             outs = llm.generate_with_document_batch(instructions, doc.text, [suffixes[i] for i in fit], params,
                                                     on_step=on_step)
+    except RequestCancelled:  # stopped by on_step during the document's prefill: the tracker says why
+        return
     except CacheFullError:
         if len(fit) == 1:
             items[fit[0]].error = "the KV cache is too small for this request (cache full)"
