@@ -3,17 +3,92 @@ numbering Word would display ("1.", "1.1", "(a)", "第一条") rendered into the
 
 python-docx exposes a paragraph's numbering only as (numId, ilvl); the shown label is computed
 here from numbering.xml (abstract numbering levels: start, numFmt, lvlText, restart of deeper
-levels), the way Word counts.
+levels), the way Word counts. A level's start value is bounded (`MAX_LIST_NUMBER`), and numbers
+past what a numbering system writes (Roman past 3,999, Chinese past 10^8) are written in decimal,
+so a forged numbering cannot hang.
+
+Before python-docx opens the file, the zip is checked (`check_docx_zip`): the declared
+uncompressed size of every part, then the bytes each part actually decompresses to (read in
+bounded chunks, so a part that lies about its size is caught at its limit, not after it), against
+`IngestLimits.max_docx_part_bytes` (any one part) and `max_docx_unpacked_bytes` (all together).
+python-docx reads every part a relationship points at, so a huge part is refused here, unread.
 """
 
 from __future__ import annotations
 
 import io
+import zipfile
 
+from pipelines.documents.ingest import IngestError, IngestLimits
 from pipelines.documents.model import Document
 from pipelines.text.numerals import int_to_chinese, int_to_roman
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+
+# A list level's start value past this (or not a number) is ignored: the level starts at 1. Word's
+# own dialog stops at 32,767; numbers past a numbering system's range are written in decimal.
+MAX_LIST_NUMBER = 10**15 - 1
+_CHUNK = 1 << 20
+
+
+def check_docx_zip(data: bytes, name: str, limits: IngestLimits) -> None:
+    """Refuse (one-line IngestError) a .docx whose parts unpack past the limits; see the module doc."""
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile as exc:
+        raise IngestError(name, f"cannot be parsed as docx ({exc})") from None
+    with zf:
+        infos = zf.infolist()
+        declared = 0
+        for info in infos:
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise IngestError(name, f"zip part {info.filename!r} uses compression method {info.compress_type},"
+                                        " which Word does not write")
+            _check_part(name, info.filename, info.file_size, limits)
+            declared += info.file_size
+        if declared > limits.max_docx_unpacked_bytes:
+            raise _too_big(name, "its parts", declared, limits.max_docx_unpacked_bytes)
+        total = 0
+        for info in infos:
+            if info.is_dir():
+                continue
+            part = 0
+            try:
+                with zf.open(info) as fh:
+                    # at most one chunk past the declared size: zipfile stops at the declared size
+                    while chunk := fh.read(_CHUNK):
+                        part += len(chunk)
+                        total += len(chunk)
+                        _check_part(name, info.filename, part, limits)
+                        if total > limits.max_docx_unpacked_bytes:
+                            raise _too_big(name, "its parts", total, limits.max_docx_unpacked_bytes)
+            except IngestError:
+                raise
+            except Exception as exc:  # bad CRC, truncated data, a size that lied
+                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise IngestError(name, f"cannot be parsed as docx (zip part {info.filename!r}: {reason[:120]})") from None
+
+
+def _check_part(name: str, part: str, size: int, limits: IngestLimits) -> None:
+    limit = min(limits.max_docx_part_bytes, limits.max_docx_unpacked_bytes)
+    if size > limit:
+        raise _too_big(name, f"zip part {part!r}", size, limit)
+
+
+def _too_big(name: str, what: str, size: int, limit: int) -> IngestError:
+    return IngestError(name, f"{what} unpack to {size / 1e6:.1f} MB or more, over the {limit / 1e6:.0f} MB limit for .docx")
+
+
+def _start_value(value: str | None) -> int:
+    n = _int(value, 1)
+    return 1 if n > MAX_LIST_NUMBER else max(n, 0)
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None and len(value) <= 20 else default
+    except ValueError:
+        return default
 
 
 def _letter(n: int) -> str:
@@ -31,12 +106,10 @@ def format_number(n: int, fmt: str) -> str:
         return _letter(n)
     if fmt == "upperLetter":
         return _letter(n).upper()
-    if fmt == "lowerRoman":
-        return int_to_roman(n)
-    if fmt == "upperRoman":
-        return int_to_roman(n, upper=True)
+    if fmt in ("lowerRoman", "upperRoman"):  # past ROMAN_MAX int_to_roman writes decimal
+        return int_to_roman(n, upper=fmt == "upperRoman") if n > 0 else str(n)
     if fmt in ("chineseCounting", "chineseCountingThousand", "chineseLegalSimplified", "ideographTraditional", "taiwaneseCounting"):
-        return int_to_chinese(n) if n > 0 else str(n)
+        return int_to_chinese(n) if 0 < n < 100_000_000 else str(n)
     if fmt == "decimalFullWidth":
         return "".join(chr(ord(c) + 0xFEE0) for c in str(n))
     if fmt == "bullet":
@@ -58,12 +131,14 @@ class _Numbering:
             aid = an.get(f"{_W}abstractNumId")
             lv = {}
             for lvl in an.iter(f"{_W}lvl"):
-                ilvl = int(lvl.get(f"{_W}ilvl", "0"))
+                ilvl = _int(lvl.get(f"{_W}ilvl"), 0)
+                if not 0 <= ilvl < 9:
+                    continue
                 start = lvl.find(f"{_W}start")
                 fmt = lvl.find(f"{_W}numFmt")
                 text = lvl.find(f"{_W}lvlText")
                 lv[ilvl] = (
-                    int(start.get(f"{_W}val", "1")) if start is not None else 1,
+                    _start_value(start.get(f"{_W}val")) if start is not None else 1,
                     fmt.get(f"{_W}val", "decimal") if fmt is not None else "decimal",
                     text.get(f"{_W}val", "") if text is not None else "",
                 )
@@ -117,11 +192,12 @@ def _paragraph_num(p) -> tuple[str, int] | None:
     return str(num_pr.numId.val), ilvl_val or 0
 
 
-def load_docx(data: bytes, name: str, doc_id: str) -> Document:
+def load_docx(data: bytes, name: str, doc_id: str, limits: IngestLimits | None = None) -> Document:
     import docx
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
+    check_docx_zip(data, name, limits or IngestLimits())
     document = docx.Document(io.BytesIO(data))
     numbering = _Numbering(document)
     blocks: list[str] = []

@@ -50,6 +50,8 @@ class DocumentInfo(BaseModel):
     source_name: str
     format: str
     encoding: str | None = None
+    encoding_note: str | None = Field(
+        default=None, description="text input only: why that encoding was chosen, and any bytes set aside (stray NULs)")
     sha256: str
     n_chars: int
     n_pages: int
@@ -91,6 +93,7 @@ class Document:
     source_name: str = ""
     source_format: str = "txt"  # txt | md | docx | pdf
     encoding: str | None = None
+    encoding_note: str | None = None  # why `encoding` was chosen, and what bytes were set aside
     sha256: str = ""
     char_boxes: np.ndarray | None = None
     furniture: list[Furniture] = field(default_factory=list)
@@ -164,6 +167,7 @@ class Document:
             source_name=self.source_name,
             format=self.source_format,
             encoding=self.encoding,
+            encoding_note=self.encoding_note,
             sha256=self.sha256,
             n_chars=len(self.text),
             n_pages=len(self.pages),

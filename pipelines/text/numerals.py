@@ -7,6 +7,8 @@ statutes, contracts and Word's "chineseCounting" lists use: 十二, 二十, 一�
 
 Roman (`roman_to_int`, `int_to_roman`): i v x l c d m in either case. Strict reading accepts only
 the canonical form (XIV, not XIIII or IVX); lenient reading adds and subtracts whatever it is given.
+Numerals are written up to `ROMAN_MAX` (MMMCMXCIX); a larger number is written in decimal (a
+forged list numbering starting at 10^12 would otherwise be a billion "m"s).
 
 `parse_number` reads one number token of any of these kinds, or Arabic digits (full-width too).
 """
@@ -25,6 +27,7 @@ CN_BIG_UNITS: dict[str, int] = {"万": 10_000, "萬": 10_000, "亿": 100_000_000
 CN_NUMERAL_CHARS = "".join(CN_DIGITS) + "".join(CN_UNITS) + "".join(CN_BIG_UNITS) + "廿卅"
 
 _CN_WRITE = "零一二三四五六七八九"
+ROMAN_MAX = 3999
 _ROMAN = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100, "d": 500, "m": 1000}
 _ROMAN_WRITE = ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"), (50, "l"),
                 (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i"))
@@ -92,7 +95,9 @@ def roman_to_int(s: str, *, strict: bool = True) -> int | None:
 
 
 def int_to_roman(n: int, *, upper: bool = False) -> str:
-    """14 -> "xiv" (or "XIV" with `upper`); "" for n <= 0."""
+    """14 -> "xiv" (or "XIV" with `upper`); "" for n <= 0; decimal digits past `ROMAN_MAX` (4000 -> "4000")."""
+    if n > ROMAN_MAX:
+        return str(n)
     out = []
     for v, sym in _ROMAN_WRITE:
         while n >= v:

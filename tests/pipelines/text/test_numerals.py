@@ -6,6 +6,7 @@ import pytest
 
 from pipelines.text.numerals import (
     CN_NUMERAL_CHARS,
+    ROMAN_MAX,
     chinese_to_int,
     int_to_chinese,
     int_to_roman,
@@ -65,6 +66,13 @@ def test_int_to_roman() -> None:
     assert int_to_roman(1994) == "mcmxciv" and int_to_roman(0) == ""
     for n in range(1, 4000):
         assert roman_to_int(int_to_roman(n)) == n
+
+
+def test_int_to_roman_is_bounded() -> None:
+    """Past ROMAN_MAX a number is written in decimal: 10^12 would otherwise be 10^9 "m"s (issue 21)."""
+    assert ROMAN_MAX == 3999 and int_to_roman(3999, upper=True) == "MMMCMXCIX"
+    assert int_to_roman(4000) == "4000" and int_to_roman(10**12, upper=True) == "1000000000000"
+    assert roman_to_int("mmmm") is None and roman_to_int("mmmm", strict=False) == 4000
 
 
 def test_parse_number_reads_every_kind() -> None:
