@@ -28,7 +28,8 @@
   "auto": "sections" (BENCHMARKS.md, "LLM step: reports.deep_summary": on eglen, 11K characters,
   both took 18-24 s on this CPU, but with Gemma 3 270M "sections" summarised 9 of 9 sections and
   "document" 5 of 9, the others stopping at an empty line; and "sections" needs no fallback when
-  the report exceeds the context, only a section longer than `SECTION_TOKENS` is cut).
+  the report exceeds the context: a section longer than `SECTION_TOKENS` is summarised in parts of
+  whole sentences, map-reduce style).
 """
 
 from __future__ import annotations
@@ -202,7 +203,7 @@ def scope_decisions(doc: Document, pending: list[_Pending] | None, found: list[F
 # reports.deep_summary
 
 DESCRIPTION_TOKENS = 85
-SECTION_TOKENS = 1200  # a section's text in a "sections" prompt is cut to this many tokens
+SECTION_TOKENS = 1200  # a "sections" prompt carries at most this many tokens of its section (longer: in parts)
 MAX_SECTIONS = 16
 SECTION_MAX_TOKENS = 48
 WHOLE_MAX_TOKENS = 64
@@ -509,20 +510,33 @@ def _deep_summary(st, run, doc, result, secs, dropped, strategy) -> DeepSummary:
             dropped.append("whole: " + _fallback_line(items[-1].fallback))
     else:
         used = "sections"
-        prompts = []
-        for s, sec in zip(secs, sections, strict=True):
-            body, cut = _cut_tokens(llm, doc.text[s.start:s.end].strip(), SECTION_TOKENS)
-            if cut:
-                dropped.append(f"section '{s.title}': text cut to {SECTION_TOKENS} tokens "
-                               f"({len(body) - 1} of {len(doc.text[s.start:s.end].strip())} characters kept)")
+        prompts, owner = [], []  # a section longer than SECTION_TOKENS is summarised in parts
+        for k, (s, sec) in enumerate(zip(secs, sections, strict=True)):
+            parts = _parts(llm, doc, s.start, s.end, [(a, b) for a, b in all_sents if s.start <= a < s.end])
             cited = "\n".join(c.description for c in sec.callouts if c.first and c.description)
-            prompts.append(MAP_ITEM.format(title=s.title, text=body, cited=("Cited: " + cited) if cited else ""))
+            for j, (a, b) in enumerate(parts):
+                body, cut = _cut_tokens(llm, doc.text[a:b].strip(), SECTION_TOKENS)
+                if cut:
+                    dropped.append(f"section '{s.title}': a passage of {b - a} characters cut to {SECTION_TOKENS} tokens")
+                title = s.title if len(parts) == 1 else f"{s.title} (part {j + 1} of {len(parts)})"
+                prompts.append(MAP_ITEM.format(title=title, text=body,
+                                               cited=("Cited: " + cited) if cited and j == 0 else ""))
+                owner.append(k)
         header = Document.from_text(f"Report: {doc.source_name or doc.doc_id}\n", doc_id=doc.doc_id + "#header")
         res = ask_document(llm, header, prompts, instructions=MAP_INSTRUCTIONS, question_template="\n" + MAP_QUESTION,
                            max_tokens=SECTION_MAX_TOKENS, stop=STOP, on_progress=st.progress, cancel=run.cancel)
         st.add(res)
-        for sec, s, it in zip(sections, secs, res.items, strict=True):
-            _fill(doc, sec, it, [(a, b) for a, b in all_sents if s.start <= a < s.end], heads.get(s.target))
+        for k, (sec, s) in enumerate(zip(sections, secs, strict=True)):
+            cands = [(a, b) for a, b in all_sents if s.start <= a < s.end]
+            for it in (it for it, o in zip(res.items, owner, strict=True) if o == k):
+                part = SectionSummary(section=sec.section, title=sec.title, char_start=sec.char_start,
+                                      char_end=sec.char_end, pages=sec.pages)
+                _fill(doc, part, it, cands, heads.get(s.target))
+                sec.sentences.extend(part.sentences)
+                sec.error = sec.error or part.error
+                sec.fallback = sec.fallback or part.fallback
+            if sec.sentences:
+                sec.error = None  # some part was summarised
         done = [sec for sec in sections if sec.sentences]
         if done:
             joined = "\n".join(f"{sec.title}: {' '.join(x.text for x in sec.sentences)}" for sec in done)
@@ -557,6 +571,23 @@ def _fallback_line(rep) -> str:
     return (f"engine fallback '{rep.strategy}' ({rep.reason}): kept {rep.kept_tokens} of {rep.document_tokens} "
             f"document tokens, dropped {rep.tokens_dropped}"
             + (f"; entities lost: {', '.join(rep.lost_entities[:5])}" if rep.lost_entities else ""))
+
+
+def _parts(llm, doc: Document, start: int, end: int, sents: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """[start, end) in consecutive runs of whole sentences of at most SECTION_TOKENS tokens each (a
+    sentence longer than that is a run of its own, cut later)."""
+    if not sents or _tokens(llm, doc.text[start:end]) <= SECTION_TOKENS:
+        return [(start, end)]
+    out: list[tuple[int, int]] = []
+    a, n = start, 0
+    for s, e in sents:
+        k = _tokens(llm, doc.text[s:e]) + 1
+        if n and n + k > SECTION_TOKENS:
+            out.append((a, s))
+            a, n = s, 0
+        n += k
+    out.append((a, end))
+    return out
 
 
 def _primed(prime: str, text: str) -> str:

@@ -250,3 +250,23 @@ def test_scope_with_the_default_model():
     for d in res.scope:
         assert set(d.logprobs) == {"internal", "external"} and all(v < 0 for v in d.logprobs.values())
     assert res.deep_summary is None and L.STEP_SUMMARY not in {s.step for s in res.llm.steps}
+
+
+def test_long_sections_are_summarised_in_parts(paper, tiny_llm, monkeypatch):  # noqa: F811
+    """A section over SECTION_TOKENS goes to the model in runs of whole sentences (map), its parts'
+    sentences kept together; nothing of it is dropped unless one sentence alone is too long."""
+    doc, data = paper
+    monkeypatch.setattr(L, "SECTION_TOKENS", 150)  # characters, with the tiny model's tokenizer
+    res = analyse_document(doc, data, llm=LLMRun("on", engine=tiny_llm), summary_strategy="sections",
+                           llm_steps=[L.STEP_SUMMARY])
+    ds = res.deep_summary
+    rec = {r.step: r for r in res.llm.steps}[L.STEP_SUMMARY]
+    assert rec.requests > len(ds.sections) + 1  # more map prompts than sections, plus the reduce
+    long = [s for s in ds.sections if s.char_end - s.char_start > 300]
+    assert long and all(len(s.sentences) >= 2 or s.error for s in long)
+    for s in ds.sections:
+        for x in s.sentences:
+            assert all(s.char_start <= sp.char_start < s.char_end for sp in x.spans)
+    cut = [d for d in ds.dropped if "cut to" in d]
+    sents = [(a, b) for a, b in L.sentence_spans(doc) if b - a > 150]
+    assert bool(cut) == any(any(s.char_start <= a < s.char_end for s in ds.sections) for a, _ in sents)
