@@ -23,8 +23,9 @@ cut — the instructions and the question always reach the model whole:
   sentence starts; the caller's `text_tools` (a `TextTools`, engine/fallback/tools.py) score the
   chunks against the question (or, without one, the instructions), each chunk also given as windows
   of `embed_window` tokens for an embedder, under the policy's `retriever`; the best chunks are
-  kept, in document order, until the budget is full. Without `text_tools` retrieval is an
-  EngineError.
+  kept, in document order, until the budget is full; the room whole chunks leave (up to a chunk)
+  is filled with the beginning of the best chunk left out, cut at a sentence or paragraph start
+  (its `ChunkInfo.kept_tokens` says how much). Without `text_tools` retrieval is an EngineError.
 - "map_reduce": the document is split into as few chunks as one call's room allows, of about equal
   length (or into chunks of `map_chunk_tokens`); one batched `llm.generate` answers the request over
   every chunk (the request's own template, the chunk as its document), then a reduce prompt
@@ -134,6 +135,7 @@ class ChunkInfo:
     score: float | None = None  # retrieval relevance
     used: bool = False
     answer: str | None = None  # map-reduce partial answer
+    kept_tokens: int | None = None  # retrieval: tokens of it the model saw when only its beginning fit
 
 
 @dataclass
@@ -382,15 +384,45 @@ def fit(
             if _cost([chunks[j] for j in chosen + [i]], n, gap) <= room:
                 chosen.append(i)
         pieces = [chunks[i] for i in sorted(chosen)]
+        # whole chunks rarely fill the room (a 512-token chunk does not fit 500 tokens): the best
+        # chunk left out contributes its beginning, cut at a sentence or paragraph start
+        partial = _fill_partial(p.doc, pieces, [chunks[i] for i in sorted(range(len(chunks)), key=lambda i: (-scores[i], i))
+                                                if i not in chosen], n, gap, room, policy.snap_tokens)
+        if partial is not None:
+            pieces = sorted(pieces + [partial])
         report.chunks = [
             _chunk_info(p.doc, i, a, b, used=i in chosen, score=scores[i]) for i, (a, b) in enumerate(chunks)
         ]
-        report.chunks_total, report.chunks_used = len(chunks), len(chosen)
+        if partial is not None:
+            info = next(c for c in report.chunks if not c.used and c.token_start == partial[0])
+            info.used, info.kept_tokens = True, partial[1] - partial[0]
+        report.chunks_total, report.chunks_used = len(chunks), sum(c.used for c in report.chunks)
     ids = _assemble(p, pieces, gap_ids)
     assert len(ids) <= budget, (len(ids), budget)
     _finish(report, p, pieces, t0, text_tools)
     report.prompt_tokens_sent = [len(ids)]
     return FallbackPlan([ids], "single", params), report
+
+
+def _fill_partial(doc: TokenText, pieces: list[tuple[int, int]], left: list[tuple[int, int]], n: int, gap: int,
+                  room: int, snap: int, least: int = 32) -> tuple[int, int] | None:
+    """The longest beginning (a, e) of the first chunk in `left` (best first) that still fits `room`
+    beside `pieces`, its end moved back to a sentence or paragraph start within `snap` tokens; None
+    when less than `least` tokens would be added."""
+    if _cost(pieces, n, gap) + gap + least > room:
+        return None
+    for a, b in left[:1]:
+        lo, hi = a, b  # the largest end e in [a, b] with the cost within room (cost grows with e)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _cost(pieces + [(a, mid)], n, gap) <= room:
+                lo = mid
+            else:
+                hi = mid - 1
+        end = doc.snap_down(lo, max(a + 1, lo - snap)) if lo < b else lo
+        if end - a >= least:
+            return (a, end)
+    return None
 
 
 def _balanced_chunks(doc: TokenText, n: int, size: int, overlap: int, k: int) -> list[tuple[int, int]] | None:
