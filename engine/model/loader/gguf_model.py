@@ -4,8 +4,8 @@ the requested dtype and renamed to HF names, tokenizer rebuilt from the vocabula
 from __future__ import annotations
 
 import hashlib
-import math
 import logging
+import math
 from pathlib import Path
 
 import torch

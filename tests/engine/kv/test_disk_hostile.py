@@ -234,8 +234,8 @@ def test_engine_repairs_every_bad_entry_in_one_run_and_keeps_the_valid_shorter_p
 
 
 def _seq(llm, ids):
-    from engine.core.sequence import Sequence
     from engine import SamplingParams
+    from engine.core.sequence import Sequence
 
     return Sequence(0, list(ids), SamplingParams(max_tokens=1), None)
 
