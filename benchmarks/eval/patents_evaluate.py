@@ -29,7 +29,7 @@ elements) on proxies — there is no gold summary:
 - per patent: seconds, requests, prompt and generated tokens, document reuse (from the step's record).
 
     OMP_NUM_THREADS=1 python -m benchmarks.eval.patents_evaluate --llm on [--strategy short|claims]
-        [--max-docs N] [--show N] [--json]
+        [--prompt plain|guided] [--max-docs N] [--only ID ...] [--show N] [--json]
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def _totals(rows: list[dict]) -> dict:
 
 
 def evaluate_llm(files: list[Path], strategy: str = "short", model: str | None = None, max_num_seqs: int = 8,
-                 show: int = 0) -> dict:
+                 show: int = 0, prompt: str = "guided") -> dict:
     """Run patents.claim_summaries (--llm on) over `files`; scores model vs rules and the step's cost."""
     import time
 
@@ -179,7 +179,7 @@ def evaluate_llm(files: list[Path], strategy: str = "short", model: str | None =
         doc = Document.from_text(text, doc_id=f.stem)
         run = LLMRun("on", settings, engine=engine)
         t = time.perf_counter()
-        res = analyse_document(doc, llm=run, summary_strategy=strategy)
+        res = analyse_document(doc, llm=run, summary_strategy=strategy, summary_prompt=prompt)
         seconds = time.perf_counter() - t
         rec = res.llm.steps[0] if res.llm and res.llm.steps else None
         model_rows = summary_scores(res, res.claim_summaries or [])["rows"]
@@ -195,7 +195,7 @@ def evaluate_llm(files: list[Path], strategy: str = "short", model: str | None =
             shown.append({"patent": f.stem, "claim": s.claim, "claim_text": " ".join(c.text.split()),
                           "rules": s.scaffold, "model": s.text, "grounding": s.grounding,
                           "spans": [(x.span.char_start, x.span.char_end, x.share) for x in s.spans]})
-    return {"strategy": strategy, "model": settings.describe(), "load_s": round(load_s, 1), "documents": docs,
+    return {"strategy": strategy, "prompt": prompt, "model": settings.describe(), "load_s": round(load_s, 1), "documents": docs,
             "model_total": _totals(all_model), "rules_total": _totals(all_rules), "shown": shown}
 
 
@@ -216,6 +216,8 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--llm", choices=("off", "on"), default="off", help="on: score patents.claim_summaries")
     ap.add_argument("--strategy", choices=("short", "claims"), default="short")
+    ap.add_argument("--prompt", choices=("plain", "guided"), default="guided",
+                    help="guided: the claim's own rules summary in the prompt too")
     ap.add_argument("--model", default=None, help="a GGUF file or HF folder (default: the packaged Gemma 3 270M)")
     ap.add_argument("--max-docs", type=int, default=None)
     ap.add_argument("--only", nargs="*", default=None, help="patent ids (file stems) to run")
@@ -223,11 +225,12 @@ def main() -> int:
     ap.add_argument("--show", type=int, default=0, help="print this many summaries beside their claims")
     args = ap.parse_args()
     if args.llm == "on":
-        out = evaluate_llm(llm_files(args.max_docs, args.only), args.strategy, args.model, args.max_num_seqs, args.show)
+        out = evaluate_llm(llm_files(args.max_docs, args.only), args.strategy, args.model, args.max_num_seqs, args.show,
+                           args.prompt)
         if args.json:
             print(json.dumps(out, indent=1, sort_keys=True, ensure_ascii=False))
             return 0
-        print(f"patents.claim_summaries, strategy {out['strategy']}, {out['model']} (load {out['load_s']} s)")
+        print(f"patents.claim_summaries, strategy {out['strategy']}, prompt {out['prompt']}, {out['model']} (load {out['load_s']} s)")
         for pid, d in out["documents"].items():
             st = d["step"] or {}
             print(f"  {pid:14} {d['claims']:3} claims  {d['seconds']:6.1f} s  requests {st.get('requests')}  "

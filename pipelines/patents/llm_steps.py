@@ -6,14 +6,16 @@ Prompts (completion style, for a small base model): a fixed two-claim example (a
 padded backrest, `EXAMPLE` / `EXAMPLE_ZH`), then the claim's text, for a dependent claim the rules
 summary of its parent ("Builds on claim 1: …", so the sentence says what the claim ADDS), and the
 start of the answer ("Plain English: Claim 3 adds that"); greedy, at most `MAX_TOKENS` tokens,
-stopped at the line's end. Every prompt of one patent goes in one `ask_document` batch:
+stopped at the line's end. Prompt "guided" (the default; measured better than "plain") puts the
+claim's own rules summary in too ("New in claim 3: …", "Its elements: …") for the model to reword.
+Every prompt of one patent goes in one `ask_document` batch:
 
 - strategy "short" (the default): the document placed once is the example alone, each claim's
   prompt after it is short;
 - strategy "claims": the document placed once is the whole claim set (its KV computed once,
   behind the example), each claim's prompt after it.
 
-BENCHMARKS.md ("LLM step: patents.claim_summaries") measures both. The parents' rules summaries
+BENCHMARKS.md ("LLM step: patents.claim_summaries") measures both strategies and both prompts. The parents' rules summaries
 (`summaries.scaffold`), not their generated ones, go into the dependent prompts, so the whole claim
 set is one batch instead of one batch per tree level.
 
@@ -62,6 +64,26 @@ EXAMPLE_ZH = """用通俗的语言解释专利权利要求。
 通俗解释：权利要求2增加了靠背上有用织物包覆的泡沫垫。
 """
 
+# prompt "guided": the rules summary of the claim itself goes in the prompt too ("New in claim 3:
+# …" / "Its elements: …"), so the model rewords the scaffold instead of finding the new part alone
+_GUIDE = {
+    "Plain English: Claim 1 covers": "Its elements: a seat, four legs and a backrest.\nPlain English: Claim 1 covers",
+    "Plain English: Claim 2 adds": "New in claim 2: the backrest is padded with a layer of foam.\nPlain English: Claim 2 adds",
+    "通俗解释：权利要求1保护": "其要素：座板、四条椅腿、靠背。\n通俗解释：权利要求1保护",
+    "通俗解释：权利要求2增加了": "权利要求2新增：靠背上设有泡沫垫层、泡沫垫层由织物包覆。\n通俗解释：权利要求2增加了",
+}
+
+
+def _guided(example: str) -> str:
+    for a, b in _GUIDE.items():
+        example = example.replace(a, b)
+    return example
+
+
+EXAMPLES = {("plain", False): EXAMPLE, ("plain", True): EXAMPLE_ZH,
+            ("guided", False): _guided(EXAMPLE), ("guided", True): _guided(EXAMPLE_ZH)}
+PROMPTS = ("plain", "guided")
+
 CLAIMS_INTRO = "\nThe claims of the patent:\n"
 CLAIMS_INTRO_ZH = "\n本专利的权利要求：\n"
 
@@ -77,14 +99,22 @@ def _lead(c: Claim, zh: bool) -> str:
     return f"Claim {c.number} covers" if c.independent else f"Claim {c.number} adds that"
 
 
-def claim_prompt(c: Claim, by_number: dict[int, Claim], zh: bool) -> str:
+def claim_prompt(c: Claim, by_number: dict[int, Claim], zh: bool, prompt: str = "plain") -> str:
     """The part of a claim's prompt after the example (and, with strategy "claims", the claim set):
-    the claim's text, the rules summary of its first parent, the answer's start."""
+    the claim's text, the rules summary of its first parent, with prompt "guided" the claim's own
+    rules summary, the answer's start."""
     lines = ["", f"权利要求：{_one_line(c.text)}" if zh else f"Claim: {_one_line(c.text)}"]
     parent = next((by_number[p] for p in c.depends_on if p in by_number), None)
     if not c.independent and parent is not None:
         base = scaffold(parent, zh).split("：" if zh else ": ", 1)[-1]
         lines.append(f"基于权利要求{parent.number}：{base}" if zh else f"Builds on claim {parent.number}: {base}")
+    if prompt == "guided":
+        own = scaffold(c, zh).split("：" if zh else ": ", 1)[-1]
+        if c.independent:
+            own = own.split("包括", 1)[-1] if zh else own.split(" with ", 1)[-1].split(": ", 1)[-1]
+            lines.append(f"其要素：{own}" if zh else f"Its elements: {own}")
+        else:
+            lines.append(f"权利要求{c.number}新增：{own}" if zh else f"New in claim {c.number}: {own}")
     lines.append(f"通俗解释：{_lead(c, zh)}" if zh else f"Plain English: {_lead(c, zh)}")
     return "\n".join(lines)
 
@@ -134,16 +164,18 @@ def _claims_document(doc: Document, result: PatentResult) -> Document:
 
 
 def summarise_claims(result: PatentResult, doc: Document, run: LLMRun, strategy: str = "short",
-                     max_tokens: int = MAX_TOKENS) -> list[ClaimSummary] | None:
+                     max_tokens: int = MAX_TOKENS, prompt: str = "guided") -> list[ClaimSummary] | None:
     """Run the step over `result`'s live claims (see the module docstring); None when it did not run
     (mode, auto, no model, an engine failure: `run`'s report says which)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    if prompt not in PROMPTS:
+        raise ValueError(f"prompt must be one of {', '.join(PROMPTS)}, not {prompt!r}")
     live = [c for c in result.claims if not c.cancelled and c.text.strip()]
     zh = result.language == "zh"
     by_number = {c.number: c for c in result.claims}
-    prompts = [claim_prompt(c, by_number, zh) for c in live]
-    example = EXAMPLE_ZH if zh else EXAMPLE
+    prompts = [claim_prompt(c, by_number, zh, prompt) for c in live]
+    example = EXAMPLES[prompt, zh]
     if strategy == "claims":
         context, instructions = _claims_document(doc, result), example + (CLAIMS_INTRO_ZH if zh else CLAIMS_INTRO)
     else:
@@ -175,14 +207,15 @@ def summarise_claims(result: PatentResult, doc: Document, run: LLMRun, strategy:
 # Measured on the development corpus (10 patents, 229 claims; BENCHMARKS.md "LLM step:
 # patents.claim_summaries"): the share of good summaries (grounding >= 0.8, not degenerate, a
 # dependent claim's summary naming what it adds and nothing only its parents hold, an independent
-# claim's naming at least half its elements) is 0.860 for the rules scaffold and 0.511 for Gemma 3
-# 270M's sentences: no gain, so the step stays out of auto with the default model.
+# claim's naming at least half its elements) is 0.838 for the rules scaffold and 0.563 for Gemma 3
+# 270M's sentences (guided prompt; 0.489 plain): no gain, so the step stays out of auto with the
+# default model.
 register(StepDecision(
     STEP, "default", in_auto=False,
     measurement=Measurement(
         metric="good summary share (grounded, focused, not degenerate), rules scaffold vs model",
-        without=0.8603, with_step=0.5109,
-        command="OMP_NUM_THREADS=1 python -m benchmarks.eval.patents_evaluate --llm on --strategy short",
+        without=0.8384, with_step=0.5633,
+        command="OMP_NUM_THREADS=1 python -m benchmarks.eval.patents_evaluate --llm on --strategy short --prompt guided",
         date="2026-12-03"),
     note="the 270M base model swaps subjects and repeats the parent's elements; the rules scaffold is more "
          "faithful. Runs with --llm on only; meant for larger models.",

@@ -28,12 +28,13 @@ __all__ = [
 ]
 
 
-def analyse_document(doc: Document, input_sha256: str = "", *, llm=None, summary_strategy: str = "short") -> PatentResult:
+def analyse_document(doc: Document, input_sha256: str = "", *, llm=None, summary_strategy: str = "short",
+                     summary_prompt: str = "guided") -> PatentResult:
     """The claim-tree analysis of one document; with `llm` (an LLMRun), its LLM steps too."""
     result = analyse.analyse_document(doc, input_sha256=input_sha256)
     if llm is None or not llm.active:
         return result
-    result.claim_summaries = summarise_claims(result, doc, llm, strategy=summary_strategy)
+    result.claim_summaries = summarise_claims(result, doc, llm, strategy=summary_strategy, prompt=summary_prompt)
     result.llm = llm.report()
     return result
 

@@ -24,10 +24,11 @@ _CUT_EN = re.compile(
     re.IGNORECASE,
 )
 # a clause ("the base is weighted with sand") ends only at a relative pronoun or punctuation
-_CUT_CLAUSE = re.compile(r"\s*(?:[,;:]|\bwhich\b|\bthat\b|\bwherein\b|\bwhereby\b|\bsuch that\b|\bso as\b|\bin which\b)",
+_CUT_CLAUSE = re.compile(r"\s*(?:[;:]|\bwhich\b|\bthat\b|\bwherein\b|\bwhereby\b|\bsuch that\b|\bso as\b|\bin which\b)",
                          re.IGNORECASE)
 _CLAUSE = re.compile(r"^\s*(?:wherein|whereby)\b|^(?:(?!\bwhich\b|\bthat\b)[^,;:])*?\b(?:is|are|comprises|has|have|"
                      r"includes|contains|consists|extends|forms|lies|rests)\b", re.IGNORECASE)
+_RELATIVE = re.compile(r"\s+(?:which|that)\b[^,;:]*(?=[,;:]|$)", re.IGNORECASE)
 _LEAD_EN = re.compile(r"^\s*(?:(?:wherein|whereby|and|further|comprising|including|characterized in that|"
                       r"characterised in that|in that|the method|the step of|the steps of)\b[\s,:]*)+", re.IGNORECASE)
 _SAID = re.compile(r"\bsaid\b", re.IGNORECASE)
@@ -49,8 +50,10 @@ def _words(text: str, n: int) -> str:
 
 def element_head(text: str, zh: bool = False, n_words: int = 8) -> str:
     """The head of an element: "a throttle valve which is disposed at …" -> "a throttle valve";
-    a clause (a verb before any "which"/"that") up to a relative pronoun or punctuation only: "wherein said second drive
-    means comprises a pulley which …" -> "the second drive means comprises a pulley"; a Chinese
+    a clause (a verb before any "which"/"that") without its relative clauses, up to a semicolon
+    or "wherein": "wherein said second drive means comprises a pulley which is fixed to …, a wire
+    which …, and a lever which …" -> "the second drive means comprises a pulley, a wire, and a
+    lever"; a Chinese
     element up to its first comma (at most 16 characters)."""
     t = " ".join(text.split())
     if zh or has_cjk(t[:12]):
@@ -59,6 +62,8 @@ def element_head(text: str, zh: bool = False, n_words: int = 8) -> str:
         return t[:16] + ("…" if len(t) > 16 else "")
     clause = bool(_CLAUSE.match(t))
     t = _LEAD_EN.sub("", t)
+    if clause:  # "comprises a pulley which is fixed to …, a wire which …, and a lever which …": the items kept
+        t = _RELATIVE.sub("", t).strip()
     m = (_CUT_CLAUSE if clause else _CUT_EN).search(t, 1)
     head = t[: m.start()] if m and m.start() > 0 else t
     head = _SAID.sub(lambda m: "The" if m.group(0)[0] == "S" else "the", head).strip(" ,;:.")
@@ -89,7 +94,7 @@ def scaffold(c: Claim, zh: bool = False, max_items: int = 6) -> str:
     throttle apparatus with a throttle valve, a throttle shaft, …"); a dependent claim's added
     elements ("Claim 3 adds to claim 2: an angle detect sensor and …")."""
     spans = added_spans(c)
-    heads = [element_head(e.text, zh, 8 if len(spans) > 1 else 14) for e in spans]
+    heads = [element_head(e.text, zh, 8 if len(spans) > 1 else 20) for e in spans]
     more = len(heads) > max_items
     heads = heads[:max_items]
     if c.independent:

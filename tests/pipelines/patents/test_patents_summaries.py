@@ -13,7 +13,7 @@ from app.export import to_json
 from pipelines.documents import Document
 from pipelines.llm import EngineSettings, LLMRun, decision, get_engine
 from pipelines.patents import PatentsPipeline, analyse_text, rules_summaries
-from pipelines.patents.llm_steps import STEP, claim_prompt, grounding
+from pipelines.patents.llm_steps import EXAMPLES, STEP, claim_prompt, grounding
 from pipelines.patents.pipeline import analyse_document
 from pipelines.patents.summaries import body, element_head, scaffold, supporting_spans
 from tests.pipelines.llm.conftest import _one_torch_thread, tiny_llm, tiny_text_model  # noqa: F401
@@ -49,7 +49,10 @@ def test_element_heads_and_scaffold():
     by = {c.number: c for c in r.claims}
     assert scaffold(by[1]) == ("Claim 1: A throttle apparatus with a throttle valve, a throttle shaft, "
                                "a first drive means and a second drive means.")
-    assert scaffold(by[2]).startswith("Claim 2 adds to claim 1: the second drive means comprises a pulley")
+    # a clause keeps its list items without their relative clauses: claim 4's lever is what it adds
+    assert scaffold(by[2]) == "Claim 2 adds to claim 1: the second drive means comprises a pulley, a wire, and an " \
+        "electromagnetic solenoid."
+    assert "a hand-driven operating lever" in scaffold(by[4])
     assert scaffold(by[5]).startswith("Claim 5 adds to claims 2, 3 and 4: the pulley is disposed")
     z = analyse_text(ZH)
     assert z.language == "zh"
@@ -80,6 +83,11 @@ def test_dependent_prompt_carries_the_parents_summary():
     assert "Builds on claim 2: the base is weighted with sand." in p
     assert p.endswith("Plain English: Claim 3 adds that")
     assert claim_prompt(by[1], by, zh=False).endswith("Plain English: Claim 1 covers")
+    assert "New in claim" not in p
+    guided = claim_prompt(by[3], by, zh=False, prompt="guided")
+    assert guided.endswith("New in claim 3: a dimmer switch mounted on the base.\nPlain English: Claim 3 adds that")
+    assert "Its elements: a base, a stem and a bulb socket" in claim_prompt(by[1], by, zh=False, prompt="guided")
+    assert "New in claim 2: the backrest" in EXAMPLES["guided", False] and "New in" not in EXAMPLES["plain", False]
 
 
 def test_the_step_is_registered_out_of_auto():
@@ -101,13 +109,13 @@ def _check_spans(doc: Document, result) -> None:
             assert 0 < sp.share <= 1
 
 
-@pytest.mark.parametrize("strategy", ["short", "claims"])
-def test_the_step_runs_in_one_batch_with_exact_spans(roomy_llm, strategy):
+@pytest.mark.parametrize(("strategy", "prompt"), [("short", "plain"), ("claims", "plain"), ("short", "guided")])
+def test_the_step_runs_in_one_batch_with_exact_spans(roomy_llm, strategy, prompt):
     doc = Document.from_text(SMALL, doc_id="lamp")
     run = LLMRun("on", EngineSettings(), engine=roomy_llm)
     seen = []
     run.on_progress = lambda step, p: seen.append((step, p.tokens_done, p.tokens_total))
-    res = analyse_document(doc, llm=run, summary_strategy=strategy)
+    res = analyse_document(doc, llm=run, summary_strategy=strategy, summary_prompt=prompt)
     assert [s.claim for s in res.claim_summaries] == [1, 2, 3]
     rec = res.llm.steps[0]
     assert rec.step == STEP and rec.ran and rec.error is None and rec.requests == 3
