@@ -230,3 +230,33 @@ def test_copies():
 def test_echoes():
     assert steps.echoes('The "or" is replaced by "or"') and steps.echoes("The “被扶养人” is now a “被扶养人”")
     assert not steps.echoes('The "30 days" are now "60 days".') and not steps.echoes("The period is longer.")
+
+
+def test_the_report_and_the_redline_show_the_steps(engine):
+    from app.render.contracts import redline_html, terminal_text
+
+    res = compare_texts(A, B, llm=LLMRun("on", EngineSettings(), engine=engine), llm_settings=SMALL)
+    text, page = terminal_text(res, width=200), redline_html(res)
+    pay = next(it for it in res.summary if it.a == "1")
+    for out in (text, page):
+        assert "The amendment in one paragraph" in out and "contracts.explain" in out
+        assert "30 days → 60 days: longer" in out and "rests on" in out
+    assert res.amendment.sentences[0].text.split()[0] in text
+    assert f'href="#row-{pay.row}"' in page
+    plain = compare_texts(A, B)
+    assert "The amendment in one paragraph" not in terminal_text(plain) and "LLM steps" not in redline_html(plain)
+
+
+@pytest.mark.model
+def test_the_steps_with_the_default_model():
+    from pipelines.contracts.pipeline import compare_documents
+
+    llm = get_engine(EngineSettings(device="cpu", dtype="float32", max_model_len=4096))
+    doc_a, doc_b = _docs()
+    res = compare_documents(doc_a, doc_b, llm=LLMRun("on", EngineSettings(), engine=llm),
+                            llm_settings=StepSettings(max_explain=2, max_tokens=24, summary_tokens=24))
+    assert all(s.ran and s.error is None for s in res.llm.steps), res.llm.steps
+    assert spans_ok(doc_a, doc_b, res)
+    pay = next(it for it in res.summary if it.a == "1")
+    assert pay.material and pay.materiality is not None and "60 days" in pay.explanation.text
+    assert res.amendment is not None and res.amendment.text
