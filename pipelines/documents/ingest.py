@@ -27,7 +27,7 @@ from pipelines.documents.model import Document
 log = logging.getLogger(__name__)
 
 # The longest text (characters, after decoding or parsing) a pipeline is given; README "Input limits".
-MAX_TEXT_CHARS = 10_000_000
+MAX_TEXT_CHARS = 500_000
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text"}
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES | {".docx", ".pdf"}

@@ -388,3 +388,17 @@ def test_text_limit_counts_characters_of_any_format(tmp_path):
     # UTF-16: 2 bytes a character, the limit is on characters
     u16 = ("x" * 600).encode("utf-16")
     assert len(load_bytes(u16, "/up/wide.txt", limits=IngestLimits(max_text_chars=600)).text) == 600
+
+
+def test_readme_states_the_limits_the_code_has():
+    """The README's "Input limits" names the default text, size and .docx limits (issue 21 asks
+    for the limit and its measured cost there)."""
+    from pipelines.documents.ingest import MAX_TEXT_CHARS
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Input limits", 1)[1].split("\n### ", 1)[0]
+    limits = IngestLimits()
+    assert limits.max_text_chars == MAX_TEXT_CHARS
+    assert f"{MAX_TEXT_CHARS:,} characters" in section
+    assert f"{limits.max_bytes // 2**20} MB" in section and f"{limits.max_pages:,}" in section
+    assert f"{limits.max_docx_part_bytes // 2**20} MB" in section and f"{limits.max_docx_unpacked_bytes // 2**20} MB" in section
