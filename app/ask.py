@@ -19,12 +19,12 @@ __all__ = ["FALLBACKS", "INSTRUCTIONS", "STRATEGY", "ask", "policy_for", "settin
 def policy_for(spec: str):
     """A FallbackPolicy from 'retrieval', 'truncate:middle', ...; ValueError for a malformed spec
     (an unknown strategy or side raises the engine's EngineError, one line)."""
-    from engine.fallback import FallbackPolicy
+    from pipelines.llm.run import fallback_policy
 
-    strategy, _, side = spec.partition(":")
-    if side and strategy != "truncate":
-        raise ValueError(f"--fallback {spec!r}: only truncate takes a side (truncate:head, :tail, :middle)")
-    return FallbackPolicy(strategy=strategy, truncate_side=side or "middle")
+    try:
+        return fallback_policy(spec)
+    except ValueError as exc:
+        raise ValueError(f"--{exc}") from None
 
 
 def settings(model: Path | str | None = None, device: str | None = None, dtype: str | None = None,

@@ -17,6 +17,14 @@ left at the failing call and `run.step` swallows that error. `run.report()` is t
 result carries (`llm` field): mode, model, and per step whether it ran, why not, seconds, requests,
 tokens and cache reuse. With mode off no report is attached (`report()` returns None), so `--llm off`
 output is exactly the rules-only output.
+
+"Ask about this document" (`run.ask(docs, questions)`) is asked for explicitly, so it runs under
+every mode, `off` included: the questions go to the engine in one batch over the documents (joined
+when there are several, each part headed by its name; the KV computed once and kept in the
+engine's document cache, so a later question over the same documents does not recompute it), each
+answer with the sentences it rests on mapped back to the source document (page, box), its time to
+first token and, when the documents did not fit, what the fallback did. The answers go in the
+report (`answers`).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.documents import Document, SourceSpan
 from pipelines.llm.modes import DEFAULT_MODEL, LLMMode, decision, step_enabled
 from pipelines.llm.settings import EngineSettings, EngineUnavailable, get_engine
 
@@ -58,9 +67,38 @@ class StepRecord(BaseModel):
     error: str | None = None
 
 
+class AnswerSpan(SourceSpan):
+    """A source sentence an answer rests on: the span in its own document (page, and box for PDF
+    input) and its share of the answer's attention over the candidate sentences."""
+
+    score: float
+
+
+def _absent(value) -> bool:
+    return value is None
+
+
+class Answer(BaseModel):
+    """One asked question: the answer, the spans it rests on, what the fallback did when the
+    documents did not fit, and its timings. error: one line when there is no answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str
+    text: str
+    error: str | None = None
+    finish_reason: str | None = None
+    spans: list[AnswerSpan] = Field(default_factory=list)
+    fallback: str | None = Field(default=None, description="what the fallback did when the documents did not fit")
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    ttft_s: float | None = None
+    seconds: float = 0.0
+
+
 class LLMReport(BaseModel):
-    """The LLM part of a result: mode, the model (one line), each step's record, and a one-line
-    message when no model could be loaded."""
+    """The LLM part of a result: mode, the model (one line), each step's record, a one-line
+    message when no model could be loaded, and the answers to questions asked (`--ask`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -68,6 +106,7 @@ class LLMReport(BaseModel):
     model: str
     steps: list[StepRecord] = Field(default_factory=list)
     message: str | None = None
+    answers: list[Answer] | None = Field(default=None, exclude_if=_absent)
 
     def ran(self, step: str) -> bool:
         return any(s.step == step and s.ran for s in self.steps)
@@ -118,6 +157,7 @@ class LLMRun:
         self._llm, self._load_error = engine, None
         self.on_progress, self.cancel, self.budget_s = on_progress, cancel, budget_s
         self.records: list[StepRecord] = []
+        self.answers: list[Answer] = []
 
     @classmethod
     def off(cls) -> LLMRun:
@@ -167,15 +207,17 @@ class LLMRun:
         return self._llm
 
     @contextmanager
-    def step(self, name: str, estimated_s: float | None = None) -> Iterator[StepContext | None]:
+    def step(self, name: str, estimated_s: float | None = None, *, explicit: bool = False
+             ) -> Iterator[StepContext | None]:
         """Run the body as step `name` when enabled (yields a StepContext) or skip it (yields None);
-        see the module docstring."""
-        if not self.active:
+        see the module docstring. explicit: the user asked for this step itself (`--ask`): it runs
+        under every mode."""
+        if not self.active and not explicit:
             yield None
             return
         rec = StepRecord(step=name, ran=False, estimated_s=None if estimated_s is None else round(estimated_s, 1))
         self.records.append(rec)
-        if not self.wants(name, estimated_s):
+        if not explicit and not self.wants(name, estimated_s):
             rec.reason = _why_not(name, self.mode, self.model_key, estimated_s, self.budget_s)
             yield None
             return
@@ -201,11 +243,98 @@ class LLMRun:
             rec.seconds = round(time.perf_counter() - t0, 3)
 
     def report(self) -> LLMReport | None:
-        """The report a result carries; None with mode off."""
-        if not self.active:
+        """The report a result carries; None with mode off and nothing asked."""
+        if not self.active and not self.records:
             return None
         msg = self._load_error
-        return LLMReport(mode=self.mode.value, model=self.settings.describe(), steps=list(self.records), message=msg)
+        return LLMReport(mode=self.mode.value, model=self.settings.describe(), steps=list(self.records), message=msg,
+                         answers=list(self.answers) if self.answers else None)
+
+    def ask(self, docs: Document | list[Document], questions: list[str], *, fallback="retrieval",
+            max_tokens: int = 128, attribute: bool = True, top_k: int = 3) -> list[Answer]:
+        """Answer `questions` over `docs` (see the module docstring); recorded as step "ask", the
+        answers kept for the report and returned. An engine that cannot load or fails gives every
+        question that one-line error. fallback: a strategy name ("retrieval", "truncate:middle",
+        ...) or an engine FallbackPolicy."""
+        from pipelines.llm.requests import INSTRUCTIONS, ask_document
+
+        docs = [docs] if isinstance(docs, Document) else list(docs)
+        joined, parts = join_documents(docs)
+        policy = fallback_policy(fallback) if isinstance(fallback, str) else fallback
+        answers = None
+        with self.step("ask", explicit=True) as st:
+            if st is not None:
+                t0 = time.perf_counter()
+                res = ask_document(st.llm, joined, list(questions), instructions=INSTRUCTIONS, max_tokens=max_tokens,
+                                   attribute=attribute, top_k=top_k, on_progress=st.progress, cancel=self.cancel,
+                                   fallback=policy)
+                st.add(res)
+                seconds = round(time.perf_counter() - t0, 3)
+                answers = [_answer(it, parts, seconds) for it in res.items]
+        if answers is None:  # no engine, or it failed: the record holds the one line
+            rec = self.records[-1]
+            why = rec.error or rec.reason or "no answer"
+            answers = [Answer(question=q, text="", error=why) for q in questions]
+        self.answers.extend(answers)
+        return answers
+
+
+def fallback_policy(spec: str):
+    """An engine FallbackPolicy from "retrieval", "truncate:middle", "map_reduce", "error", ...;
+    ValueError for a malformed spec (the engine raises its EngineError for an unknown strategy)."""
+    from engine.fallback import FallbackPolicy
+
+    strategy, _, side = spec.partition(":")
+    if side and strategy != "truncate":
+        raise ValueError(f"fallback {spec!r}: only truncate takes a side (truncate:head, :tail, :middle)")
+    return FallbackPolicy(strategy=strategy, truncate_side=side or "middle")
+
+
+def join_documents(docs: list[Document]) -> tuple[Document, list[tuple[int, Document]]]:
+    """One document for the model from several (each part headed by its name), and where each
+    source document starts in it; a single document is used as it is."""
+    if len(docs) == 1:
+        return docs[0], [(0, docs[0])]
+    pieces, parts, pos = [], [], 0
+    for d in docs:
+        head = f"[{d.source_name or d.doc_id}]\n"
+        parts.append((pos + len(head), d))
+        pieces.append(head + d.text)
+        pos += len(head) + len(d.text) + 2
+    return Document.from_text("\n\n".join(pieces), doc_id="+".join(d.doc_id for d in docs)), parts
+
+
+def _map_span(start: int, end: int, parts: list[tuple[int, Document]]) -> SourceSpan | None:
+    """The span of the joined document [start, end) in its source document (None in a heading)."""
+    for offset, d in reversed(parts):
+        if start >= offset:
+            a, b = start - offset, min(end - offset, len(d.text))
+            return d.span(a, b) if a < b else None
+    return None
+
+
+def _answer(item, parts: list[tuple[int, Document]], seconds: float) -> Answer:
+    spans = []
+    for a in item.spans:
+        src = _map_span(a.source.char_start, a.source.char_end, parts)
+        if src is not None:
+            spans.append(AnswerSpan(**src.model_dump(), score=round(a.score, 4)))
+    report, how = item.fallback, None
+    if report is not None and report.fallback_triggered:
+        how = report.strategy + (f":{report.truncate_side}" if report.truncate_side else "")
+        if report.chunks_total:
+            how += f", {report.chunks_used}/{report.chunks_total} chunks"
+        how = (f"did not fit ({report.reason}): {how}, {report.tokens_dropped:,} of "
+               f"{report.document_tokens:,} document tokens dropped")
+    ttft = item.metrics.get("ttft_s")
+    text = item.text.strip()
+    error = item.error
+    if error is None and not text:
+        error = "the model gave an empty answer"
+    return Answer(question=item.question, text=text, error=error, finish_reason=item.finish_reason, spans=spans,
+                  fallback=how, prompt_tokens=int(item.metrics.get("prompt_tokens", 0)),
+                  cached_prompt_tokens=int(item.metrics.get("cached_prompt_tokens", 0) or 0),
+                  ttft_s=None if ttft is None else round(float(ttft), 3), seconds=seconds)
 
 
 def _why_not(step: str, mode: LLMMode, model: str, estimated_s: float | None, budget_s: float | None) -> str:

@@ -1,0 +1,68 @@
+"""LLMRun.ask ("ask about this document"): runs under every mode, answers carry the spans they rest
+on in their own source document, a second question over the same documents does not recompute
+them, and a model that cannot load gives each question one line while nothing is raised."""
+
+from __future__ import annotations
+
+from pipelines.documents import Document
+from pipelines.llm import EngineSettings, LLMRun
+from pipelines.llm.run import join_documents
+
+A = Document.from_text("The supplier shall deliver the goods within 30 days.\fPayment is due on delivery.",
+                       doc_id="a", source_name="a.txt")
+B = Document.from_text("The supplier shall deliver the goods within 14 days. Payment is due in 60 days.",
+                       doc_id="b", source_name="b.txt")
+
+
+def test_join_maps_every_part_back():
+    joined, parts = join_documents([A, B])
+    for offset, d in parts:
+        assert joined.text[offset:offset + len(d.text)] == d.text
+    assert join_documents([A]) == (A, [(0, A)])
+
+
+def test_ask_under_off_answers_with_spans_in_the_source_documents(tiny_llm):
+    run = LLMRun("off", EngineSettings(), engine=tiny_llm)
+    answers = run.ask([A, B], ["How many days for delivery?"], max_tokens=6)
+    (ans,) = answers
+    rep = run.report()
+    assert rep is not None and rep.mode == "off" and rep.answers == answers
+    assert [s.step for s in rep.steps] == ["ask"] and rep.steps[0].ran
+    assert ans.prompt_tokens > 0 and ans.seconds > 0
+    if ans.error is None:
+        assert ans.text
+    assert ans.spans, "attribution names the sentences the answer rests on"
+    docs = {"a": A, "b": B}
+    for sp in ans.spans:
+        d = docs[sp.doc_id]
+        assert d.text[sp.char_start:sp.char_end] == sp.text and sp.page == d.page_of(sp.char_start)
+        assert 0 <= sp.score <= 1
+
+
+def test_second_question_reuses_the_documents(tiny_llm):
+    run = LLMRun("auto", EngineSettings(), engine=tiny_llm)
+    doc = Document.from_text("A fresh document for reuse. " * 20, doc_id="reuse")
+    run.ask(doc, ["What is it?"], max_tokens=3, attribute=False)
+    run.ask(doc, ["Is it fresh?"], max_tokens=3, attribute=False)
+    first, second = run.records
+    assert first.reuse.get("documents_computed", 0) == 1
+    assert second.reuse.get("documents_computed", 0) == 0
+    assert second.reuse.get("documents_loaded", 0) + second.reuse.get("prefix_hit_tokens", 0) > 0 \
+        or run.answers[1].cached_prompt_tokens > 0
+
+
+def test_no_model_is_one_line_per_question(tmp_path):
+    run = LLMRun("off", EngineSettings(model=str(tmp_path / "missing.gguf"), device="cpu"))
+    answers = run.ask(A, ["Who delivers?", "When?"])
+    assert [a.text for a in answers] == ["", ""]
+    assert all(a.error and "\n" not in a.error and "missing.gguf" in a.error for a in answers)
+    rep = run.report()
+    assert rep.steps[0].step == "ask" and not rep.steps[0].ran
+    assert "answers" in rep.model_dump(exclude_none=False)
+
+
+def test_report_without_answers_leaves_the_field_out(tiny_llm):
+    run = LLMRun("on", EngineSettings(), engine=tiny_llm)
+    with run.step("x"):
+        pass
+    assert "answers" not in run.report().model_dump_json()
