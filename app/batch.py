@@ -50,6 +50,7 @@ from app.export import remove_stale_temps, to_json, write_atomic
 from pipelines.base import PipelineInput
 from pipelines.documents import IngestError
 from pipelines.documents.ingest import SUPPORTED_SUFFIXES
+from pipelines.llm import EngineSettings, LLMRun
 from pipelines.registry import available, get_pipeline
 
 log = logging.getLogger(__name__)
@@ -67,11 +68,26 @@ class BatchBusyError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class LLMConfig:
+    """The LLM side of a batch (`--llm`, the engine settings, `--llm-budget`): each worker builds an
+    LLMRun per input from it, on the one engine the worker loads (pipelines.llm.get_engine)."""
+
+    mode: str = "off"
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    budget_s: float | None = None
+
+    def key(self) -> tuple[str, str | None]:
+        """What an output must have been written with to be up to date: mode and model line."""
+        return ("off", None) if self.mode == "off" else (self.mode, self.settings.describe())
+
+
+@dataclass(frozen=True)
 class Task:
     pipeline: str
     input: PipelineInput
     output: Path
     force: bool = False
+    llm: LLMConfig = field(default_factory=LLMConfig)
 
 
 @dataclass
@@ -100,15 +116,20 @@ def _pipeline(name: str):
     return _PIPELINE_CACHE[name]
 
 
-def _up_to_date(output: Path, input_sha256: str, version: str, schema_version: str) -> bool:
-    """An output is up to date when it has the input's hash, the pipeline version and the export's
-    schema version (an older export shape is written again)."""
+def _up_to_date(output: Path, input_sha256: str, version: str, schema_version: str,
+                llm: tuple[str, str | None] = ("off", None)) -> bool:
+    """An output is up to date when it has the input's hash, the pipeline version, the export's
+    schema version (an older export shape is written again) and the same LLM mode and model."""
     try:
         head = json.loads(output.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return (isinstance(head, dict) and head.get("input_sha256") == input_sha256
-            and head.get("pipeline_version") == version and head.get("schema_version") == schema_version)
+    if not isinstance(head, dict):
+        return False
+    report = head.get("llm")
+    written = (report.get("mode"), report.get("model")) if isinstance(report, dict) else ("off", None)
+    return (head.get("input_sha256") == input_sha256 and head.get("pipeline_version") == version
+            and head.get("schema_version") == schema_version and written == tuple(llm))
 
 
 def process_task(task: Task) -> Outcome:
@@ -119,10 +140,13 @@ def process_task(task: Task) -> Outcome:
     try:
         pipe = _pipeline(task.pipeline)
         sha = task.input.content_sha256()
-        if not task.force and _up_to_date(task.output, sha, pipe.version, pipe.schema_version):
+        if not task.force and _up_to_date(task.output, sha, pipe.version, pipe.schema_version, task.llm.key()):
             out.status, out.output = "skipped", str(task.output)
             return out
-        result = pipe.run_input(task.input)
+        run = None
+        if task.llm.mode != "off":  # the worker's one engine, loaded by the first step that runs
+            run = LLMRun(task.llm.mode, task.llm.settings, budget_s=task.llm.budget_s)
+        result = pipe.run_input(task.input, llm=run)
         write_atomic(task.output, to_json(result))
         out.status, out.output, out.summary = "ok", str(task.output), pipe.summary_line(result)
     except IngestError as exc:
@@ -299,8 +323,10 @@ def _pipeline_folders(folder: Path, pipeline: str | None) -> list[tuple[str, Pat
     return pairs
 
 
-def plan(folder: Path, out_dir: Path, pipeline: str | None = None, force: bool = False) -> list[Task]:
+def plan(folder: Path, out_dir: Path, pipeline: str | None = None, force: bool = False,
+         llm: LLMConfig | None = None) -> list[Task]:
     """The tasks of a batch. Raises BatchUsageError when the folder or pipeline is wrong."""
+    llm = llm or LLMConfig()
     folder = Path(folder)
     if not folder.is_dir():
         raise BatchUsageError(f"{folder}: not a folder")
@@ -308,7 +334,7 @@ def plan(folder: Path, out_dir: Path, pipeline: str | None = None, force: bool =
     for name, sub in _pipeline_folders(folder, pipeline):
         pipe = get_pipeline(name)
         for inp in pipe.discover(sub):
-            tasks.append(Task(name, inp, output_path(out_dir, name, inp), force))
+            tasks.append(Task(name, inp, output_path(out_dir, name, inp), force, llm))
     return tasks
 
 
@@ -640,7 +666,8 @@ def _count_landed(report: BatchReport, tasks: list[Task], before: dict) -> None:
             continue
         try:
             pipe = _pipeline(task.pipeline)
-            fresh = _up_to_date(task.output, task.input.content_sha256(), pipe.version, pipe.schema_version)
+            fresh = _up_to_date(task.output, task.input.content_sha256(), pipe.version, pipe.schema_version,
+                                task.llm.key())
         except (OSError, IngestError):
             fresh = False
         if fresh:

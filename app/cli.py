@@ -1,6 +1,6 @@
 """The `longdoc` command line.
 
-    longdoc batch FOLDER [--pipeline NAME] --out DIR [--jobs N] [--force] [--wait] [--json]
+    longdoc batch FOLDER [--pipeline NAME] --out DIR [--jobs N] [--force] [--wait] [--json] [--llm MODE]
     longdoc schema PIPELINE
     longdoc ui [--port N] [--address A] [--dev]    (the Streamlit app, on 127.0.0.1 by default)
     longdoc patents|contracts|reports|medical ...   (one document or patient; app/commands/<name>.py)
@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 
 import typer
+
+from app.commands import llm_options as lo
 
 app = typer.Typer(
     name="longdoc",
@@ -47,8 +49,17 @@ def batch(
     wait: bool = typer.Option(False, "--wait", help="If another batch is writing to --out, wait for it instead of refusing."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    llm: str = lo.llm_option(),
+    llm_budget: float = lo.budget_option(),
+    model: Path | None = lo.model_option(),
+    device: str | None = lo.device_option(),
+    dtype: str | None = lo.dtype_option(),
+    max_model_len: int | None = lo.max_len_option(),
 ) -> None:
     """Run a pipeline over every document in a folder.
+
+    --llm runs the pipelines' LLM steps as for one document: each worker loads the engine once and
+    keeps it for all its inputs; an output written with another --llm mode or model is recomputed.
 
     One batch at a time per output folder: a second one refuses (exit 75) naming the other run's
     pid, or waits with --wait. Ctrl-C or SIGTERM stops it within a couple of seconds, keeping and
@@ -57,10 +68,11 @@ def batch(
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from app.batch import BatchBusyError, BatchUsageError, OutputLock, plan, run_batch
+    from app.batch import BatchBusyError, BatchUsageError, LLMConfig, OutputLock, plan, run_batch
 
+    run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget)  # validates: exit 2
     try:
-        tasks = plan(folder, out, pipeline, force)
+        tasks = plan(folder, out, pipeline, force, LLMConfig(run.mode.value, run.settings, llm_budget))
     except BatchUsageError as exc:
         fail(str(exc), 2)
     lock = OutputLock(out)

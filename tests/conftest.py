@@ -33,6 +33,13 @@ def _keep_main_module():
         sys.modules["__main__"] = main
 
 
+@pytest.fixture(autouse=True)
+def _rules_only_by_default(monkeypatch):
+    """The commands' --llm default is auto (the LLM steps measured to help, which load the model);
+    the suite runs rules-only unless a test asks for a mode (its own --llm, or LONGDOC_LLM)."""
+    monkeypatch.setenv("LONGDOC_LLM", "off")
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _forget_engines():
     """Engines loaded through `pipelines.llm.get_engine` live as long as the process; drop them

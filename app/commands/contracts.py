@@ -1,11 +1,14 @@
 """`longdoc contracts A B`: compare two versions of a contract — a redline report on the terminal,
-the JSON export with --json, a self-contained HTML redline with --html FILE."""
+the JSON export with --json, a self-contained HTML redline with --html FILE; the LLM steps (`--llm`)
+and questions over both versions (`--ask`) as every pipeline command has them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
+
+from app.commands import llm_options as lo
 
 
 def register(app: typer.Typer) -> None:
@@ -17,6 +20,13 @@ def register(app: typer.Typer) -> None:
         html_out: Path | None = typer.Option(None, "--html", help="Also write a self-contained HTML redline here."),
         semantic: bool = typer.Option(False, "--semantic", help="Blend MiniLM similarity into the score (English)."),
         show_unchanged: bool = typer.Option(False, "--all", help="Show unchanged clauses in the report too."),
+        llm: str = lo.llm_option(),
+        ask: list[str] = lo.ask_option(),
+        llm_budget: float = lo.budget_option(),
+        model: Path | None = lo.model_option(),
+        device: str | None = lo.device_option(),
+        dtype: str | None = lo.dtype_option(),
+        max_model_len: int | None = lo.max_len_option(),
     ) -> None:
         """Align every clause of two versions of a contract and explain every change, material changes first."""
         from app.export import to_json, write_atomic
@@ -24,6 +34,7 @@ def register(app: typer.Typer) -> None:
         from pipelines.contracts import AlignConfig, compare_documents
         from pipelines.documents import IngestError, load_document
 
+        lo.check_questions(ask)
         docs = []
         for path in (version_a, version_b):
             try:
@@ -31,7 +42,10 @@ def register(app: typer.Typer) -> None:
             except IngestError as exc:
                 typer.echo(f"longdoc: {exc}", err=True)
                 raise typer.Exit(1) from None
-        result = compare_documents(docs[0], docs[1], AlignConfig(semantic=semantic))
+        with lo.llm_progress(disable=as_json) as progress:
+            run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, progress)
+            result = compare_documents(docs[0], docs[1], AlignConfig(semantic=semantic), llm=run)
+            answered = lo.ask_and_attach(run, result, docs, ask)
         if html_out is not None:
             write_atomic(html_out, redline_html(result, docs[0], docs[1]))
         if as_json:
@@ -42,3 +56,6 @@ def register(app: typer.Typer) -> None:
             console = Console()
             # piped to a file there are no colours: mark deletions and insertions in the text
             console.print(render_terminal(result, show_unchanged=show_unchanged, marks=not console.is_terminal))
+            lo.print_llm(result, ask)
+        if not answered:
+            raise typer.Exit(1)

@@ -55,13 +55,7 @@ class StepDecision:
 
 
 # step name -> model fingerprint (or DEFAULT_MODEL) -> decision. Only measured gains go in auto.
-REGISTRY: dict[str, dict[str, StepDecision]] = {
-    "medical.engine_rerank": {
-        DEFAULT_MODEL: StepDecision(
-            "medical.engine_rerank", DEFAULT_MODEL, in_auto=False, measurement=None,
-            note="no measured gain over the retrieval ranking with Gemma 3 270M; runs with --llm on only"),
-    },
-}
+REGISTRY: dict[str, dict[str, StepDecision]] = {}  # filled by each pipeline's llm_steps module
 
 
 def decision(step: str, model: str = DEFAULT_MODEL) -> StepDecision | None:

@@ -31,7 +31,7 @@ from pipelines.llm.spans import AttributedSpan, attribute_answer
 
 INSTRUCTIONS = "Read the document and answer the question after it.\n\nDocument:\n"
 QUESTION = "\n\nQuestion: {question}\nAnswer:"
-STOP = ("\nQuestion:",)
+STOP = ("\nQuestion:", "\nAnswer:")  # a base model runs on into the next "Question:"/"Answer:" of the format
 STRATEGIES = ("placement", "prefix")
 
 

@@ -147,7 +147,9 @@ class LLMRun:
     """The LLM side of one pipeline run; see the module docstring. `engine`: an already loaded
     engine.LLM to use instead of loading from `settings` (tests, the UI's cached handle).
     on_progress(step, Progress); cancel: a threading.Event; budget_s: auto skips a step whose
-    estimate exceeds it (on runs it regardless) and ask_document callers may pass it on."""
+    estimate exceeds it (on runs it regardless) and ask_document callers may pass it on.
+    on_progress is also called with ("loading the model", None) before the engine loads and
+    ("loading the model", False) when that is over."""
 
     def __init__(self, mode: LLMMode | str = LLMMode.OFF, settings: EngineSettings | None = None, *,
                  engine=None, on_progress: Callable[[str, Any], None] | None = None,
@@ -199,11 +201,16 @@ class LLMRun:
         if self._llm is None:
             if self._load_error is not None:
                 raise EngineUnavailable(self._load_error)
+            if self.on_progress is not None:  # a phase without a token count: callers show a spinner
+                self.on_progress("loading the model", None)
             try:
                 self._llm = get_engine(self.settings)
             except EngineUnavailable as exc:
                 self._load_error = str(exc)
                 raise
+            finally:
+                if self.on_progress is not None:
+                    self.on_progress("loading the model", False)
         return self._llm
 
     @contextmanager
@@ -256,7 +263,7 @@ class LLMRun:
         answers kept for the report and returned. An engine that cannot load or fails gives every
         question that one-line error. fallback: a strategy name ("retrieval", "truncate:middle",
         ...) or an engine FallbackPolicy."""
-        from pipelines.llm.requests import INSTRUCTIONS, ask_document
+        from pipelines.llm.requests import INSTRUCTIONS, STOP, ask_document
 
         docs = [docs] if isinstance(docs, Document) else list(docs)
         joined, parts = join_documents(docs)
@@ -265,8 +272,9 @@ class LLMRun:
         with self.step("ask", explicit=True) as st:
             if st is not None:
                 t0 = time.perf_counter()
+                # one paragraph: a base model copying the document runs on past its answer
                 res = ask_document(st.llm, joined, list(questions), instructions=INSTRUCTIONS, max_tokens=max_tokens,
-                                   attribute=attribute, top_k=top_k, on_progress=st.progress, cancel=self.cancel,
+                                   stop=(*STOP, "\n\n"), attribute=attribute, top_k=top_k, on_progress=st.progress, cancel=self.cancel,
                                    fallback=policy)
                 st.add(res)
                 seconds = round(time.perf_counter() - t0, 3)

@@ -204,9 +204,9 @@ def test_llm_modes_and_the_registry(monkeypatch):
     assert LLMMode.parse("auto") is LLMMode.AUTO
     with pytest.raises(ValueError, match="off, auto or on"):
         LLMMode.parse("sometimes")
-    assert not step_enabled("medical.engine_rerank", "auto") and step_enabled("medical.engine_rerank", "on")
-    assert not step_enabled("medical.engine_rerank", "off")
-    assert decision("medical.engine_rerank").measurement is None
+    assert not step_enabled("x.never", "auto") and step_enabled("x.never", "on")  # never measured
+    assert not step_enabled("x.never", "off")
+    assert decision("x.never") is None
     with pytest.raises(ValueError, match="measured gain"):
         register(StepDecision("x.step", "fp", in_auto=True, measurement=None))
     register(StepDecision("x.step", "fp", True, Measurement("f1", 0.5, 0.6, "python bench.py", "2026-12-03")))

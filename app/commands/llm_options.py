@@ -1,0 +1,166 @@
+"""The LLM options every pipeline command and `longdoc batch` take, the LLMRun they build, the
+progress display on stderr (model load, each step's tokens with the time left) and the answers to
+`--ask` on the terminal.
+
+    --llm off|auto|on     (default auto, or $LONGDOC_LLM): off is exactly the rules' output; auto runs
+                          a step only where it was measured to help with the configured model and
+                          its estimated time here is within --llm-budget; on runs every step
+    --ask "question"      (repeatable) answered over the document(s), one batch, the KV computed once
+    --model/--device/--dtype/--max-model-len   the engine (or $LONGDOC_MODEL, ...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+
+LLM_HELP = ("LLM steps: off (rules only, exactly their output), auto (only the steps measured to help with the "
+            "configured model, each within --llm-budget), on (every step). Default: auto, or $LONGDOC_LLM.")
+ASK_HELP = ("A question about the document, answered by the local engine with the sentences it rests on "
+            "(repeatable: all in one batch, the document computed once). Runs with every --llm mode.")
+BUDGET_S = 120.0
+
+
+def llm_option():
+    return typer.Option("auto", "--llm", envvar="LONGDOC_LLM", show_envvar=False, help=LLM_HELP)
+
+
+def budget_option():
+    return typer.Option(BUDGET_S, "--llm-budget", min=0.0,
+                        help="Seconds: with --llm auto a step estimated to take longer here is left out.")
+
+
+def ask_option():
+    return typer.Option([], "--ask", help=ASK_HELP)
+
+
+def model_option():
+    return typer.Option(None, "--model", help="GGUF file or HF folder for the LLM steps (default: Gemma 3 270M).")
+
+
+def device_option():
+    return typer.Option(None, "--device", help="cpu or cuda for the LLM steps (default: cuda if available).")
+
+
+def dtype_option():
+    return typer.Option(None, "--dtype", help="float32, bfloat16 or float16.")
+
+
+def max_len_option():
+    return typer.Option(None, "--max-model-len", help="The engine's context limit in tokens.")
+
+
+def make_run(mode: str, model: Path | None, device: str | None, dtype: str | None, max_model_len: int | None,
+             budget_s: float | None, on_progress=None):
+    """The LLMRun for a command's flags; a bad --llm value or setting is a usage error (exit 2)."""
+    from pipelines.llm import EngineSettings, LLMRun
+
+    try:
+        settings = EngineSettings.from_env(model=model, device=device, dtype=dtype, max_model_len=max_model_len)
+        return LLMRun(mode, settings, on_progress=on_progress, budget_s=budget_s)
+    except ValueError as exc:
+        typer.echo(f"longdoc: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@contextmanager
+def llm_progress(disable: bool = False) -> Iterator:
+    """A rich display on stderr for LLMRun's on_progress(step, p): a spinner while the model loads,
+    then per step a bar of tokens done / total with answers finished and the time left. Yields the
+    callback (usable before the display opens: nothing is drawn until a step reports)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+               TextColumn("{task.fields[done]}"), TimeElapsedColumn(), TextColumn("{task.fields[left]}"))
+    with Progress(*columns, console=Console(stderr=True), disable=disable, transient=False) as bar:
+        tasks: dict[str, int] = {}
+
+        def update(step: str, p) -> None:
+            if step not in tasks:
+                tasks[step] = bar.add_task(step, total=None, done="", left="")
+            task = tasks[step]
+            if p is None:  # a phase without a count (loading the model)
+                return
+            if p is False:
+                bar.update(task, total=1, completed=1, done="done")
+                return
+            eta = p.eta_s
+            bar.update(task, completed=p.tokens_done, total=max(p.tokens_total, 1),
+                       done=f"{p.tokens_done:,}/{p.tokens_total:,} tokens, {p.items_done}/{p.items_total}",
+                       left="" if eta is None else f"about {eta:,.0f} s left")
+
+        yield update
+
+
+def answer_lines(answers) -> list[str]:
+    """The answers to --ask as terminal lines: question, answer (or its one-line error), the spans it
+    rests on with file, page and offsets, and one line of cost."""
+    lines = []
+    for a in answers:
+        lines.append(f"Q: {a.question}")
+        lines.append(f"A: {a.text}" if a.error is None else f"A: (no answer: {a.error})")
+        for s in a.spans:
+            snippet = " ".join(s.text.split())
+            snippet = snippet if len(snippet) <= 160 else snippet[:157] + "…"
+            lines.append(f"   rests on {s.doc_id} p.{s.page} [{s.char_start}:{s.char_end}] ({s.score:.0%}): {snippet}")
+        cost = [f"prompt {a.prompt_tokens:,} tokens"]
+        if a.fallback:
+            cost.append(a.fallback)
+        if a.ttft_s is not None:
+            cost.append(f"first token {a.ttft_s:.2f} s")
+        if a.cached_prompt_tokens:
+            cost.append(f"{a.cached_prompt_tokens:,} prompt tokens from the cache")
+        cost.append(f"{a.seconds:.1f} s in all")
+        lines.append("   " + " · ".join(cost))
+        lines.append("")
+    return lines
+
+
+def report_line(report) -> str | None:
+    """One line for the terminal: the LLM steps that ran and what each cost, or why none did."""
+    if report is None:
+        return None
+    ran = [f"{s.step} {s.seconds:.1f} s" for s in report.steps if s.ran and s.step != "ask"]
+    skipped = [f"{s.step} ({s.reason or s.error})" for s in report.steps if not s.ran and s.step != "ask"]
+    parts = [f"LLM {report.mode}"]
+    if ran:
+        parts.append("ran " + ", ".join(ran))
+    if skipped:
+        parts.append("left out " + "; ".join(skipped))
+    if not ran and not skipped:
+        if report.mode == "off":
+            return None
+        parts.append("no LLM step applies")
+    if report.message:
+        parts.append(report.message)
+    return " · ".join(parts)
+
+
+def check_questions(questions: list[str]) -> None:
+    if any(not q.strip() for q in questions):
+        typer.echo("longdoc: every --ask needs a question", err=True)
+        raise typer.Exit(2)
+
+
+def ask_and_attach(run, result, docs, questions: list[str]) -> bool:
+    """Answer `questions` over `docs` (when any) and put the run's report on the result; True when
+    every question has an answer."""
+    answers = run.ask(docs, questions) if questions else []
+    report = run.report()
+    if report is not None or "llm" in type(result).model_fields:
+        result.llm = report
+    return all(a.error is None for a in answers)
+
+
+def print_llm(result, questions: list[str]) -> None:
+    """The LLM line and the answers to --ask, after a command's terminal output."""
+    report = getattr(result, "llm", None)
+    line = report_line(report)
+    if line:
+        typer.echo(line, err=True)
+    if questions and report is not None and report.answers:
+        typer.echo("\n" + "\n".join(answer_lines(report.answers)).rstrip())

@@ -1,0 +1,134 @@
+"""Every pipeline command takes --llm off|auto|on and --ask: off prints exactly the rules' export,
+--ask answers over the document with the spans it rests on (in the export's llm.answers), a model
+that cannot load is one line with the deterministic output still printed, and batch --llm writes
+the mode into each output and recomputes outputs written with another mode."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "data" / "samples"
+PATENT = SAMPLES / "patents" / "US7156074.txt"
+DPA = SAMPLES / "contracts" / "en-commonpaper-dpa-1.0-to-1.1"
+MEDICAL = ROOT / "tests" / "fixtures" / "medical" / "en-appendectomy"
+REPORT = SAMPLES / "reports" / "en-paper-synthetic.pdf"
+
+COMMANDS = {
+    "patents": [str(PATENT)],
+    "contracts": [str(DPA / "v1.txt"), str(DPA / "v2.txt")],
+    "reports": [str(REPORT)],
+    "medical": [str(MEDICAL), "--no-embeddings"],
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    from tests.engine.tiny_models import tiny_hf_model
+    from tests.pipelines.llm.conftest import write_char_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny-cli-model")
+    tiny_hf_model("gemma3", seed=3, max_position_embeddings=4096).save_pretrained(folder)
+    write_char_tokenizer(folder)
+    return folder
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_off_is_the_rules_export_and_auto_only_adds_its_report(name, monkeypatch):
+    import pipelines.llm.run as run_mod
+    from pipelines.llm import EngineUnavailable
+
+    def no_model(settings=None):
+        raise EngineUnavailable("no model in this test")
+
+    monkeypatch.setattr(run_mod, "get_engine", no_model)
+    off = invoke(name, *COMMANDS[name], "--json", "--llm", "off")
+    assert off.exit_code == 0, off.output
+    assert "llm" not in json.loads(off.output)
+    auto = invoke(name, *COMMANDS[name], "--json", "--llm", "auto")
+    assert auto.exit_code == 0, auto.output
+    out = json.loads(auto.output)
+    assert out["llm"]["mode"] == "auto"
+    out.pop("llm")
+    # auto with no model: every deterministic field is exactly the rules' output
+    assert out == {k: v for k, v in json.loads(off.output).items() if k in out}
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_ask_without_a_model_is_one_line_and_the_result_is_kept(name, tmp_path):
+    missing = tmp_path / "no-such-model.gguf"
+    res = invoke(name, *COMMANDS[name], "--llm", "off", "--ask", "What is this about?", "--model", str(missing),
+                 "--json")
+    assert res.exit_code == 1
+    out = json.loads(res.stdout)
+    (answer,) = out["llm"]["answers"]
+    assert answer["text"] == "" and "no-such-model.gguf" in answer["error"] and "\n" not in answer["error"]
+    assert out["schema_version"].startswith(name)
+
+
+def test_ask_answers_with_spans_in_the_documents(tiny_model):
+    res = invoke("contracts", *COMMANDS["contracts"], "--llm", "off", "--json", "--max-model-len", "4096",
+                 "--ask", "Who is the Provider?", "--ask", "What law governs?", "--model", str(tiny_model),
+                 "--device", "cpu", "--dtype", "float32")
+    out = json.loads(res.stdout)
+    answers = out["llm"]["answers"]
+    assert [a["question"] for a in answers] == ["Who is the Provider?", "What law governs?"]
+    texts = {"v1": (DPA / "v1.txt").read_text(encoding="utf-8"), "v2": (DPA / "v2.txt").read_text(encoding="utf-8")}
+    for a in answers:
+        assert a["prompt_tokens"] > 0
+        assert a["fallback"] and "did not fit" in a["fallback"]  # both versions exceed the tiny 4K context
+        for s in a["spans"]:
+            assert texts[s["doc_id"]][s["char_start"]:s["char_end"]] == s["text"]
+    assert res.exit_code == (0 if all(a["error"] is None for a in answers) else 1)
+    assert [s["step"] for s in out["llm"]["steps"]] == ["ask"]
+
+
+def test_ask_on_the_terminal(tiny_model):
+    res = invoke("patents", *COMMANDS["patents"], "--llm", "off", "--ask", "What is claimed?", "--model",
+                 str(tiny_model), "--device", "cpu", "--dtype", "float32")
+    assert "Q: What is claimed?" in res.stdout
+    assert "prompt " in res.stdout and "s in all" in res.stdout
+
+
+def test_empty_question_is_a_usage_error():
+    res = invoke("patents", str(PATENT), "--ask", "  ")
+    assert res.exit_code == 2 and "--ask" in res.output
+
+
+def test_bad_mode_is_a_usage_error():
+    res = invoke("reports", str(REPORT), "--llm", "sometimes")
+    assert res.exit_code == 2 and "off, auto or on" in res.output
+
+
+def test_batch_records_the_mode_and_recomputes_on_change(tmp_path, monkeypatch):
+    import pipelines.llm.run as run_mod
+    from pipelines.llm import EngineUnavailable
+
+    def no_model(settings=None):
+        raise EngineUnavailable("no model in this test")
+
+    monkeypatch.setattr(run_mod, "get_engine", no_model)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copy(PATENT, folder / PATENT.name)
+    out = tmp_path / "out"
+    first = invoke("batch", str(folder), "--pipeline", "patents", "--out", str(out), "--json", "--llm", "off")
+    assert first.exit_code == 0, first.output
+    written = next(out.rglob("US7156074*.json"))
+    assert "llm" not in json.loads(written.read_text())
+    again = invoke("batch", str(folder), "--pipeline", "patents", "--out", str(out), "--json", "--llm", "off")
+    assert json.loads(again.stdout)["counts"]["skipped"] == 1
+    auto = invoke("batch", str(folder), "--pipeline", "patents", "--out", str(out), "--json", "--llm", "auto")
+    assert json.loads(auto.stdout)["counts"]["ok"] == 1  # written with another mode: recomputed
+    assert json.loads(written.read_text())["llm"]["mode"] == "auto"
