@@ -23,7 +23,8 @@ from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 from pipelines.llm import LLMReport
 
-SCHEMA_VERSION = "contracts/2.1"  # 2.1: flag kinds standard, disclaimer, wording; settings.min_content
+SCHEMA_VERSION = "contracts/2.2"  # 2.2: optional llm (steps, --ask answers), explanations, amendment summary, materiality; encoding_note
+# 2.1: flag kinds standard, disclaimer, wording; settings.min_content
 
 ChangeType = Literal["unchanged", "modified", "added", "deleted", "moved", "renumbered", "split", "merged"]
 OpType = Literal["equal", "format", "renumber", "replace", "insert", "delete"]

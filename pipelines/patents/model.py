@@ -13,7 +13,7 @@ from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 from pipelines.llm import LLMReport
 
-SCHEMA_VERSION = "patents/1.1"
+SCHEMA_VERSION = "patents/1.2"  # 1.2: optional llm (steps, --ask answers), claim_summaries; document.encoding_note
 
 
 class _Model(BaseModel):
