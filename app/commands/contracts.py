@@ -27,6 +27,7 @@ def register(app: typer.Typer) -> None:
         device: str | None = lo.device_option(),
         dtype: str | None = lo.dtype_option(),
         max_model_len: int | None = lo.max_len_option(),
+        cache_dir: Path | None = lo.cache_dir_option(),
     ) -> None:
         """Align every clause of two versions of a contract and explain every change, material changes first."""
         from app.export import to_json, write_atomic
@@ -43,7 +44,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"longdoc: {exc}", err=True)
                 raise typer.Exit(1) from None
         with lo.llm_progress(disable=as_json) as progress:
-            run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, progress)
+            run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, progress, cache_dir)
             result = compare_documents(docs[0], docs[1], AlignConfig(semantic=semantic), llm=run)
             answered = lo.ask_and_attach(run, result, docs, ask)
         if html_out is not None:

@@ -53,13 +53,20 @@ def max_len_option():
     return typer.Option(None, "--max-model-len", help="The engine's context limit in tokens.")
 
 
+def cache_dir_option():
+    return typer.Option(None, "--cache-dir",
+                        help="Keep the documents' KV on disk here: a later run over the same document (another "
+                             "--ask, another mode) skips its prefill.")
+
+
 def make_run(mode: str, model: Path | None, device: str | None, dtype: str | None, max_model_len: int | None,
-             budget_s: float | None, on_progress=None):
+             budget_s: float | None, on_progress=None, cache_dir: Path | None = None):
     """The LLMRun for a command's flags; a bad --llm value or setting is a usage error (exit 2)."""
     from pipelines.llm import EngineSettings, LLMRun
 
     try:
-        settings = EngineSettings.from_env(model=model, device=device, dtype=dtype, max_model_len=max_model_len)
+        settings = EngineSettings.from_env(model=model, device=device, dtype=dtype, max_model_len=max_model_len,
+                                           disk_cache_dir=str(cache_dir) if cache_dir else None)
         return LLMRun(mode, settings, on_progress=on_progress, budget_s=budget_s)
     except ValueError as exc:
         typer.echo(f"longdoc: {exc}", err=True)

@@ -35,6 +35,7 @@ def register(app: typer.Typer) -> None:
         device: str | None = lo.device_option(),
         dtype: str | None = lo.dtype_option(),
         max_model_len: int | None = lo.max_len_option(),
+        cache_dir: Path | None = lo.cache_dir_option(),
     ) -> None:
         """Trace a patient's record: entities, one timeline, conflicts, evidence for conclusions."""
         from app.export import to_json
@@ -78,7 +79,7 @@ def register(app: typer.Typer) -> None:
         for k, g in enumerate(groups):
             part = [docs[i] for i in g.members]
             with lo.llm_progress(disable=as_json) as progress:
-                run = lo.make_run(mode, model, device, dtype, max_model_len, llm_budget, progress)
+                run = lo.make_run(mode, model, device, dtype, max_model_len, llm_budget, progress, cache_dir)
                 result = pipe.run_documents(part, questions=question, llm=run)
                 answered = lo.ask_and_attach(run, result, part, ask) and answered
             if as_json:

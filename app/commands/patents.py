@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
         device: str | None = lo.device_option(),
         dtype: str | None = lo.dtype_option(),
         max_model_len: int | None = lo.max_len_option(),
+        cache_dir: Path | None = lo.cache_dir_option(),
     ) -> None:
         """Build the claim tree of one patent, with validation findings."""
         from rich.console import Console
@@ -39,7 +40,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"longdoc: {exc}", err=True)
             raise typer.Exit(1) from None
         with lo.llm_progress(disable=as_json) as progress:
-            run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, progress)
+            run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, progress, cache_dir)
             result = PatentsPipeline().run_documents([doc], llm=run)
             answered = lo.ask_and_attach(run, result, [doc], ask)
         if as_json:

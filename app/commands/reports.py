@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
         device: str | None = lo.device_option(),
         dtype: str | None = lo.dtype_option(),
         max_model_len: int | None = lo.max_len_option(),
+        cache_dir: Path | None = lo.cache_dir_option(),
     ) -> None:
         """Resolve every "see Figure 3", "如图1所示", "the table above" and "[12]" in one report."""
         from rich.console import Console
@@ -43,7 +44,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"longdoc: {file}: cannot be read ({exc.strerror or exc})", err=True)
             raise typer.Exit(1) from None
         with lo.llm_progress(disable=as_json) as progress:
-            run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, progress)
+            run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, progress, cache_dir)
             result = analyse_document(doc, data, llm=run)
             answered = lo.ask_and_attach(run, result, [doc], ask)
         if as_json:

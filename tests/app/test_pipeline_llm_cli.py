@@ -132,3 +132,16 @@ def test_batch_records_the_mode_and_recomputes_on_change(tmp_path, monkeypatch):
     auto = invoke("batch", str(folder), "--pipeline", "patents", "--out", str(out), "--json", "--llm", "auto")
     assert json.loads(auto.stdout)["counts"]["ok"] == 1  # written with another mode: recomputed
     assert json.loads(written.read_text())["llm"]["mode"] == "auto"
+
+
+def test_cache_dir_keeps_the_document_for_the_next_run(tiny_model, tmp_path):
+    from pipelines.llm import forget_engines
+
+    args = ["patents", *COMMANDS["patents"], "--llm", "off", "--json", "--model", str(tiny_model), "--device", "cpu",
+            "--dtype", "float32", "--cache-dir", str(tmp_path / "kv")]
+    first = json.loads(invoke(*args, "--ask", "What is claimed?").stdout)["llm"]
+    forget_engines()  # as a new process would: nothing in memory, the disk cache only
+    second = json.loads(invoke(*args, "--ask", "Which valve?").stdout)["llm"]
+    assert first["steps"][0]["reuse"].get("documents_loaded", 0) == 0
+    assert second["steps"][0]["reuse"].get("documents_computed", 0) == 0
+    assert second["steps"][0]["reuse"].get("documents_loaded", 0) == 1
