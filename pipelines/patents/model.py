@@ -41,7 +41,8 @@ class Reference(_Model):
 
 class ClaimPart(_Model):
     """An element of a claim's body with the elements it holds: "wherein the fan assembly
-    comprises:" holds "a housing …", "a box fan unit …" and "mounting hooks …"."""
+    comprises:" holds "a housing …", "a box fan unit …" and "mounting hooks …". Nesting stops at
+    16 levels: deeper elements stay at the 16th, in their order."""
 
     span: SourceSpan
     parts: list[ClaimPart] = Field(default_factory=list)

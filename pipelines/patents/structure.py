@@ -108,12 +108,18 @@ class Part:
 _GROUP_END = re.compile(r"(?:^|[\s;,])(?:and|or|and/or|以及|和|或)\s*$", re.IGNORECASE)
 
 
+MAX_PART_DEPTH = 16  # element nesting deeper than this stays at this depth (the export must not nest per element)
+
+
 def nest_elements(norm: str, elements: list[tuple[int, int]]) -> list[Part]:
     """The elements nested: one followed by a colon ("wherein the fan assembly comprises:") holds
     the elements after it; its group ends with the element joined by "and"/"or" ("…; and mounting
-    hooks …"), or at the end of the claim."""
+    hooks …"), or at the end of the claim. Groups opened below `MAX_PART_DEPTH` levels (a run of
+    lines ending in colons, as in text swept into a claim) keep their elements at that depth:
+    the nesting, and the export's JSON, stay bounded whatever the claim's length."""
     root = Part(-1, -1)
     stack = [root]
+    unopened = 0  # groups a colon opened below MAX_PART_DEPTH, not on the stack
     prev_end = None
     for a, b in elements:
         node = Part(a, b)
@@ -122,9 +128,15 @@ def nest_elements(norm: str, elements: list[tuple[int, int]]) -> list[Part]:
         closes = len(stack) > 1 and prev_end is not None and bool(_GROUP_END.search(gap.strip(" \t\n;,，；")))
         after = norm[b : b + 3].lstrip(" \t")
         if after.startswith(":"):
-            stack.append(node)
+            if len(stack) < MAX_PART_DEPTH:
+                stack.append(node)
+            else:
+                unopened += 1
         elif closes:
-            stack.pop()
+            if unopened:
+                unopened -= 1
+            else:
+                stack.pop()
         prev_end = b
     return root.parts
 

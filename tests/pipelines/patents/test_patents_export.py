@@ -205,3 +205,93 @@ def test_longest_possible_chain_and_forward_cycle_do_not_recurse_too_deep():
     loop = "1. A lid.\n" + "".join(f"{i}. The lid of claim {i - 1} or {i + 1}, wherein x.\n" for i in range(2, 1000))
     result = analyse_text(loop)
     assert "cycle" in result.stats.findings_by_code and not result.stats.is_dag
+
+
+def _colon_claim(n: int, word: str = "widget") -> str:
+    """A claim whose every element ends in a colon: each would hold the rest (a run of colon lines,
+    as in description text swept into the last claim), ~`n` x 120 characters."""
+    lines = ["What is claimed is:", "1. An apparatus comprising:"]
+    lines += [f"  a {word} number {i} mounted on the frame by a bracket of the kind described above, which holds:"
+              for i in range(n)]
+    return "\n".join(lines) + "\n  a last bolt.\n"
+
+
+def _part_depth(parts) -> int:
+    depth, stack = 0, [(p, 1) for p in parts]
+    while stack:
+        p, d = stack.pop()
+        depth = max(depth, d)
+        stack += [(q, d + 1) for q in p.parts]
+    return depth
+
+
+def _preorder(parts) -> list[tuple[int, int]]:
+    out, stack = [], list(reversed(parts))
+    while stack:
+        p = stack.pop()
+        out.append((p.span.char_start, p.span.char_end))
+        stack += reversed(p.parts)
+    return out
+
+
+def test_deeply_nested_elements_export_with_bounded_depth():
+    """A 245K-character claim of 2,500 colon-ended elements: the export serialises (it raised
+    PydanticSerializationError 'Maximum serialization depth exceeded' from 255 levels), round-trips,
+    and keeps every element once, in order, nested at most MAX_PART_DEPTH deep."""
+    from pipelines.patents.structure import MAX_PART_DEPTH
+
+    text = _colon_claim(2500)
+    assert len(text) > 245_000
+    result = analyse_text(text)
+    (claim,) = result.claims
+    assert len(claim.elements) == 2501
+    assert _part_depth(claim.parts) == MAX_PART_DEPTH
+    assert _preorder(claim.parts) == [(e.char_start, e.char_end) for e in claim.elements]
+    exported = result.model_dump_json()
+    assert PatentResult.model_validate_json(exported) == result
+    assert json.loads(exported)["claims"][0]["elements"][-1]["text"] == "a last bolt"
+
+
+def test_nesting_below_the_cap_is_the_uncapped_nesting_flattened(monkeypatch):
+    """Groups opened below MAX_PART_DEPTH put their elements at that depth in their order, and the
+    "and" that closes such a group closes it, not a group above it: the structure down to the cap
+    is the uncapped one."""
+    from pipelines.patents import structure
+    from pipelines.patents.structure import MAX_PART_DEPTH, Part, nest_elements
+
+    # 24 levels opened, then closed one by one with "; and ..." elements, then two flat elements
+    items = [f"element {i} comprising" for i in range(24)]
+    text = "".join(f"{t}:\n" for t in items) + "".join(f"leaf {i}; and\n" for i in range(24)) + "tail a;\ntail b"
+    elements, pos = [], 0
+    for piece in [*items, *(f"leaf {i}" for i in range(24)), "tail a", "tail b"]:
+        start = text.index(piece, pos)
+        elements.append((start, start + len(piece)))
+        pos = start + len(piece)
+
+    def flatten(parts: list[Part], depth: int = 1) -> list:
+        out = []
+        for p in parts:
+            if depth < MAX_PART_DEPTH:
+                out.append(((p.start, p.end), flatten(p.parts, depth + 1)))
+            else:
+                out.append(((p.start, p.end), []))
+                stack = list(reversed(p.parts))
+                while stack:  # the subtree below the cap, in order, as siblings
+                    q = stack.pop()
+                    out.append(((q.start, q.end), []))
+                    stack += reversed(q.parts)
+        return out
+
+    def shape(parts: list[Part]) -> list:
+        return [((p.start, p.end), shape(p.parts)) for p in parts]
+
+    capped = nest_elements(text, elements)
+    monkeypatch.setattr(structure, "MAX_PART_DEPTH", 1000)
+    uncapped = nest_elements(text, elements)
+
+    def depth(parts: list[Part]) -> int:
+        return 0 if not parts else 1 + max(depth(p.parts) for p in parts)
+
+    assert depth(uncapped) == 25 and depth(capped) == MAX_PART_DEPTH
+    assert shape(capped) == flatten(uncapped)
+    assert [p.start for p in capped] == [elements[0][0], elements[-1][0]]  # every group closed: the last back on top
