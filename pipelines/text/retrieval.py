@@ -97,6 +97,17 @@ def minilm_folder() -> Path | None:
     return folder if folder.is_dir() else None
 
 
+def _quiet_weight_loading() -> None:
+    """transformers prints a "Loading weights" bar for a 22 MB model that loads in a blink: it
+    only clutters the commands' own progress on stderr."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except (ImportError, AttributeError):  # pragma: no cover - another transformers
+        pass
+
+
 @lru_cache(maxsize=1)
 def minilm_model() -> Any | None:
     """The all-MiniLM-L6-v2 `SentenceTransformer` on the CPU, loaded offline once per process;
@@ -109,6 +120,7 @@ def minilm_model() -> Any | None:
     try:
         from sentence_transformers import SentenceTransformer
 
+        _quiet_weight_loading()
         # the installed folder, offline by argument (not by HF_HUB_OFFLINE, which the environment
         # may set otherwise and the hub reads at import): no request whatever HF_ENDPOINT says
         return SentenceTransformer(str(folder), device="cpu", local_files_only=True, trust_remote_code=False,
