@@ -402,3 +402,19 @@ def test_readme_states_the_limits_the_code_has():
     assert f"{MAX_TEXT_CHARS:,} characters" in section
     assert f"{limits.max_bytes // 2**20} MB" in section and f"{limits.max_pages:,}" in section
     assert f"{limits.max_docx_part_bytes // 2**20} MB" in section and f"{limits.max_docx_unpacked_bytes // 2**20} MB" in section
+
+
+def test_readme_lists_the_document_block_with_its_encoding_note(tmp_path):
+    """The README's "JSON export" names every DocumentInfo field (encoding_note included), and its
+    example note is what ingest writes for a text file with a NUL at byte 7."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### JSON export", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"`\{(doc_id, [a-z0-9_, ]+)\}` block", section)
+    assert block and block.group(1).split(", ") == list(DocumentInfo.model_fields)
+    p = tmp_path / "claims.txt"
+    data = CLAIMS.encode()
+    p.write_bytes(data[:7] + b"\0" + data[7:])
+    note = load_document(p).info().encoding_note
+    assert f'`"{note}"`' in " ".join(section.split())
