@@ -2,8 +2,9 @@
 
 - Inputs come from each pipeline's `discover(folder)`; with no pipeline named, a folder holding
   one subfolder per pipeline (as data/samples/ does) runs each pipeline on its subfolder.
-- Each output is written atomically by the worker that made it, as soon as it is made, so an
-  interrupted batch (Ctrl-C, SIGTERM, kill -9) loses nothing that had finished.
+- Each output is written atomically as soon as it is made (by the local worker that made it, or
+  by the driver for a cluster executor), so an interrupted batch (Ctrl-C, SIGTERM, kill -9) loses
+  nothing that had finished.
 - summary.json is rewritten atomically after every finished input: while the run goes it says
   `"state": "running"` with the pid, `started_at` and the counts so far, so after a kill -9 it is
   not stale; at the end `"finished"` or `"interrupted"`. An output that landed on disk during the
@@ -22,8 +23,12 @@
   a couple of seconds, no worker left behind); the exit code is 128 + the signal (130, 143).
   Workers ignore SIGINT (a Ctrl-C in a terminal reaches the whole process group; the parent
   decides) and, on Linux, die with the parent (PR_SET_PDEATHSIG), so a kill -9 orphans nothing.
-- Where the work runs is an `Executor`; `LocalExecutor` runs it inline or in worker processes.
-  A cluster executor only needs to implement `Executor.run`.
+- Where the work runs is an `Executor`; `LocalExecutor` runs it inline or in worker processes,
+  `app.ray_executor.RayExecutor` on Ray actors (optional extra `longdoc[ray]`). One input's work
+  is a `TaskWork` in three parts: `check_task` (up to date?), `compute_task` (the pipeline run and
+  its export text, writing nothing) and `write_computed` (the atomic write). A local worker runs
+  all three; Ray actors only compute, and the driver checks and writes with the same functions,
+  so resuming, atomic writes and the summary are one code path.
 """
 
 from __future__ import annotations
@@ -132,33 +137,109 @@ def _up_to_date(output: Path, input_sha256: str, version: str, schema_version: s
             and head.get("schema_version") == schema_version and written == tuple(llm))
 
 
-def process_task(task: Task) -> Outcome:
-    """Run one input: skip it if up to date, else run the pipeline and write its output atomically."""
-    t0 = time.perf_counter()
-    files = [p.name for p in task.input.paths]
-    out = Outcome(task.input.input_id, task.pipeline, "failed", files=files)
+@dataclass
+class Computed:
+    """What computing one input gives, before anything is written: the outcome so far (status "ok"
+    with no output yet, or "skipped" / "failed" with the reason) and the export text to write for an
+    "ok". A cluster worker returns it to the driver, which writes it (`write_computed`)."""
+
+    outcome: Outcome
+    text: str | None = None
+
+
+def _failed(task: Task, out: Outcome, exc: Exception) -> Outcome:
+    """Fill `out` as the input's failure: one line naming the input (a traceback for a bug)."""
+    out.status = "failed"
+    if isinstance(exc, IngestError):
+        out.reason = str(exc)
+    elif isinstance(exc, OSError):
+        out.reason = f"{task.input.input_id}: {exc.strerror or exc}"
+    else:  # a bug in a pipeline must not stop the batch
+        out.reason = f"{task.input.input_id}: internal error ({type(exc).__name__}: {str(exc)[:200]})"
+        out.traceback = traceback.format_exc(limit=8)
+    return out
+
+
+def check_task(task: Task) -> Outcome | None:
+    """The up-to-date check: a "skipped" outcome when the task's output already holds this input's
+    hash, the pipeline and schema versions and the LLM mode and model (and not `force`); a "failed"
+    one when the input cannot be read to tell; else None (compute it)."""
+    out = Outcome(task.input.input_id, task.pipeline, "skipped", files=[p.name for p in task.input.paths])
     try:
         pipe = _pipeline(task.pipeline)
         sha = task.input.content_sha256()
-        if not task.force and _up_to_date(task.output, sha, pipe.version, pipe.schema_version, task.llm.key()):
-            out.status, out.output = "skipped", str(task.output)
-            return out
+        if task.force or not _up_to_date(task.output, sha, pipe.version, pipe.schema_version, task.llm.key()):
+            return None
+    except Exception as exc:  # noqa: BLE001 - reported as the input's failure
+        return _failed(task, out, exc)
+    out.output = str(task.output)
+    return out
+
+
+def compute_task(task: Task) -> Computed:
+    """Run one input's pipeline and make its export text; writes nothing (so it may run on another
+    machine). A bad input or a pipeline's bug is a "failed" outcome with the reason, never raised."""
+    t0 = time.perf_counter()
+    out = Outcome(task.input.input_id, task.pipeline, "failed", files=[p.name for p in task.input.paths])
+    text = None
+    try:
+        pipe = _pipeline(task.pipeline)
         run = None
         if task.llm.mode != "off":  # the worker's one engine, loaded by the first step that runs
             run = LLMRun(task.llm.mode, task.llm.settings, budget_s=task.llm.budget_s)
         result = pipe.run_input(task.input, llm=run)
-        write_atomic(task.output, to_json(result))
-        out.status, out.output, out.summary = "ok", str(task.output), pipe.summary_line(result)
-    except IngestError as exc:
-        out.reason = str(exc)
-    except OSError as exc:
-        out.reason = f"{task.input.input_id}: {exc.strerror or exc}"
-    except Exception as exc:  # a bug in a pipeline must not stop the batch
-        out.reason = f"{task.input.input_id}: internal error ({type(exc).__name__}: {str(exc)[:200]})"
-        out.traceback = traceback.format_exc(limit=8)
+        text = to_json(result)
+        out.status, out.summary = "ok", pipe.summary_line(result)
+    except Exception as exc:  # noqa: BLE001 - a bad input or a pipeline's bug is the input's failure
+        _failed(task, out, exc)
+        text = None
     finally:
         out.seconds = round(time.perf_counter() - t0, 4)
+    return Computed(out, text)
+
+
+def write_computed(task: Task, computed: Computed) -> Outcome:
+    """Write a computed input's export atomically to the task's output (the driver's part); a
+    failure to write is the input's failure."""
+    out = computed.outcome
+    if out.status != "ok" or computed.text is None:
+        return out
+    t0 = time.perf_counter()
+    try:
+        write_atomic(task.output, computed.text)
+        out.output = str(task.output)
+    except OSError as exc:
+        out.status, out.summary = "failed", None
+        out.reason = f"{task.input.input_id}: {exc.strerror or exc}"
+    out.seconds = round(out.seconds + time.perf_counter() - t0, 4)
     return out
+
+
+def process_task(task: Task) -> Outcome:
+    """Run one input: skip it if up to date, else run the pipeline and write its output atomically."""
+    return BATCH_WORK(task)
+
+
+@dataclass(frozen=True)
+class TaskWork:
+    """One input's work in three parts, so an executor may run them in different places: `check`
+    (the up-to-date check) and `write` where the output folder is (the driver), `compute` anywhere
+    (a worker process, a Ray actor on another machine). Called as a whole it is `process_task`."""
+
+    check: Callable[[Task], Outcome | None] = check_task
+    compute: Callable[[Task], Computed] = compute_task
+    write: Callable[[Task, Computed], Outcome] = write_computed
+
+    def __call__(self, task: Task) -> Outcome:
+        t0 = time.perf_counter()
+        done = self.check(task)
+        if done is None:
+            done = self.write(task, self.compute(task))
+        done.seconds = round(time.perf_counter() - t0, 4)
+        return done
+
+
+BATCH_WORK = TaskWork()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,10 +247,12 @@ def process_task(task: Task) -> Outcome:
 
 
 class Executor(ABC):
-    """Where tasks run. `run` yields one Outcome per task, in completion order. When a
-    KeyboardInterrupt reaches it (raised inside it, or thrown in at a yield), it starts no new
-    task, may still yield the outcomes of tasks in flight, and re-raises it once its workers are
-    gone."""
+    """Where tasks run. `run` yields one Outcome per task, in completion order. `fn` is the work of
+    one input: the batch passes `BATCH_WORK`, a `TaskWork` that is callable as a whole (what a local
+    worker runs: check, compute and write) and whose parts a cluster executor runs apart (compute on
+    its workers, check and write in the driver). When a KeyboardInterrupt reaches `run` (raised
+    inside it, or thrown in at a yield), it starts no new task, may still yield the outcomes of
+    tasks in flight, and re-raises it once its workers are gone."""
 
     @abstractmethod
     def run(self, fn: Callable[[Task], Outcome], tasks: list[Task]) -> Iterator[Outcome]: ...
@@ -624,7 +707,7 @@ def run_batch(
 
         with _stop_signals(report):
             save()
-            it = executor.run(process_task, tasks)
+            it = executor.run(BATCH_WORK, tasks)
             try:
                 try:
                     for outcome in it:
