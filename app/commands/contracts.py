@@ -45,8 +45,9 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(1) from None
         with lo.llm_progress(disable=as_json) as progress:
             run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, progress, cache_dir)
-            result = compare_documents(docs[0], docs[1], AlignConfig(semantic=semantic), llm=run)
-            answered = lo.ask_and_attach(run, result, docs, ask)
+            with lo.stop_on_ctrl_c(run):
+                result = compare_documents(docs[0], docs[1], AlignConfig(semantic=semantic), llm=run)
+                answered = lo.ask_and_attach(run, result, docs, ask)
         if html_out is not None:
             write_atomic(html_out, redline_html(result, docs[0], docs[1]))
         if as_json:

@@ -11,6 +11,8 @@ progress display on stderr (model load, each step's tokens with the time left) a
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,10 +69,32 @@ def make_run(mode: str, model: Path | None, device: str | None, dtype: str | Non
     try:
         settings = EngineSettings.from_env(model=model, device=device, dtype=dtype, max_model_len=max_model_len,
                                            disk_cache_dir=str(cache_dir) if cache_dir else None)
-        return LLMRun(mode, settings, on_progress=on_progress, budget_s=budget_s)
+        return LLMRun(mode, settings, on_progress=on_progress, budget_s=budget_s, cancel=threading.Event())
     except ValueError as exc:
         typer.echo(f"longdoc: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+@contextmanager
+def stop_on_ctrl_c(run) -> Iterator[None]:
+    """While the LLM steps run, the first Ctrl-C stops them (the run's cancel event: the step in
+    flight ends at its next chunk or token and is recorded as stopped) and the rules' result is
+    still printed; a second Ctrl-C quits at once. Only in the main thread (signals live there)."""
+    if threading.current_thread() is not threading.main_thread() or run.cancel is None:
+        yield
+        return
+
+    def handler(signum, frame) -> None:
+        if run.cancel.is_set():
+            raise KeyboardInterrupt
+        run.cancel.set()
+        typer.echo("longdoc: stopping the LLM steps; the rules' result follows (Ctrl-C again to quit)", err=True)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager

@@ -80,8 +80,9 @@ def register(app: typer.Typer) -> None:
             part = [docs[i] for i in g.members]
             with lo.llm_progress(disable=as_json) as progress:
                 run = lo.make_run(mode, model, device, dtype, max_model_len, llm_budget, progress, cache_dir)
-                result = pipe.run_documents(part, questions=question, llm=run)
-                answered = lo.ask_and_attach(run, result, part, ask) and answered
+                with lo.stop_on_ctrl_c(run):
+                    result = pipe.run_documents(part, questions=question, llm=run)
+                    answered = lo.ask_and_attach(run, result, part, ask) and answered
             if as_json:
                 typer.echo(to_json(result), nl=False)
                 break

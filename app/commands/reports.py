@@ -45,8 +45,9 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1) from None
         with lo.llm_progress(disable=as_json) as progress:
             run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, progress, cache_dir)
-            result = analyse_document(doc, data, llm=run)
-            answered = lo.ask_and_attach(run, result, [doc], ask)
+            with lo.stop_on_ctrl_c(run):
+                result = analyse_document(doc, data, llm=run)
+                answered = lo.ask_and_attach(run, result, [doc], ask)
         if as_json:
             typer.echo(to_json(result), nl=False)
         else:

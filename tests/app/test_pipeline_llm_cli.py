@@ -145,3 +145,21 @@ def test_cache_dir_keeps_the_document_for_the_next_run(tiny_model, tmp_path):
     assert first["steps"][0]["reuse"].get("documents_loaded", 0) == 0
     assert second["steps"][0]["reuse"].get("documents_computed", 0) == 0
     assert second["steps"][0]["reuse"].get("documents_loaded", 0) == 1
+
+
+def test_first_ctrl_c_stops_the_llm_steps_second_quits():
+    import os
+    import signal
+    import time
+
+    from app.commands.llm_options import make_run, stop_on_ctrl_c
+
+    run = make_run("on", None, None, None, None, None)
+    with stop_on_ctrl_c(run):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        assert run.cancel.is_set()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+    assert signal.getsignal(signal.SIGINT) is not None  # the previous handler is back
