@@ -5,7 +5,7 @@
 # "STAGE <name>: PASS|FAIL (exit <rc>, <s> s) <its last summary line>", and the call ends with all
 # of them again, in $OUT/summary.txt too.
 # Usage: bash benchmarks/run_h200.sh [stages]
-# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, profile, userpath, pipebatch)
+# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, profile, userpath, pipebatch, sweep)
 set -u
 OUT=${OUT:-/tmp/h200}
 mkdir -p "$OUT"
@@ -66,6 +66,9 @@ if [[ $STAGES == *userpath* ]]; then  # the public API with defaults, transforme
 fi
 if [[ $STAGES == *pipebatch* ]]; then  # a pipeline's 30 prompts over a 20K-token document: batched vs one by one
   stage pipebatch "${PIPEBATCH_LIMIT:-300}" pipebatch 24 python3 benchmarks/bench_pipeline_batch_gpu.py --out "$OUT/pipebatch.json"
+fi
+if [[ $STAGES == *sweep* ]]; then  # memory_budget 0.1-0.9, 16 x 32K, fresh tuning cache, one process per run
+  stage sweep "${SWEEP_LIMIT:-480}" sweep 20 python3 benchmarks/bench_memory_sweep_gpu.py --out "$OUT/sweep.json"
 fi
 echo "== summary"
 printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
