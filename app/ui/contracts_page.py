@@ -1,6 +1,8 @@
 """The contract versions page: two versions in (uploads or a bundled sample pair), the two side by
 side aligned clause to clause with the redline inline, material changes first (each linked to
-its row), filters by change type, JSON and HTML redline downloads.
+its row), filters by change type, JSON and HTML redline downloads; the LLM steps (off / auto / on:
+materiality, explanations, the amendment in one paragraph) with their progress and report, and
+"Ask about these documents" over both versions (app/ui/asking.py).
 
 Tests call `run_input(file_a, file_b)` and `render(result)` directly, or put `(file_a, file_b)` in
 `st.session_state[PENDING]` before an AppTest run.
@@ -13,24 +15,43 @@ from pathlib import Path
 
 import streamlit as st
 
+from app.ui import asking
 from pipelines.contracts import ContractResult
 
 SAMPLES = Path(__file__).resolve().parents[2] / "data" / "samples" / "contracts"
 PENDING = "contracts_pending_input"
 RESULT = "contracts_result"
+DOCS = "contracts_documents"  # the two versions (Documents) the result was computed from, for questions
 CHANGES = ["modified", "added", "deleted", "moved", "renumbered", "split", "merged", "unchanged"]
 
 
-def run_input(file_a: tuple[str, bytes], file_b: tuple[str, bytes], semantic: bool = False) -> ContractResult:
-    """Ingest two uploaded versions (name, bytes) and compare them. Raises IngestError for a bad file
+def load_versions(file_a: tuple[str, bytes], file_b: tuple[str, bytes]):
+    """The two versions (name, bytes) as Documents "a" and "b". Raises IngestError for a bad file
     (IngestErrors naming both when both are bad)."""
     from app.ui.common import load_all
+
+    return tuple(load_all([file_a, file_b], doc_ids=["a", "b"]))
+
+
+def compare(doc_a, doc_b, semantic: bool = False, llm=None) -> ContractResult:
+    """Compare the two versions; llm: a pipelines.llm.LLMRun for the LLM steps."""
     from pipelines.contracts import AlignConfig, compare_documents, warm_up
 
-    doc_a, doc_b = load_all([file_a, file_b], doc_ids=["a", "b"])
     cfg = AlignConfig(semantic=semantic)
     warm_up(cfg)
-    return compare_documents(doc_a, doc_b, cfg)
+    return compare_documents(doc_a, doc_b, cfg, llm=llm)
+
+
+def run_input(file_a: tuple[str, bytes], file_b: tuple[str, bytes], semantic: bool = False, llm=None) -> ContractResult:
+    """Ingest two uploaded versions (name, bytes) and compare them. Raises IngestError for a bad file
+    (IngestErrors naming both when both are bad)."""
+    return compare(*load_versions(file_a, file_b), semantic=semantic, llm=llm)
+
+
+def version_names(docs) -> dict[str, str]:
+    """How the answers name the versions: 'A (earlier): v1.txt'."""
+    label = {"a": "A (earlier)", "b": "B (later)"}
+    return {d.doc_id: f"{label.get(d.doc_id, d.doc_id)}: {d.source_name or d.doc_id}" for d in docs}
 
 
 def sample_pairs() -> dict[str, tuple[Path, Path]]:
@@ -44,7 +65,7 @@ def sample_pairs() -> dict[str, tuple[Path, Path]]:
 
 def render(result: ContractResult) -> None:
     """Counts, material changes first (linked), filters, and the two versions side by side."""
-    from app.render.contracts import CSS, row_html
+    from app.render.contracts import CSS, explanation_line, materiality_note, row_html
 
     s = result.stats
     cols = st.columns(6)
@@ -64,6 +85,16 @@ def render(result: ContractResult) -> None:
     rows = [(k, r) for k, r in enumerate(result.alignment) if r.change in chosen]
     visible = {k for k, _ in rows}
 
+    if result.amendment is not None:  # LLM step contracts.summary
+        st.subheader("The amendment in one paragraph")
+        paragraph = " ".join(
+            html.escape(sent.text) + "".join(f' <a href="#row-{r}"><sup>[{html.escape(result.where(result.alignment[r]))}]'
+                                             f"</sup></a>" for r in sent.rows if r in visible)
+            for sent in result.amendment.sentences) or html.escape(result.amendment.text)
+        who = "" if result.amendment.kept else ('<br><span style="color:#6b7280;font-size:12px">written by the rules: '
+                                                "the model's paragraph was not grounded in the changes</span>")
+        st.html(f'<p style="font-size:14px">{paragraph}{who}</p>')
+
     st.subheader("Material changes first")
     if not result.summary:
         st.success("No changes between the two versions.")
@@ -74,6 +105,9 @@ def render(result: ContractResult) -> None:
         text = html.escape(item.text)
         # each entry jumps to its row in the side-by-side view (when the filter shows that row)
         body = f'<a href="#row-{item.row}">{mark}{text}</a>' if item.row in visible else f"{mark}{text}"
+        for line in (explanation_line(item), materiality_note(item)):  # the LLM steps' words, when they ran
+            if line:
+                body += f'<div style="font-weight:400;color:#374151">{html.escape(line)}</div>'
         items.append(f'<li style="{weight}">{body}</li>')
     if items:
         st.html('<ul style="font-size:13px">' + "".join(items) + "</ul>")
@@ -98,6 +132,7 @@ def page() -> None:
     pick = st.selectbox("…or a bundled sample pair", ["(none)"] + sorted(samples), key="contracts_sample")
     semantic = st.checkbox("Blend in MiniLM similarity (English; off by default — it did not improve the measured "
                            "alignment)", key="contracts_semantic")
+    mode = asking.mode_choice("contracts")
     chosen = st.session_state.pop(PENDING, None)
     if st.button("Compare", type="primary", key="contracts_run"):
         if pick != "(none)":
@@ -110,19 +145,29 @@ def page() -> None:
     if chosen is not None:
         from pipelines.documents import IngestError
 
+        st.session_state.pop(RESULT, None)
+        st.session_state.pop(DOCS, None)
+        asking.clear_answers("contracts")
         try:
-            with st.spinner("Aligning clauses…"):
-                st.session_state[RESULT] = run_input(chosen[0], chosen[1], semantic=semantic)
+            docs = load_versions(chosen[0], chosen[1])
         except IngestError as exc:
             from app.ui.common import show_ingest_error
 
             show_ingest_error(exc)
-            st.session_state.pop(RESULT, None)
+        else:
+            with asking.RunProgress("Aligning clauses…", stop_key=None if mode == "off" else "contracts_stop") as prog:
+                run = asking.make_run(mode, prog, prog.cancel)
+                st.session_state[RESULT] = compare(*docs, semantic=semantic, llm=run)
+                st.session_state[DOCS] = docs
     result = st.session_state.get(RESULT)
     if result is not None:
         from app.export import to_json
         from app.render.contracts import redline_html
 
+        asking.show_llm_report(result.llm)
+        docs = st.session_state.get(DOCS)
+        if docs:
+            asking.ask_box("contracts", list(docs), mode, names=version_names(docs))
         c1, c2 = st.columns(2)
         c1.download_button("Download JSON", to_json(result), file_name="contracts.json", mime="application/json",
                            key="contracts_download_json")

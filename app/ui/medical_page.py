@@ -1,7 +1,9 @@
 """The medical evidence page: one patient's documents -> problem and medication lists, timeline
 chart (sources on hover), documents with entities highlighted, conflicts, and a question box whose
 evidence is highlighted in the documents; JSON download. Documents of several patients are
-analysed one patient at a time, chosen in a box.
+analysed one patient at a time, chosen in a box. The LLM steps (off / auto / on: attention-attributed
+evidence, a short answer to the question) run through a pipelines.llm.LLMRun with their progress and
+report, and "Ask about these documents" answers over the patient's documents (app/ui/asking.py).
 
 Tests call `run_input(files, question)` directly, or put `(files, question)` in
 `st.session_state[PENDING]` before an AppTest run; people use the uploader or a bundled sample.
@@ -14,13 +16,14 @@ from pathlib import Path
 import streamlit as st
 
 from app.export import to_json
+from app.ui import asking
 from app.ui.common import SAMPLES, UPLOAD_TYPES, highlight, load_all, md_text, show_ingest_error
 
 PENDING = "medical_pending_input"
 RESULT = "medical_result"
 TEXTS = "medical_texts"
 FILES = "medical_files"
-ENGINE = "medical_use_engine"  # optional re-ranking with the engine's attention attribution (slow on CPU)
+DOCS = "medical_documents"  # the analysed patient's Documents, for questions
 EMBEDDINGS = "medical_use_embeddings"  # False: lexical + concept evidence ranking only (tests, slow machines)
 COLOURS = {"problem": "#fecaca", "symptom": "#fde68a", "medication": "#bbf7d0", "procedure": "#bfdbfe",
            "lab": "#e9d5ff", "vital": "#fbcfe8", "immunization": "#ccfbf1"}
@@ -31,17 +34,10 @@ QUESTION = "medical_last_question"
 
 
 @st.cache_resource
-def _pipeline(use_embeddings: bool = True, engine: bool = False):
+def _pipeline(use_embeddings: bool = True):
     from pipelines.medical import MedicalPipeline
 
-    return MedicalPipeline(use_embeddings=use_embeddings, engine_rerank=engine)
-
-
-def _use_engine() -> bool:
-    try:
-        return bool(st.session_state.get(ENGINE, False))
-    except Exception:
-        return False
+    return MedicalPipeline(use_embeddings=use_embeddings)
 
 
 def _use_embeddings() -> bool:
@@ -66,26 +62,37 @@ def patient_files(folder: Path) -> list[tuple[str, bytes]]:
     return [(p.name, p.read_bytes()) for inp in inputs for p in inp.paths]
 
 
-def run_input(files: list[tuple[str, bytes]], question: str | None = None, patient: int = 0):
-    """Ingest (pipelines.documents.load_bytes) and analyse the files. When their identity evidence
-    shows several patients, only patient number `patient` (0-based, in the order of their first
-    file) is analysed and the patients' one-line descriptions are kept in the session (PATIENTS).
+def run_input(files: list[tuple[str, bytes]], question: str | None = None, patient: int = 0, llm=None):
+    """Ingest (pipelines.documents.load_bytes) and analyse the files (llm: a pipelines.llm.LLMRun for
+    the LLM steps; None: rules only). When their identity evidence shows several patients, only
+    patient number `patient` (0-based, in the order of their first file) is analysed and the
+    patients' one-line descriptions are kept in the session (PATIENTS).
     Raises IngestError (one line naming the file) for a bad file, IngestErrors (one line each) for
-    several. Returns the MedicalResult; the document texts are kept in the session for highlighting."""
+    several. Returns the MedicalResult; the documents and their texts are kept in the session for
+    highlighting and questions."""
     docs = load_all(files)
-    pipe = _pipeline(_use_embeddings(), _use_engine())
+    pipe = _pipeline(_use_embeddings())
     groups = pipe.patients(docs)
     described = [f"Patient {k + 1}: {', '.join(docs[i].doc_id for i in g.members[:3])}"
                  f"{' …' if len(g.members) > 3 else ''} — {g.describe()}" for k, g in enumerate(groups)]
     if len(groups) > 1:
         docs = [docs[i] for i in groups[min(max(patient, 0), len(groups) - 1)].members]
-    result = pipe.run_documents(docs, question=question or None)
+    result = pipe.run_documents(docs, questions=[question] if question else None, llm=llm)
     try:
         st.session_state[TEXTS] = {d.doc_id: d.text for d in docs}
+        st.session_state[DOCS] = docs
         st.session_state[PATIENTS] = described if len(groups) > 1 else []
     except Exception:  # outside a Streamlit run (plain function call in a test)
         pass
     return result
+
+
+def analyse(files: list[tuple[str, bytes]], question: str | None, mode: str, patient: int = 0):
+    """run_input with an LLMRun of `mode`, its progress drawn; the result goes in the session."""
+    asking.clear_answers("medical")
+    with asking.RunProgress("Analysing the record…", stop_key=None if mode == "off" else "medical_stop") as prog:
+        run = asking.make_run(mode, prog, prog.cancel)
+        st.session_state[RESULT] = run_input(files, question, patient=patient, llm=run)
 
 
 def _timeline_chart(result):
@@ -180,6 +187,12 @@ def render(result, texts: dict[str, str] | None = None) -> None:
     for c in result.conflicts:
         st.error(md_text(f"{c.date}: {c.description}"))
 
+    if result.answers:  # LLM step medical.answer: each sentence with the record sentences it rests on
+        from app.render.medical import answer_lines
+
+        st.subheader("Answers (local model)")
+        st.text("\n".join(answer_lines(result)))  # model and document text: shown as text
+
     st.subheader("Evidence")
     ev_marks: dict[str, list[tuple[int, int, str, str]]] = {}
     for ev in result.evidence:
@@ -226,10 +239,9 @@ def page() -> None:
     samples = sample_patients()
     pick = st.selectbox("…or a bundled sample patient", [None, *samples], format_func=lambda p: "—" if p is None else p.name,
                         key="medical_sample")
-    question = st.text_input("Question or conclusion (optional)", key="medical_question",
+    question = st.text_input("Question or conclusion to find evidence for (optional)", key="medical_question",
                              placeholder="e.g. why was the antibiotic changed?")
-    st.checkbox("Re-rank evidence with the engine's attention (optional; loads the local model, slow on a CPU)",
-                key=ENGINE)
+    mode = asking.mode_choice("medical")
     if st.button("Run", type="primary", key="medical_run"):
         if ups:
             pending = ([(u.name, u.getvalue()) for u in ups], question)
@@ -241,21 +253,29 @@ def page() -> None:
         files, q = pending
         from pipelines.documents import IngestError
 
+        for key in (RESULT, DOCS, TEXTS, PATIENTS):
+            st.session_state.pop(key, None)
+        st.session_state["medical_patient_shown"] = 0
         try:
-            with st.spinner("Analysing the record…"):
-                st.session_state[RESULT] = run_input(files, q)
-                st.session_state[FILES] = files
-                st.session_state[QUESTION] = q
+            load_all(files)  # a bad file: one line each, before any work
         except IngestError as exc:
             show_ingest_error(exc)
+        else:
+            st.session_state[FILES] = files
+            st.session_state[QUESTION] = q
+            analyse(files, q, mode)
     patients = st.session_state.get(PATIENTS) or []
     if len(patients) > 1 and st.session_state.get(FILES):
         st.warning(f"These documents are of {len(patients)} patients, not one (by name, record number, sex, age or "
                    "stay): each is analysed on its own.")
         chosen = st.selectbox("Patient", range(len(patients)), format_func=lambda k: patients[k], key="medical_patient")
         if chosen != st.session_state.get("medical_patient_shown", 0):
-            st.session_state[RESULT] = run_input(st.session_state[FILES], st.session_state.get(QUESTION), patient=chosen)
-        st.session_state["medical_patient_shown"] = chosen
+            st.session_state["medical_patient_shown"] = chosen
+            analyse(st.session_state[FILES], st.session_state.get(QUESTION), mode, patient=chosen)
     result = st.session_state.get(RESULT)
     if result is not None:
+        asking.show_llm_report(result.llm)
+        docs = st.session_state.get(DOCS)
+        if docs:
+            asking.ask_box("medical", docs, mode)
         render(result)

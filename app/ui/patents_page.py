@@ -1,5 +1,6 @@
 """The patent claim-tree page: input -> tree drawing, claim viewer with its parts highlighted,
-findings with their spans, JSON download.
+findings with their spans, JSON download; the LLM steps (off / auto / on: plain-language claim
+summaries) with their progress and report, and "Ask about this document" (app/ui/asking.py).
 
 Tests call `run_input(name, data)` directly, or put `(name, data)` in
 `st.session_state[PENDING]` before an AppTest run; people use the upload/paste/sample widgets.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.export import to_json
+from app.ui import asking
 from app.ui.common import document_input, highlight, ingest, md_line
 
 PENDING = "patents_pending_input"
@@ -24,13 +26,13 @@ def _pipeline():
     return PatentsPipeline()
 
 
-def run_input(name: str, data: bytes):
-    """Ingest and analyse one document; returns (result, document), or None after showing the error."""
+def run_input(name: str, data: bytes, llm=None):
+    """Ingest and analyse one document (llm: a pipelines.llm.LLMRun for the LLM steps); returns
+    (result, document), or None after showing the error."""
     doc = ingest(name, data)
     if doc is None:
         return None
-    result = _pipeline().run_documents([doc])
-    return result, doc
+    return _pipeline().run_documents([doc], llm=llm), doc
 
 
 def render(result, doc) -> None:
@@ -128,10 +130,19 @@ def _parts_markdown(parts, depth: int = 0) -> str:
 def page() -> None:
     st.title("Patent claim trees")
     st.caption("Claims parsed into a dependency tree, with the preamble, transition and elements of each claim and validation findings.")
+    mode = asking.mode_choice("patents")
     chosen = st.session_state.pop(PENDING, None) or document_input("patents", "patents")
     if chosen is not None:
-        with st.spinner("Parsing claims…"):
-            st.session_state[RESULT] = run_input(*chosen)
+        doc = ingest(*chosen)
+        st.session_state.pop(RESULT, None)
+        asking.clear_answers("patents")
+        if doc is not None:
+            with asking.RunProgress("Parsing claims…", stop_key=None if mode == "off" else "patents_stop") as prog:
+                run = asking.make_run(mode, prog, prog.cancel)
+                st.session_state[RESULT] = (_pipeline().run_documents([doc], llm=run), doc)
     out = st.session_state.get(RESULT)
     if out:
-        render(*out)
+        result, doc = out
+        asking.show_llm_report(result.llm)
+        asking.ask_box("patents", [doc], mode)
+        render(result, doc)

@@ -2,7 +2,9 @@
 200 dpi by default, so Chinese text can be read; the resolution is a choice, and the view can zoom
 on the strip of the page around the chosen mention); a chosen mention shows its target cropped
 from the page (the printed caption is in the crop) and its caption and description once; the
-unresolved mentions listed; the JSON export to download.
+unresolved mentions listed; the JSON export to download; the LLM steps (off / auto / on: internal or
+external by scoring, the deep summary) with their progress and report, and "Ask about this
+document", whose marked sentences are also outlined on the page (app/ui/asking.py).
 
 Tests call `run_input((name, data))` and `render(result, pdf_bytes)` directly, or put `(name,
 data)` in `st.session_state[PENDING]` before an AppTest run; people use the upload or the samples.
@@ -16,12 +18,15 @@ import streamlit as st
 
 from app.export import to_json
 from app.render.reports import deep_summary_markdown, scope_rows, target_names
+from app.ui import asking
 from app.ui.common import md_text, show_ingest_error
 from pipelines.documents import Document, IngestError, load_bytes
 from pipelines.reports import Mention, ReportResult, Target
 
 PENDING = "reports_pending_input"
 RESULT = "reports_result"
+DOC = "reports_document"  # the Document the result was computed from, for questions
+ANSWER_COLOUR = "#d97706"  # a sentence an answer rests on, outlined on the page
 SAMPLES = Path(__file__).resolve().parents[2] / "data" / "samples" / "reports"
 MENTION_COLOUR = "#2563eb"
 TARGET_COLOUR = "#16a34a"
@@ -32,14 +37,31 @@ DPI_CHOICES = (100, 150, 200, 300)
 ZOOM_MARGIN = 60.0  # points above and below the chosen mention in the zoomed view
 
 
-def run_input(file: tuple[str, bytes]) -> tuple[ReportResult, Document]:
-    """Ingest (name, bytes) and analyse it. Raises `IngestError` (one line) for a bad file."""
-    from pipelines.reports import analyse_document
-
+def run_input(file: tuple[str, bytes], llm=None) -> tuple[ReportResult, Document]:
+    """Ingest (name, bytes) and analyse it (llm: a pipelines.llm.LLMRun for the LLM steps). Raises
+    `IngestError` (one line) for a bad file."""
     name, data = file
     doc = load_bytes(data, name)
-    pdf = data if doc.source_format == "pdf" else None
-    return analyse_document(doc, pdf), doc
+    return analyse(doc, data, llm), doc
+
+
+def analyse(doc: Document, data: bytes, llm=None) -> ReportResult:
+    from pipelines.reports import analyse_document
+
+    return analyse_document(doc, data if doc.source_format == "pdf" else None, llm=llm)
+
+
+def answer_page_image(pdf_bytes: bytes):
+    """For the answers: page `page` of the PDF, cut to the band around `boxes`, the boxes outlined."""
+    def draw(page: int, boxes: list):
+        top, bottom = min(b[1] for b in boxes), max(b[3] for b in boxes)
+        try:
+            return _page_image(pdf_bytes, page, tuple((tuple(b), ANSWER_COLOUR, 2) for b in boxes), 120,
+                               (top - 24.0, bottom + 24.0))
+        except Exception:  # a picture is a convenience; the marked text is shown above it
+            return None
+
+    return draw
 
 
 def _mention_label(result: ReportResult, m: Mention) -> str:
@@ -191,6 +213,7 @@ def page() -> None:
     up = st.file_uploader("Report", type=["pdf", "txt", "md", "docx"], key="reports_upload")
     samples = _samples()
     pick = st.selectbox("…or a bundled sample", [None, *samples], format_func=lambda p: "—" if p is None else p.name, key="reports_sample")
+    mode = asking.mode_choice("reports")
     if st.button("Run", type="primary", key="reports_run"):
         if up is not None:
             chosen = (up.name, up.getvalue())
@@ -199,14 +222,25 @@ def page() -> None:
         else:
             st.warning("Upload a report or pick a sample first.")
     if chosen is not None:
+        st.session_state.pop(RESULT, None)
+        st.session_state.pop(DOC, None)
+        asking.clear_answers("reports")
         try:
-            with st.spinner("Reading the report…"):
-                result, doc = run_input(chosen)
-            pdf = chosen[1] if doc.source_format == "pdf" else None
-            st.session_state[RESULT] = (result, pdf)
+            doc = load_bytes(chosen[1], chosen[0])
         except IngestError as exc:
-            st.session_state.pop(RESULT, None)
             show_ingest_error(exc)
+        else:
+            with asking.RunProgress("Reading the report…", stop_key=None if mode == "off" else "reports_stop") as prog:
+                run = asking.make_run(mode, prog, prog.cancel)
+                result = analyse(doc, chosen[1], run)
+                pdf = chosen[1] if doc.source_format == "pdf" else None
+                st.session_state[RESULT] = (result, pdf)
+                st.session_state[DOC] = doc
     out = st.session_state.get(RESULT)
     if out:
+        result, pdf = out
+        asking.show_llm_report(result.llm)
+        doc = st.session_state.get(DOC)
+        if doc is not None:
+            asking.ask_box("reports", [doc], mode, page_image=answer_page_image(pdf) if pdf else None)
         render(*out)
