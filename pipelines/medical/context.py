@@ -186,8 +186,8 @@ def _terminated(text: str, a: int, b: int, cjk: bool, category: str = NEGATED) -
         if category == NEGATED and _ZH_NEG_TERM_RX.search(between):
             return True
         return bool(_ZH_CLAUSE.search(between)) or bool(_ZH_TERM_RX.search(between))
-    if re.search(r"[;:\n]|\.\s", between):
-        return True
+    if re.search(r"[;:]|\.\s|\n(?![ \t]*[a-z])", between):
+        return True  # a line end inside a hard-wrapped sentence ("notify if\nrecurrent fever") does not end the scope
     return bool(_EN_TERM_RX.search(between))
 
 
@@ -211,6 +211,8 @@ def assert_span(text: str, ent_start: int, ent_end: int, triggers: list[Trigger]
         elif t.direction in ("b", "bi") and t.start >= ent_end:
             if _terminated(text, ent_end, t.start, t.cjk, t.category):
                 continue
+            if t.max_tokens == 0 and text[ent_end:t.start].strip():
+                continue  # "pneumonia?" only: not "Choledocholithiasis, ? cholecystitis"
             if _tokens(text[ent_end:t.start]) > t.max_tokens:
                 continue
             hits.setdefault(t.category, t)

@@ -332,7 +332,7 @@ def _section_items(text: str, col: _Collector, sections: list[Section]) -> None:
             if default == "medication":
                 if len(seg) > 200:
                     continue
-                if ";" in seg or len(_DRUG_RX.findall(seg)) >= 2:
+                if ";" in seg or len(_DRUG_RX.findall(seg)) >= 2 or len(_DOSE.findall(seg)) >= 2 and re.search(r",\s*[A-Za-z]", seg):
                     parts = _split_items(text, a, b, commas=";" not in seg)  # "metformin 1000 mg BID, amlodipine 5 mg daily"
                 else:
                     parts = [(a, b)]
@@ -483,6 +483,73 @@ def _drug_patterns(text: str, col: _Collector) -> None:
         col.add("medication", m.start(), e, "pattern", name.lower(), norm)
 
 
+_DOSE_AFTER = re.compile(r"[ \t]*(?:mg|mcg|g|meq|units?|tablets?|capsules?)(?![A-Za-z/])(?!\s*/)", re.I)
+# a capitalised name right after a route: "IV Lasix", "IV Flagyl", "p.o. Keflex" (brand names the lexicon lacks)
+_ROUTE_NAME = re.compile(r"(?<![A-Za-z])(?:IV|I\.V\.|PO|p\.o\.|IM|SQ|SC|intravenous|oral)[ \t]+"
+                         r"(?P<name>[A-Z][a-z]{3,}(?:-[A-Z]?[a-z]+)?)(?![\w-])")
+_NOT_DRUG_NAMES = {"fluids", "fluid", "antibiotics", "antibiotic", "access", "contrast", "hydration", "dye", "line",
+                   "lines", "team", "therapy", "medications", "medication", "meds", "pain", "narcotics", "steroids",
+                   "diet", "intake", "push", "drip", "infusion", "site", "placement", "started", "given", "the", "and",
+                   "with", "his", "her", "their", "this", "that", "was", "were", "also", "then", "daily", "prn",
+                   "other", "home", "dose", "doses", "each", "every", "some", "many", "several", "oxygen"}
+
+
+def _drug_like(word: str) -> bool:
+    """A word that may name a drug in a list of drugs: not a common word, a measurement or a known
+    concept of another type."""
+    low = word.lower()
+    if low in _NOT_DRUG_NAMES or low in _NOT_DRUG_WORDS or low in LAB_NAMES or low in VITAL_NAMES:
+        return False
+    if low in _CONCEPTS and _CONCEPTS[low][0] != "medication":
+        return False
+    return not _CLAUSE_WORDS.search(low)
+
+
+def _route_names(text: str, col: _Collector) -> None:
+    for m in _ROUTE_NAME.finditer(text):
+        name = m.group("name")
+        if not _drug_like(name):
+            continue
+        norm = _med_details(text, m.start(), m.end())
+        norm["drug"] = name.lower()
+        col.add("medication", m.start(), m.end(), "route_name", name.lower(), norm)
+
+
+_LIST_SEP = r"(?:,[ \t\n]*(?:and[ \t\n]+|or[ \t\n]+)?|[ \t\n]+(?:and|or)[ \t\n]+)"
+_LIST_WORD = r"[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)?"
+_LEFT_ITEM = re.compile(rf"(?<![\w-])(?P<item>{_LIST_WORD}){_LIST_SEP}$")
+_RIGHT_ITEM = re.compile(rf"{_LIST_SEP}(?P<item>{_LIST_WORD})(?=[ \t\n]*(?:[,.;:)]|and\b|or\b|$))")
+
+
+def _coordinated_drugs(text: str, col: _Collector) -> None:
+    """The other members of a list that holds a known drug ("placed on Prinivil, aspirin,
+    oxybutynin, docusate, and Klor-Con"; "a prescription for Percocet and OxyContin") are drugs too
+    when they are single drug-like words; a two-member list needs a capitalised (brand) name."""
+    meds = [m for m in col.items if m.type == "medication" and m.source in ("medication", "pattern", "route_name")]
+    for med in meds:
+        name_end = med.start + len(med.canonical) if text[med.start:med.end].lower().startswith(med.canonical) else med.end
+        if name_end != med.end:
+            continue  # "doxycycline 100 mg p.o.": its own dose follows, not a list
+        found: list[tuple[int, int]] = []
+        pos = med.start
+        while (m := _LEFT_ITEM.search(text, max(0, pos - 60), pos)) is not None and m.end() == pos:
+            found.insert(0, m.span("item"))
+            pos = m.start("item")
+        pos = med.end
+        while (m := _RIGHT_ITEM.match(text, pos)) is not None:
+            found.append(m.span("item"))
+            pos = m.end("item")
+        if not found:
+            continue
+        for a, b in found:
+            word = text[a:b]
+            if not _drug_like(word) or (len(found) == 1 and not word[0].isupper()) or word.isupper() and len(word) <= 3:
+                continue
+            norm = _med_details(text, a, b)
+            norm["drug"] = word.lower()
+            col.add("medication", a, b, "coordination", word.lower(), norm)
+
+
 def _lexicon(text: str, col: _Collector) -> None:
     for m in _EN_RX.finditer(text):
         s, e = m.start(), m.end()
@@ -531,6 +598,34 @@ def _lexicon(text: str, col: _Collector) -> None:
             col.add("problem", s, e, "lexicon", can)
 
 
+# English disorder and finding words by their form: "venostasis", "ischemia", "organomegaly",
+# "cholangiopathy", "dysuria"; and finding head nouns ("left atrial enlargement", "mitral
+# regurgitation", "diastolic dysfunction")
+_MORPH = re.compile(r"(?<![\w-])(?P<word>[A-Za-z]{3,}(?:itis|osis|oses|emia|aemia|megaly|pathy|algia|uria|rrhea|rrhoea|"
+                    r"penia|cytosis|plasia|trophy|ectasis|stasis|spasms?|spams?)|(?:[Rr]egurgitation|[Ee]nlargement|"
+                    r"[Dd]ysfunction|[Ii]nsufficiency|[Ii]nfarcts?|[Ee]mboli|[Tt]hromboses|[Oo]rganomegaly))(?![\w-])")
+_MORPH_NOT = re.compile(r"^(?:diagnosis|diagnoses|prognosis|hypothesis|basis|emphasis|thesis|synthesis|analysis|"
+                        r"dialysis|hemostasis|haemostasis|homeostasis|anastomosis|anastomoses|osmosis|symbiosis|"
+                        r"mitosis|meiosis|apoptosis|necrosis|kyphosis|lordosis|isis|proteinuria|hematuria|"
+                        r"normokalemia|normocalcemia|normoglycemia|euvolemia|euthyroid|trophy|atrophy|hypertrophy)$", re.I)
+_MORPH_KEEP = {"necrosis", "atrophy", "hypertrophy", "proteinuria", "hematuria", "kyphosis", "lordosis"}
+
+
+def _morphology(text: str, col: _Collector) -> None:
+    for m in _MORPH.finditer(text):
+        word = m.group("word")
+        low = word.lower()
+        if _MORPH_NOT.match(low) and low not in _MORPH_KEEP:
+            continue
+        if low in _CONCEPTS or (word.isupper() and len(word) < 6):
+            continue  # the lexicon has it (and decided)
+        s, e = m.start(), m.end()
+        mod = _EN_MODIFIERS.search(text[max(0, s - 60):s])
+        if mod:
+            s = s - (len(text[max(0, s - 60):s]) - mod.start())
+        col.add("problem", s, e, "morphology", low)
+
+
 def extract(doc: Document, sections: list[Section], sents: list[Span] | None = None) -> list[Mention]:
     """All entity mentions of one document, with sections, sentences and assertions."""
     text = doc.text
@@ -539,12 +634,17 @@ def extract(doc: Document, sections: list[Section], sents: list[Span] | None = N
     for meas in find_vitals(doc):
         col.add("vital", meas.span.start, meas.span.end, "vital", meas.analyte, meas.normalized())
     for meas in find_labs(doc):
+        if _DOSE_AFTER.match(text, meas.span.end):
+            continue  # "potassium chloride 10 mEq daily": a dose, not a result
         col.add("lab", meas.span.start, meas.span.end, "lab", meas.analyte, meas.normalized())
     _list_slots(text, col, sents, sections)
     _section_items(text, col, sections)
     _medications(text, col)
     _drug_patterns(text, col)
+    _route_names(text, col)
+    _coordinated_drugs(text, col)
     _lexicon(text, col)
+    _morphology(text, col)
     out = sorted(col.items, key=lambda m: (m.start, m.end))
     trig_cache: dict[tuple[int, int], list] = {}
     for m in out:

@@ -34,13 +34,16 @@ _LAB_INLINE = re.compile(
 )
 _CELL_SPLIT = re.compile(r"\t+|\s*\|\s*|\s{2,}")
 
+# a verb or word between an English label and its value: "temperature is 100.3", "heart rate of 84",
+# "temperature today 96.5", "O2 sat is 98%"
+_LINK = r"(?:\s+(?:is|was|were|of|today|at|on admission|now))*\s*"
 _VITAL_RX = [
     ("temperature", re.compile(
-        r"(?P<label>(?:体温|Temperature|Temp|Tmax|BT|T)(?:\s*max)?)\s*(?:最高|高达|达|为|约)?\s*[:：]?\s*(?:T\s*)?(?P<value>\d{2,3}(?:\.\d)?)\s*(?P<unit>℃|°\s*C|°\s*F|º\s*C|C\b|F\b|度)?")),
-    ("pulse", re.compile(r"(?P<label>脉搏|心率|Heart rate|Pulse|HR|PR|P)\s*(?:为|约|达)?\s*[:：]?\s*(?P<value>\d{2,3})\s*(?P<unit>次\s*[/／]\s*分|bpm|/min|beats/min)?")),
-    ("respiration", re.compile(r"(?P<label>呼吸频率|呼吸|Respiratory rate|Resp|RR|R)\s*(?:为|约)?\s*[:：]?\s*(?P<value>\d{1,2})\s*(?P<unit>次\s*[/／]\s*分|/min|breaths/min|\s/min)?")),
-    ("blood_pressure", re.compile(r"(?P<label>血压|Blood pressure|B/P|BP|Bp)\s*(?:波动于|控制在|为|约|达)?\s*[:：]?\s*(?P<value>\d{2,3}\s*[/／]\s*\d{2,3})\s*(?P<unit>mmHg|mm Hg)?")),
-    ("spo2", re.compile(r"(?P<label>SpO2|SaO2|O2 sat(?:uration)?|Oxygen saturation|血氧饱和度|氧饱和度)\s*(?:为)?\s*[:：]?\s*(?P<value>\d{2,3})\s*(?P<unit>%|％)")),
+        r"(?P<label>(?:体温|(?i:temperature|temp)|Tmax|BT|T)(?:\s*max)?)(?:" + _LINK + r"|\s*(?:最高|高达|达|为|约)?\s*)[:：]?\s*(?:T\s*)?(?P<value>\d{2,3}(?:\.\d)?)\s*(?P<unit>℃|°\s*C|°\s*F|º\s*C|C\b|F\b|度)?")),
+    ("pulse", re.compile(r"(?P<label>脉搏|心率|(?i:heart rate|pulse rate|pulse)|HR|PR|P)(?:" + _LINK + r"|\s*(?:为|约|达)?\s*)[:：]?\s*(?P<value>\d{2,3})\s*(?P<unit>次\s*[/／]\s*分|bpm|/min|beats/min)?")),
+    ("respiration", re.compile(r"(?P<label>呼吸频率|呼吸|(?i:respiratory rate|respirations|resp)|RR|R)(?:" + _LINK + r"|\s*(?:为|约)?\s*)[:：]?\s*(?P<value>\d{1,2})\s*(?P<unit>次\s*[/／]\s*分|/min|breaths/min|\s/min)?")),
+    ("blood_pressure", re.compile(r"(?P<label>血压|(?i:blood pressure)|B/P|BP|Bp)(?:" + _LINK + r"|\s*(?:波动于|控制在|为|约|达)?\s*)[:：]?\s*(?P<value>\d{2,3}\s*[/／]\s*\d{2,3})\s*(?P<unit>mmHg|mm Hg)?")),
+    ("spo2", re.compile(r"(?P<label>SpO2|SaO2|(?i:O2 sat(?:uration)?s?|oxygen saturation)|血氧饱和度|氧饱和度)(?:" + _LINK + r"|\s*(?:为)?\s*)[:：]?\s*(?P<value>\d{2,3})\s*(?P<unit>%|％)")),
 ]
 
 

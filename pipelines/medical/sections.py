@@ -40,9 +40,27 @@ class Section(Span):
     level: int
 
 
+_SPECIFIC = [  # (word in the label, key): the most specific first
+    (re.compile(r"\b(?:pre-?op(?:erative)?)\b.*\bdiagnos[ie]s\b"), "preop_diagnosis"),
+    (re.compile(r"\b(?:post-?op(?:erative)?)\b.*\bdiagnos[ie]s\b"), "postop_diagnosis"),
+    (re.compile(r"\b(?:admission|admitting)\b.*\bdiagnos[ie]s\b|\bdiagnos[ie]s\b.*\b(?:on |at )?admission\b"),
+     "admission_diagnosis"),
+    (re.compile(r"\bdischarge\b.*\bdiagnos[ie]s\b|\bdiagnos[ie]s\b.*\b(?:on |at )?discharge\b"), "discharge_diagnosis"),
+    (re.compile(r"\bdiagnos[ie]s\b"), "diagnosis"),
+    (re.compile(r"\bdischarge\b.*\bmedications?\b|\bmedications?\b.*\b(?:on |at )?discharge\b"), "discharge_medications"),
+    (re.compile(r"\bmedications?\b"), "medications"),
+]
+
+
 def canonical(label: str) -> str | None:
+    """The canonical key of a heading: its exact name in lexicon.SECTION_HEADINGS, else (English)
+    by the word it is named after — "ADDITIONAL DISCHARGE DIAGNOSES", "DIAGNOSIS AT ADMISSION",
+    "OUTPATIENT MEDICATIONS" are diagnosis and medication lists like the named ones."""
     lab = re.sub(r"\s+", " ", label.strip().lower()).rstrip(":： ")
-    return _LOOKUP.get(lab)
+    key = _LOOKUP.get(lab)
+    if key is None and lab.isascii() and len(lab.split()) <= 5 and not re.search(r"\b(?:no|not|allerg\w*|history)\b", lab):
+        key = next((k for rx, k in _SPECIFIC if rx.search(lab)), None)
+    return key
 
 
 def find_sections(doc: Document) -> list[Section]:
