@@ -1,0 +1,790 @@
+"""Review tables: the same questions asked of every input of a folder, one row per input (a contract
+pair, a patient, a report, a patent), one column per question.
+
+    longdoc batch FOLDER --pipeline P --ask "Q1" --ask "Q2" [--questions FILE] [--cache-dir C] --out DIR
+
+Questions file: one question per line, blank lines and lines starting with '#' skipped; a line may
+start with a short column name, `name<TAB>question` or `name: question` (the name: one to three
+words of letters, digits, '_', '.' or '-', at most 32 characters; "What is the cap: fees or a
+sum?" has four words before its colon, so it is a question without a name). Questions without a
+name get `Q1`, `Q2`, ... by their place in the list; a question asked twice is asked once.
+
+Each cell holds the answer, the spans it rests on (document, character offsets, page, box), a
+confidence and, when the input did not fit the model's context, one line saying what the model
+read instead. confidence is the top span's attention share: of the answer's attention over the
+candidate sentences (or units), the share on the best one (`AnswerSpan.score`, from the engine's
+attribution pass). It says how concentrated the answer's evidence is, not the probability that the
+answer is right; it is None when the answer has no span.
+
+Where it is written (DIR is --out):
+- `DIR/review/<pipeline>/<input id>.json`: one row file per input (schema `review/1.0`), written
+  atomically; it keeps every cell ever computed for that input, each with its `key` (the input's
+  hash, the question, the model line and the review settings). A cell whose key is there is not
+  computed again, so a re-run with one more question computes only that column; with --cache-dir
+  the engine loads the document's KV from disk instead of computing it. Cells with an error are
+  computed again on the next run.
+- `DIR/review.json` (the table: header, questions, one row per input with the cells of the asked
+  questions), `DIR/review.csv` (the grid: one line per input, the answer text in each question's
+  column), `DIR/review-sources.csv` (one line per cell: answer, confidence, what it rests on,
+  what was read) and `DIR/review.xlsx` (sheets Answers, Sources, Questions).
+
+All questions of an input that fits are answered in one batch over it (the engine's document
+cache: its KV computed once). When it does not fit and the pipeline has a structure, the model
+reads, per question, the pipeline's units most relevant to the question (BM25 over the units),
+in document order, each headed by its label, as many as fit: contracts: the clauses of both
+versions (the contracts pipeline's segmentation); patents: the claims (the patents pipeline's
+claims) and the paragraphs outside the claims section; reports: the sections (from each section
+heading found by the reports pipeline to the next) and the figure and table captions; medical: the
+notes' sentences, grouped under their note's name. A unit longer than a tenth of the room is cut
+into parts at sentence ends. The cell's `fallback` says what was read. Without units (a pipeline
+that finds none, or fails) the engine's own retrieval fallback serves it.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import re
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.export import write_atomic
+from pipelines.documents import Document, DocumentInfo, IngestError, SourceSpan, input_sha256
+
+SCHEMA_VERSION = "review/1.0"
+REVIEW_VERSION = "1.0"  # bump when what a cell holds for the same key would change
+ROWS_DIR = "review"
+MAX_TOKENS = 96
+TOP_K = 3
+CONFIDENCE_BASIS = "top span's share of the answer's attention over the candidate spans"
+_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.\-]*(?: [A-Za-z0-9_.\-]+){0,2})(?:\t|:\s+)(\S.*)$")
+
+
+# ---------------------------------------------------------------------------------------------
+# Questions
+
+
+@dataclass(frozen=True)
+class Question:
+    """A column: its short name and the question asked."""
+
+    name: str
+    text: str
+
+
+def parse_questions(asks: Sequence[str] = (), file_text: str | None = None) -> list[Question]:
+    """The table's columns: the --ask questions, then the file's (format in the module docstring).
+    Duplicate questions are asked once; duplicate names get a suffix. ValueError (one line) when
+    there is no question or one is empty."""
+    raw: list[tuple[str | None, str]] = []
+    for q in asks:
+        if not q.strip():
+            raise ValueError("every --ask needs a question")
+        raw.append((None, " ".join(q.split())))
+    for line in (file_text or "").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _NAME.match(line)
+        m = m if m and len(m.group(1)) <= 32 else None
+        raw.append((m.group(1).strip(), " ".join(m.group(2).split())) if m else (None, " ".join(line.split())))
+    out: list[Question] = []
+    seen_q, seen_n = set(), set()
+    for i, (name, text) in enumerate(raw, 1):
+        if text in seen_q:
+            continue
+        seen_q.add(text)
+        name = name or f"Q{i}"
+        base, k = name, 2
+        while name.casefold() in seen_n:
+            name, k = f"{base} ({k})", k + 1
+        seen_n.add(name.casefold())
+        out.append(Question(name, text))
+    if not out:
+        raise ValueError("no question: pass --ask \"...\" or --questions FILE")
+    return out
+
+
+def load_questions(asks: Sequence[str], path: Path | None) -> list[Question]:
+    """parse_questions with the file read; ValueError (one line) when it cannot be read."""
+    text = None
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: cannot read the questions ({getattr(exc, 'strerror', None) or exc})") from None
+    return parse_questions(asks, text)
+
+
+# ---------------------------------------------------------------------------------------------
+# The export model
+
+
+class ReviewSpan(SourceSpan):
+    """A span an answer rests on, in its own document (doc_id as in the row's documents), with its
+    share of the answer's attention over the candidates."""
+
+    score: float
+
+
+class Cell(BaseModel):
+    """One answer. error: one line when there is none. fallback: what the model read when the
+    input did not fit (None: the whole input). key: what the cell was computed from (see
+    `cell_key`); a cell with the same key is not computed again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    question: str
+    answer: str
+    error: str | None = None
+    confidence: float | None = Field(default=None, description=CONFIDENCE_BASIS)
+    spans: list[ReviewSpan] = Field(default_factory=list)
+    fallback: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    seconds: float = 0.0
+    key: str
+
+
+class Row(BaseModel):
+    """One input's row: what it is, its documents, the error that kept it from being read, and
+    its cells. As a row file it also carries the export header."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_id: str
+    source_pipeline: str
+    files: list[str]
+    input_sha256: str
+    documents: list[DocumentInfo] = Field(default_factory=list)
+    error: str | None = None
+    cells: list[Cell] = Field(default_factory=list)
+
+    def cell(self, question: str) -> Cell | None:
+        return next((c for c in self.cells if c.question == question), None)
+
+
+class RowFile(Row):
+    """`DIR/review/<pipeline>/<input id>.json`."""
+
+    schema_version: str = SCHEMA_VERSION
+    pipeline: str = "review"
+    pipeline_version: str = REVIEW_VERSION
+    model: str = ""
+
+
+class QuestionOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    question: str
+
+
+class ReviewTable(BaseModel):
+    """`DIR/review.json`: the export header (schema_version review/1.0, pipeline "review", its
+    version, input_sha256 of all the inputs' files), the model line, the confidence's basis, the
+    questions (columns) and one row per input with the cells of those questions, in their order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: str = SCHEMA_VERSION
+    pipeline: str = "review"
+    pipeline_version: str = REVIEW_VERSION
+    input_sha256: str
+    model: str
+    confidence: str = CONFIDENCE_BASIS
+    questions: list[QuestionOut]
+    rows: list[Row]
+
+
+def cell_key(input_sha: str, question: str, model: str) -> str:
+    """What a cell was computed from: the input's hash, the question, the model line (model,
+    device, dtype, context) and the review's own settings."""
+    blob = json.dumps([input_sha, question, model, REVIEW_VERSION, MAX_TOKENS, TOP_K], ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
+
+
+# ---------------------------------------------------------------------------------------------
+# What the model reads when an input does not fit: the pipeline's units
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A piece of one of the input's documents the pipeline's structure names (a clause, a claim,
+    a section, a caption, a note's sentence): docs[doc][start:end], with its label."""
+
+    doc: int
+    start: int
+    end: int
+    label: str
+
+
+UNIT_KINDS = {"contracts": "clauses", "patents": "claims and paragraphs", "reports": "sections and captions",
+              "medical": "note sentences"}
+
+
+def _paragraphs(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    out = []
+    for m in re.finditer(r"\S(?:.*?\S)?(?=\s*\n\s*\n|\s*$)", text[start:end], re.S):
+        out.append((start + m.start(), start + m.end()))
+    return out
+
+
+def structure_units(pipeline: str, docs: list[Document]) -> list[Unit]:
+    """The units of `docs` by the pipeline's structure (see the module docstring); [] for none."""
+    index = {d.doc_id: i for i, d in enumerate(docs)}
+    units: list[Unit] = []
+    if pipeline == "contracts" and len(docs) == 2:
+        from pipelines.contracts import ContractsPipeline
+
+        res = ContractsPipeline().run_documents(docs)
+        for side, i in (("a", 0), ("b", 1)):
+            for c in res.clauses.get(side, []):
+                name = docs[i].source_name or docs[i].doc_id
+                label = f"{name}, {c.title}" if c.title else f"{name}, clause {c.anchor}"
+                units.append(Unit(index.get(c.span.doc_id, i), c.span.char_start, c.span.char_end, label))
+    elif pipeline == "patents" and len(docs) == 1:
+        from pipelines.patents import PatentsPipeline
+
+        res = PatentsPipeline().run_documents(docs)
+        doc = docs[0]
+        claims = [(c.span.char_start, c.span.char_end, f"claim {c.number}") for c in res.claims]
+        sec = res.claims_section.span
+        lo, hi = (sec.char_start, sec.char_end) if sec is not None else (
+            (min(a for a, _, _ in claims), max(b for _, b, _ in claims)) if claims else (len(doc.text), len(doc.text)))
+        paras = [(a, b, "paragraph") for a, b in _paragraphs(doc.text, 0, lo) + _paragraphs(doc.text, hi, len(doc.text))]
+        units = [Unit(0, a, b, label) for a, b, label in sorted(claims + paras)]
+    elif pipeline == "reports" and len(docs) == 1:
+        from pipelines.reports import ReportsPipeline
+
+        res = ReportsPipeline().run_documents(docs)
+        doc = docs[0]
+        heads = sorted((t.span.char_start, t) for t in res.targets if t.kind == "section")
+        for k, (start, t) in enumerate(heads):
+            end = heads[k + 1][0] if k + 1 < len(heads) else len(doc.text)
+            units.append(Unit(0, start, end, t.label or "section"))
+        if heads and heads[0][0] > 0:
+            units.insert(0, Unit(0, 0, heads[0][0], "front matter"))
+        for t in res.targets:
+            if t.kind in ("figure", "table"):
+                units.append(Unit(0, t.span.char_start, t.span.char_end, f"{t.label or t.kind} caption"))
+    elif pipeline == "medical":
+        from pipelines.llm import sentence_spans
+
+        for i, d in enumerate(docs):
+            name = d.source_name or d.doc_id
+            units += [Unit(i, a, b, f"note {name}") for a, b in sentence_spans(d)]
+    return [u for u in units if u.end > u.start]
+
+
+def _split_long(units: list[Unit], docs: list[Document], max_chars: int) -> list[Unit]:
+    """Units over max_chars cut into parts at sentence ends (a sentence over it cut where it must)."""
+    from pipelines.llm import sentence_spans
+
+    out: list[Unit] = []
+    for u in units:
+        if u.end - u.start <= max_chars:
+            out.append(u)
+            continue
+        part = Document.from_text(docs[u.doc].text[u.start:u.end])
+        pieces, a, b = [], None, None
+        for s, e in sentence_spans(part):
+            while e - s > max_chars:  # one sentence longer than the room
+                if a is not None:
+                    pieces.append((a, b))
+                    a = None
+                pieces.append((s, s + max_chars))
+                s += max_chars
+            if a is None:
+                a, b = s, e
+            elif e - a <= max_chars:
+                b = e
+            else:
+                pieces.append((a, b))
+                a, b = s, e
+        if a is not None:
+            pieces.append((a, b))
+        for k, (s, e) in enumerate(pieces, 1):
+            label = f"{u.label} (part {k} of {len(pieces)})" if len(pieces) > 1 else u.label
+            out.append(Unit(u.doc, u.start + s, u.start + e, label))
+    return out
+
+
+@dataclass
+class Reading:
+    """The document the model reads for one question, built from units, and where each piece came
+    from: (offset in reading.text, doc index, start in that document, length)."""
+
+    doc: Document
+    pieces: list[tuple[int, int, int, int]]
+    line: str
+
+    def source(self, start: int, end: int, docs: list[Document]) -> SourceSpan | None:
+        for off, i, src, n in self.pieces:
+            if off <= start < off + n:
+                a, b = src + start - off, src + min(end, off + n) - off
+                return docs[i].span(a, b) if a < b else None
+        return None
+
+
+def build_reading(question: str, units: list[Unit], docs: list[Document], budget_tokens: int,
+                  count: Callable[[str], int], doc_tokens: int, kind: str) -> Reading | None:
+    """The most relevant units for `question` (BM25 over label and text; ties in document order)
+    that fit in `budget_tokens`, in document order, each headed by its label; None when none fits."""
+    from pipelines.text.retrieval import bm25_scores
+
+    units = _split_long(units, docs, max(200, budget_tokens * 4 // 10))  # a tenth of the room, at ~4 chars a token
+    texts = [f"{u.label}\n{docs[u.doc].text[u.start:u.end]}" for u in units]
+    scores = bm25_scores(question, texts)
+    order = sorted(range(len(units)), key=lambda k: (-scores[k], units[k].doc, units[k].start))
+    chosen, used = [], 0
+    for k in order:
+        n = count(f"[{units[k].label}]\n" + docs[units[k].doc].text[units[k].start:units[k].end]) + 2
+        if used + n > budget_tokens:
+            continue
+        chosen.append(k)
+        used += n
+    if not chosen:
+        return None
+    chosen.sort(key=lambda k: (units[k].doc, units[k].start))
+    text, pieces = "", []
+    for k in chosen:
+        u = units[k]
+        head = ("\n\n" if text else "") + f"[{u.label}]\n"
+        pieces.append((len(text) + len(head), u.doc, u.start, u.end - u.start))
+        text += head + docs[u.doc].text[u.start:u.end]
+    labels = [units[k].label for k in sorted(chosen, key=lambda k: -scores[k])[:5]]
+    more = f" and {len(chosen) - 5} more" if len(chosen) > 5 else ""
+    line = (f"did not fit ({doc_tokens:,} document tokens, room for {budget_tokens:,}): read {len(chosen)} of "
+            f"{len(units)} {kind} chosen by relevance to the question, about {used:,} tokens "
+            f"(best: {'; '.join(labels)}{more})")
+    return Reading(Document.from_text(text, doc_id="reading"), pieces, line)
+
+
+# ---------------------------------------------------------------------------------------------
+# Answering one input
+
+
+def _cell(q: Question, answer, key: str, spans: list[ReviewSpan], fallback: str | None) -> Cell:
+    conf = round(max(s.score for s in spans), 4) if spans else None
+    return Cell(name=q.name, question=q.text, answer=answer.text, error=answer.error, confidence=conf, spans=spans,
+                fallback=fallback, finish_reason=answer.finish_reason, prompt_tokens=answer.prompt_tokens,
+                cached_prompt_tokens=answer.cached_prompt_tokens, seconds=answer.seconds, key=key)
+
+
+def _spans(answer) -> list[ReviewSpan]:
+    return [ReviewSpan(**s.model_dump()) for s in answer.spans]
+
+
+def answer_questions(run, pipeline: str, docs: list[Document], questions: list[Question], keys: list[str]
+                     ) -> list[Cell]:
+    """The cells of `questions` over the input `docs` with the LLMRun `run`: the questions that fit
+    in one batch (document KV computed once); the others over the pipeline's units (or the engine's
+    retrieval fallback)."""
+    from pipelines.llm import INSTRUCTIONS, QUESTION, EngineUnavailable
+    from pipelines.llm.run import join_documents
+
+    try:
+        llm = run.engine()
+    except EngineUnavailable as exc:
+        return [Cell(name=q.name, question=q.text, answer="", error=str(exc), key=k) for q, k in zip(questions, keys, strict=True)]
+    joined, _ = join_documents(docs)
+    count = lambda s: len(llm.encode(s, add_special_tokens=False))  # noqa: E731
+    doc_n = count(joined.text)
+    fixed = len(llm.encode(INSTRUCTIONS)) + MAX_TOKENS + 8
+    fit, long = [], []
+    for i, q in enumerate(questions):
+        room = llm.max_model_len - fixed - count(QUESTION.format(question=q.text))
+        (fit if doc_n <= room else long).append((i, room))
+    cells: list[Cell | None] = [None] * len(questions)
+    if fit:
+        answers = run.ask(docs, [questions[i].text for i, _ in fit], max_tokens=MAX_TOKENS, top_k=TOP_K)
+        for (i, _), a in zip(fit, answers, strict=True):
+            cells[i] = _cell(questions[i], a, keys[i], _spans(a), a.fallback)
+    if long:
+        try:
+            units = structure_units(pipeline, docs)
+            unit_error = None
+        except Exception as exc:  # noqa: BLE001 - the engine's fallback still serves the question
+            units, unit_error = [], f"{type(exc).__name__}: {str(exc)[:120]}"
+        kind = UNIT_KINDS.get(pipeline, "units")
+        for i, room in long:
+            q = questions[i]
+            reading = build_reading(q.text, units, docs, room, count, doc_n, kind) if units else None
+            if reading is None:
+                (a,) = run.ask(docs, [q.text], fallback="retrieval", max_tokens=MAX_TOKENS, top_k=TOP_K)
+                why = f"no {kind} from the {pipeline} pipeline" + (f" ({unit_error})" if unit_error else "")
+                line = f"{a.fallback} ({why}; the engine's retrieval chose)" if a.fallback else a.fallback
+                cells[i] = _cell(q, a, keys[i], _spans(a), line)
+                continue
+            (a,) = run.ask([reading.doc], [q.text], fallback="retrieval", max_tokens=MAX_TOKENS, top_k=TOP_K)
+            spans = []
+            for s in a.spans:
+                src = reading.source(s.char_start, s.char_end, docs)
+                if src is not None:
+                    spans.append(ReviewSpan(**src.model_dump(), score=s.score))
+            cells[i] = _cell(q, a, keys[i], spans, reading.line + (f"; then {a.fallback}" if a.fallback else ""))
+    return [c for c in cells if c is not None]
+
+
+def row_path(out_dir: Path, pipeline: str, input_id: str) -> Path:
+    return Path(out_dir) / ROWS_DIR / pipeline / f"{input_id}.json"
+
+
+def read_row(path: Path) -> RowFile | None:
+    """A row file, or None when it is missing, unreadable or of another schema."""
+    try:
+        return RowFile.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class RowResult:
+    row: RowFile
+    computed: int
+    reused: int
+    seconds: float
+
+
+def _kept(old: RowFile | None, sha: str) -> dict[str, Cell]:
+    """The cells of an earlier row file that can be reused: same input hash, no error."""
+    if old is None or old.input_sha256 != sha:
+        return {}
+    return {c.key: c for c in old.cells if c.error is None}
+
+
+def up_to_date(pipeline: str, inp, questions: list[Question], model: str, out_path: Path) -> bool:
+    """Whether the row file already holds every asked cell for this input (same keys, no error)."""
+    old = read_row(out_path)
+    if old is None or old.error is not None:
+        return False
+    kept = _kept(old, inp.content_sha256())
+    return all(cell_key(old.input_sha256, q.text, model) in kept for q in questions)
+
+
+def compute_row(pipeline: str, inp, questions: list[Question], run, old: RowFile | None = None,
+                limits=None) -> RowResult:
+    """The row of one input, writing nothing: cells of `old` (its earlier row file) under the same
+    key are kept, the others computed (in one call to the engine where the input fits). A file
+    that cannot be read is a row with its error (IngestError/OSError are not raised)."""
+    from pipelines.registry import get_pipeline
+
+    t0 = time.perf_counter()
+    files = [p.name for p in inp.paths]
+    model = run.settings.describe()
+    base = {"input_id": inp.input_id, "source_pipeline": pipeline, "files": files, "model": model}
+    try:
+        sha = inp.content_sha256()
+    except OSError as exc:
+        return RowResult(RowFile(**base, input_sha256="", error=f"{inp.input_id}: {exc.strerror or exc}"), 0, 0,
+                         time.perf_counter() - t0)
+    keys = [cell_key(sha, q.text, model) for q in questions]
+    kept = _kept(old, sha)
+    todo = [(q, k) for q, k in zip(questions, keys, strict=True) if k not in kept]
+    try:
+        docs = get_pipeline(pipeline).load(inp, limits)
+    except (IngestError, OSError) as exc:
+        reason = str(exc) if isinstance(exc, IngestError) else f"{inp.input_id}: {exc.strerror or exc}"
+        return RowResult(RowFile(**base, input_sha256=sha, error=reason), 0, 0, time.perf_counter() - t0)
+    new = answer_questions(run, pipeline, docs, [q for q, _ in todo], [k for _, k in todo]) if todo else []
+    by_key = {**kept, **{c.key: c for c in new}}
+    # the asked questions first, in their order, then cells of earlier questions kept for later runs
+    cells = [by_key[k] for k in keys] + [c for k, c in kept.items() if k not in keys]
+    row = RowFile(**base, input_sha256=sha, documents=[d.info() for d in docs], cells=cells)
+    return RowResult(row, len(new), len(questions) - len(new), time.perf_counter() - t0)
+
+
+def review_input(pipeline: str, inp, questions: list[Question], run, out_path: Path, *, force: bool = False,
+                 limits=None) -> RowResult:
+    """compute_row with the input's row file at `out_path` read first (unless `force`) and the new
+    row written there atomically."""
+    old = None if force else read_row(out_path)
+    res = compute_row(pipeline, inp, questions, run, old, limits)
+    write_atomic(out_path, res.row.model_dump_json(indent=2) + "\n")
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# The batch: tasks, one task's work, the table
+
+
+def review_tasks(tasks: list, out_dir: Path, questions: list[Question]) -> list:
+    """The batch's tasks (app.batch.Task) turned into review rows: each asks `questions` and writes
+    its row file under DIR/review/."""
+    qs = tuple(f"{q.name}\t{q.text}" for q in questions)
+    return [replace(t, questions=qs, output=row_path(out_dir, t.pipeline, t.input.input_id)) for t in tasks]
+
+
+def task_questions(task) -> list[Question]:
+    return [Question(*q.split("\t", 1)) for q in task.questions]
+
+
+def check_review(task):
+    """The batch's up-to-date check for a review row (app.batch.check_task): a "skipped" Outcome
+    when its row file holds every asked cell, None to compute it."""
+    from app.batch import Outcome
+
+    if task.force:
+        return None
+    try:
+        if not up_to_date(task.pipeline, task.input, task_questions(task), task.llm.settings.describe(), task.output):
+            return None
+    except OSError:
+        return None  # compute reports it
+    n = len(task.questions)
+    return Outcome(task.input.input_id, task.pipeline, "skipped", output=str(task.output),
+                   files=[p.name for p in task.input.paths], summary=f"{n} cells up to date")
+
+
+def compute_review(task):
+    """A review row's work, writing nothing (app.batch.compute_task): the row file's text and the
+    Outcome: ok, or failed when the input cannot be read or no asked cell has an answer (its row
+    file is still written, with the errors)."""
+    from app.batch import Computed
+
+    out, text = _review(task)
+    return Computed(out, text)
+
+
+def _review(task):
+    from app.batch import Outcome
+    from pipelines.llm import LLMRun
+
+    t0 = time.perf_counter()
+    out = Outcome(task.input.input_id, task.pipeline, "failed", files=[p.name for p in task.input.paths])
+    text = None
+    try:
+        run = LLMRun(task.llm.mode, task.llm.settings, budget_s=task.llm.budget_s)
+        old = None if task.force else read_row(task.output)
+        res = compute_row(task.pipeline, task.input, task_questions(task), run, old)
+        row = res.row
+        asked = [row.cell(q.text) for q in task_questions(task)]
+        errors = [c.error for c in asked if c is not None and c.error]
+        if row.error:
+            out.reason = row.error
+        elif errors and len(errors) == len(asked):
+            out.reason = f"{task.input.input_id}: no answer ({errors[0]})"
+            text = row.model_dump_json(indent=2) + "\n"
+        else:
+            out.status = "ok"
+            out.summary = f"{res.computed} cells computed, {res.reused} reused"
+            if errors:
+                out.note = f"{len(errors)} of {len(asked)} cells without an answer: {errors[0]}"
+            text = row.model_dump_json(indent=2) + "\n"
+    except Exception as exc:  # noqa: BLE001 - a bug must not stop the batch
+        out.reason = f"{task.input.input_id}: internal error ({type(exc).__name__}: {str(exc)[:200]})"
+        out.traceback = traceback.format_exc(limit=8)
+    finally:
+        out.seconds = round(time.perf_counter() - t0, 4)
+    return out, text
+
+
+def review_task(task):
+    """check_review, then the row computed and written atomically: a whole review row's work as an
+    Outcome (for a batch runner that calls one function per task)."""
+    done = check_review(task)
+    if done is not None:
+        return done
+    out, text = _review(task)
+    if text is not None:
+        write_atomic(task.output, text)
+        out.output = str(task.output)
+    return out
+
+
+def build_table(rows: list[Row], questions: list[Question], model: str, paths: Sequence[Path] = ()) -> ReviewTable:
+    """The table of `rows` for `questions` (each row's cells of those questions, in their order; a
+    question a row has no cell for is left out of that row)."""
+    try:
+        sha = input_sha256(sorted(set(paths), key=lambda p: p.name)) if paths else ""
+    except OSError:
+        sha = ""
+    out_rows = []
+    for r in rows:
+        cells = [c for c in (r.cell(q.text) for q in questions) if c is not None]
+        cells = [c.model_copy(update={"name": q.name}) for c in cells for q in questions if q.text == c.question]
+        out_rows.append(Row(input_id=r.input_id, source_pipeline=r.source_pipeline, files=r.files,
+                            input_sha256=r.input_sha256, documents=r.documents, error=r.error, cells=cells))
+    return ReviewTable(input_sha256=sha, model=model, questions=[QuestionOut(name=q.name, question=q.text) for q in questions],
+                       rows=out_rows)
+
+
+def table_from_tasks(tasks: list, questions: list[Question], model: str, outcomes: Sequence = ()) -> ReviewTable:
+    """The table of a review batch from its row files: a row file of another input hash is not
+    used; an input the batch could not read is a row with the batch's reason; one without a row
+    file, a row with the error 'not run'."""
+    failed = {(o.pipeline, o.input_id): o.reason for o in outcomes if o.status == "failed"}
+    rows: list[Row] = []
+    for t in sorted(tasks, key=lambda t: (t.pipeline, t.input.input_id)):
+        files = [p.name for p in t.input.paths]
+        try:
+            sha = t.input.content_sha256()
+        except OSError:
+            sha = ""
+        row = read_row(t.output)
+        if row is not None and row.input_sha256 != sha:
+            row = None
+        reason = failed.get((t.pipeline, t.input.input_id))
+        if row is None:
+            row = RowFile(input_id=t.input.input_id, source_pipeline=t.pipeline, files=files, input_sha256=sha,
+                          error=reason or f"{t.input.input_id}: not run (the batch stopped before it)")
+        elif reason and row.error is None and not any(c.error is None for c in row.cells):
+            row = row.model_copy(update={"error": reason})
+        rows.append(row)
+    return build_table(rows, questions, model, [p for t in tasks for p in t.input.paths])
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV and XLSX
+
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _safe(text: str) -> str:
+    """A cell a spreadsheet will not run as a formula (a leading = + - @ gets a quote)."""
+    return "'" + text if text.startswith(_FORMULA) else text
+
+
+def cell_text(c: Cell | None) -> str:
+    if c is None:
+        return ""
+    return c.answer if c.error is None else f"(no answer: {c.error})"
+
+
+def span_text(s: ReviewSpan, names: dict[str, str]) -> str:
+    quote = " ".join(s.text.split())
+    quote = quote if len(quote) <= 300 else quote[:297] + "…"
+    return f"{names.get(s.doc_id, s.doc_id)} p.{s.page} [{s.char_start}:{s.char_end}] ({s.score:.0%}): “{quote}”"
+
+
+def grid_rows(table: ReviewTable) -> list[list[str]]:
+    """The Answers grid: header, then one line per input: document, files, error, one answer per question."""
+    out = [["document", "files", "error", *[q.name for q in table.questions]]]
+    for r in table.rows:
+        out.append([r.input_id, "; ".join(r.files), r.error or "",
+                    *[cell_text(r.cell(q.question)) for q in table.questions]])
+    return out
+
+
+SOURCE_HEADER = ["document", "column", "question", "answer", "error", "confidence", "page", "source 1", "source 2",
+                 "source 3", "what was read"]
+
+
+def source_rows(table: ReviewTable) -> list[list]:
+    """The Sources sheet: one line per cell with its confidence, the spans it rests on and what was read."""
+    out: list[list] = [list(SOURCE_HEADER)]
+    for r in table.rows:
+        names = {d.doc_id: d.source_name for d in r.documents}
+        for q in table.questions:
+            c = r.cell(q.question)
+            if c is None:
+                continue
+            spans = [span_text(s, names) for s in c.spans[:3]]
+            out.append([r.input_id, q.name, q.question, c.answer, c.error or "",
+                        "" if c.confidence is None else c.confidence,
+                        c.spans[0].page if c.spans else "", *(spans + [""] * (3 - len(spans))),
+                        c.fallback or "whole input"])
+    return out
+
+
+def to_csv(rows: list[list]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n")
+    for r in rows:
+        w.writerow([_safe(v) if isinstance(v, str) else v for v in r])
+    return buf.getvalue()
+
+
+def to_xlsx(table: ReviewTable) -> bytes:
+    """The workbook: Answers (the grid; the first source of each answer as the cell's comment),
+    Sources (one line per cell), Questions (name, question). Every text cell is stored as text,
+    never as a formula."""
+    from openpyxl import Workbook
+    from openpyxl.comments import Comment
+    from openpyxl.styles import Alignment, Font
+
+    wb = Workbook()
+    ws = wb.active
+    ws.title = "Answers"
+
+    def put(sheet, r, c, value, wrap=False):
+        cell = sheet.cell(row=r, column=c, value=value)
+        if isinstance(value, str):
+            cell.data_type = "s"  # "=…" from a document stays text
+        if wrap:
+            cell.alignment = Alignment(wrap_text=True, vertical="top")
+        return cell
+
+    grid = grid_rows(table)
+    for ci, head in enumerate(grid[0], 1):
+        put(ws, 1, ci, head).font = Font(bold=True)
+    for ri, (r, line) in enumerate(zip(table.rows, grid[1:], strict=True), 2):
+        names = {d.doc_id: d.source_name for d in r.documents}
+        for ci, value in enumerate(line, 1):
+            cell = put(ws, ri, ci, value, wrap=ci > 3)
+            if ci > 3:
+                c = r.cell(table.questions[ci - 4].question)
+                if c is not None and c.spans:
+                    note = span_text(c.spans[0], names) + (f"\nconfidence {c.confidence:.0%}" if c.confidence is not None else "")
+                    if c.fallback:
+                        note += "\n" + c.fallback
+                    cell.comment = Comment(note[:2000], "longdoc")
+    for ci, q in enumerate(table.questions, 4):
+        ws.cell(row=1, column=ci).comment = Comment(q.question[:2000], "longdoc")
+    ws.freeze_panes = "B2"
+    widths = {1: 28, 2: 28, 3: 24}
+    for ci in range(1, len(grid[0]) + 1):
+        ws.column_dimensions[ws.cell(row=1, column=ci).column_letter].width = widths.get(ci, 48)
+    src = wb.create_sheet("Sources")
+    for ri, line in enumerate(source_rows(table), 1):
+        for ci, value in enumerate(line, 1):
+            put(src, ri, ci, value, wrap=ri > 1 and ci in (3, 4, 8, 9, 10, 11)).font = Font(bold=ri == 1)
+    src.freeze_panes = "C2"
+    qs = wb.create_sheet("Questions")
+    put(qs, 1, 1, "column").font = Font(bold=True)
+    put(qs, 1, 2, "question").font = Font(bold=True)
+    for ri, q in enumerate(table.questions, 2):
+        put(qs, ri, 1, q.name)
+        put(qs, ri, 2, q.question)
+    buf = io.BytesIO()
+    wb.save(buf)
+    return buf.getvalue()
+
+
+def write_table(out_dir: Path, table: ReviewTable) -> list[Path]:
+    """review.json, review.csv, review-sources.csv and review.xlsx in `out_dir`, each atomically."""
+    out_dir = Path(out_dir)
+    paths = [write_atomic(out_dir / "review.json", table.model_dump_json(indent=2) + "\n"),
+             write_atomic(out_dir / "review.csv", to_csv(grid_rows(table))),
+             write_atomic(out_dir / "review-sources.csv", to_csv(source_rows(table)))]
+    paths.append(_write_bytes_atomic(out_dir / "review.xlsx", to_xlsx(table)))
+    return paths
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> Path:
+    """write_atomic for bytes: a temporary file beside the target, fsynced, renamed over it."""
+    import os
+
+    from app.export import _create_temp
+
+    fd, tmp = _create_temp(path.parent, path.name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
