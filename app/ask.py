@@ -13,7 +13,7 @@ from pipelines.llm import INSTRUCTIONS, EngineSettings
 
 FALLBACKS = ("retrieval", "truncate:middle", "truncate:head", "truncate:tail", "map_reduce", "error")
 STRATEGY = "placement"  # how the questions share the document's KV: measured faster (BENCHMARKS.md, "The LLM layer")
-__all__ = ["FALLBACKS", "INSTRUCTIONS", "STRATEGY", "ask", "policy_for", "settings", "summary"]
+__all__ = ["FALLBACKS", "INSTRUCTIONS", "STRATEGY", "ask", "empty_answer", "policy_for", "settings", "summary"]
 
 
 def policy_for(spec: str):
@@ -40,11 +40,26 @@ def ask(llm, doc, questions: list[str], policy, max_tokens: int = 128, instructi
         on_progress=None, cancel=None, attribute: bool = False):
     """A BatchResult (pipelines.llm) for `questions` over the Document `doc`, submitted together;
     a question whose prompt does not fit goes through the fallback `policy` with the pipelines'
-    text tools and its item carries the report."""
+    text tools and its item carries the report. An answer with no text is an error (`empty_answer`):
+    the terminal and the page say so instead of showing a blank answer."""
     from pipelines.llm import ask_document
 
-    return ask_document(llm, doc, questions, instructions=instructions, max_tokens=max_tokens, strategy=STRATEGY,
-                        fallback=policy, on_progress=on_progress, cancel=cancel, attribute=attribute)
+    res = ask_document(llm, doc, questions, instructions=instructions, max_tokens=max_tokens, strategy=STRATEGY,
+                       fallback=policy, on_progress=on_progress, cancel=cancel, attribute=attribute)
+    for it in res.items:
+        if it.error is None and not it.text.strip():
+            it.error = empty_answer(it, llm)
+    return res
+
+
+def empty_answer(item, llm=None) -> str:
+    """One line for an answer with no text: a base model that begins a new "Answer:" (or
+    "Question:") line at once has stopped on a stop text before saying anything."""
+    began = llm.decode(list(item.token_ids)) if item.token_ids and llm is not None else ""
+    if item.finish_reason == "stop" and began.strip():
+        return (f"empty answer: the model began with the stop text {began!r} (a new turn of the prompt's "
+                "format) and said nothing before it; rephrase the question")
+    return "empty answer: the model said nothing" + (f" (only {began!r})" if began else "") + "; rephrase the question"
 
 
 def summary(item, seconds: float) -> str:
@@ -52,7 +67,7 @@ def summary(item, seconds: float) -> str:
     report = item.fallback
     parts = [f"prompt {item.metrics.get('prompt_tokens', 0):,} tokens"]
     if item.error:
-        parts.append(item.error)
+        parts.insert(0, item.error)  # what went wrong first: an empty or missing answer reads as this line
     if report is not None and report.fallback_triggered:
         how = report.strategy + (f":{report.truncate_side}" if report.truncate_side else "")
         if report.chunks_total:
