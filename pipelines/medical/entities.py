@@ -52,6 +52,7 @@ class Mention(HasSpan):
     sentence: Span | None = None  # the sentence holding it (its own span when none does)
     assertion: str = context.PRESENT
     trigger: context.Trigger | None = None
+    row_time: tuple[int, int] | None = None  # a table row's date/time cells (labs and vitals of a table)
 
 
 _CONCEPTS = concept_table()
@@ -632,11 +633,13 @@ def extract(doc: Document, sections: list[Section], sents: list[Span] | None = N
     sents = sents if sents is not None else sentences(doc)
     col = _Collector(doc)
     for meas in find_vitals(doc):
-        col.add("vital", meas.span.start, meas.span.end, "vital", meas.analyte, meas.normalized())
+        if col.add("vital", meas.span.start, meas.span.end, "vital", meas.analyte, meas.normalized()):
+            col.items[-1].row_time = meas.row_time
     for meas in find_labs(doc):
         if _DOSE_AFTER.match(text, meas.span.end):
             continue  # "potassium chloride 10 mEq daily": a dose, not a result
-        col.add("lab", meas.span.start, meas.span.end, "lab", meas.analyte, meas.normalized())
+        if col.add("lab", meas.span.start, meas.span.end, "lab", meas.analyte, meas.normalized()):
+            col.items[-1].row_time = meas.row_time
     _list_slots(text, col, sents, sections)
     _section_items(text, col, sections)
     _medications(text, col)

@@ -272,6 +272,7 @@ class MedicalPipeline(Pipeline):
         n = 0
         for pd in prepared:
             ref: tuple[int, date] | None = None  # the last resolved date of the current paragraph
+            last_day: date | None = None  # the last resolved date of the note (a time of day alone is on it)
             for t in pd.times:
                 past = True
                 sec = next((s for s in pd.sections if s.start <= t.start < max(s.body_end, s.end)), None)
@@ -280,7 +281,11 @@ class MedicalPipeline(Pipeline):
                 if ref is not None and "\n\n" in pd.doc.text[ref[0]:t.start]:
                     ref = None
                 base = ref[1] if (ref is not None and t.kind == "document_relative") else pd.date
+                if t.kind == "time":
+                    base = last_day or pd.date
                 tv = normalize(t, base, anchor_dates, past_context=past)
+                if t.kind in ("date", "datetime", "anchored") and tv.start and tv.granularity in ("day", "minute", "hour"):
+                    last_day = date.fromisoformat(tv.start[:10])
                 line_start = pd.doc.text.rfind("\n", 0, t.start) + 1
                 at_line_start = not pd.doc.text[line_start:t.start].strip(" \t-*•")
                 if (t.kind in ("date", "datetime", "anchored") and tv.start and tv.granularity in ("day", "minute", "hour")
@@ -395,6 +400,13 @@ class MedicalPipeline(Pipeline):
 
     def _entity_time(self, pd: _Doc, m: Mention) -> TimeInterval:
         text = pd.doc.text
+        if m.row_time is not None:
+            # a lab or vital of a table row: the row's own date/time cells (its collection time)
+            a, b = m.row_time
+            row = [tv for t, tv in zip(pd.times, pd.time_values, strict=True) if a <= t.start < b and tv.start]
+            if row:
+                order = {"minute": 0, "hour": 1, "day": 2}
+                return TimeInterval(**min(row, key=lambda tv: order.get(tv.granularity or "", 3)).as_dict())
         sent = m.sentence if m.sentence is not None else m.span
         s0, s1 = sent.start, sent.end
         best = None
@@ -421,6 +433,12 @@ class MedicalPipeline(Pipeline):
             same_par = "\n\n" not in between and "\n \n" not in between and same_sec
             line_start = text.rfind("\n", 0, t.start) + 1
             dated_entry = not text[line_start:t.start].strip(" \t-*•")  # "POD 3, 14:00: ...", "5月12日 08:00 ..."
+            if dated_entry and t.kind == "time":
+                # a time of day alone starts an entry only in a list of timed entries ("06:00 T 37.2\n14:00 T
+                # 38.6"), not where a wrapped sentence's line happens to begin with one
+                prev = text[text.rfind("\n", 0, max(0, line_start - 1)) + 1:max(0, line_start - 1)]
+                dated_entry = (not prev.strip() or bool(re.match(r"\s*[-*•]?\s*(?:\d{1,4}[-/.:：年月]|POD|术后)", prev))
+                               or bool(re.match(r"\s*(?:[ap]\.?m\.?)?\s*[:：\-–]", text[t.end:t.end + 8], re.I)))
             header = t.start < 300 and t.kind in ("date", "datetime")
             label = re.match(r"\s*[)）]?\s*[:：]", text[t.end:t.end + 4]) is not None  # "Labs 03/08: WBC ...", "(03/08):"
             # a lab or vital takes the time of its table, report header or dated entry, not a date in an

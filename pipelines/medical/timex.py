@@ -2,7 +2,7 @@
 
 Found: absolute dates and times (2024-03-05, 2024/3/5, 03/05/2024 and 03/05/24 — US month-first
 unless the first number is over 12 —, 5 Mar 2024, March 5, 2024, March 2024, 2024年3月5日,
-3月5日 14:30, 3月5日14时30分), anchored relative times (POD 3, POD 3, 14:00, post-operative day #3, 术后第3天, 术后第3天 14:00,
+3月5日 14:30, 3月5日14时30分; a time of day alone, 06:00 or 2:30 pm, on the latest date before it), anchored relative times (POD 3, POD 3, 14:00, post-operative day #3, 术后第3天, 术后第3天 14:00,
 hospital day 2, 入院第2天, 3 days prior to admission, 入院前1年, on admission, 入院时), times
 relative to the document (yesterday, 昨日, 今晨, 3 days ago, 3小时前, 2周来, 一个月来) and
 durations (for 2 weeks, x3 days, 3小时, 2年余).
@@ -34,7 +34,9 @@ _EN_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5
            "nine": 9, "ten": 10, "several": 3, "few": 3}
 _EN_UNIT = r"(?:minutes?|mins?|hours?|hrs?|days?|d|weeks?|wks?|months?|mos?|years?|yrs?)"
 _ZH_UNIT = r"(?:分钟|小时|个?钟头|天|日|周|星期|个月|月|年)"
-_TIME = r"(?:\s*(?:at\s+)?(?P<hh>[01]?\d|2[0-3])[:：](?P<mm>[0-5]\d)(?::[0-5]\d)?|\s*(?P<zhh>[01]?\d|2[0-3])时(?:(?P<zmm>[0-5]?\d)分)?)?"
+# a time of day after a date on the same line ("2024-03-08 07:30", "07/07/09 at\n08:31" wrapped after "at";
+# not the "06:00" that starts the next row)
+_TIME = r"(?:(?:[ \t]*(?:at|@)\s+|[ \t]*)(?P<hh>[01]?\d|2[0-3])[:：](?P<mm>[0-5]\d)(?::[0-5]\d)?|[ \t]*(?P<zhh>[01]?\d|2[0-3])时(?:(?P<zmm>[0-5]?\d)分)?)?"
 
 PATTERNS: list[tuple[str, re.Pattern]] = [
     ("iso", re.compile(r"(?<!\d)(?P<y>(?:19|20)\d{2})[-/.](?P<m>0?[1-9]|1[0-2])[-/.](?P<d>0?[1-9]|[12]\d|3[01])(?!\d)T?" + _TIME)),
@@ -42,6 +44,12 @@ PATTERNS: list[tuple[str, re.Pattern]] = [
     ("zh_month", re.compile(r"(?P<y>(?:19|20)\d{2})\s*年\s*(?P<m>0?[1-9]|1[0-2])\s*月(?![\d份]*\s*[日号\d])")),
     ("zh_md", re.compile(r"(?<![\d年])(?P<m>0?[1-9]|1[0-2])\s*月\s*(?P<d>0?[1-9]|[12]\d|3[01])\s*[日号]" + _TIME)),
     ("us", re.compile(r"(?<![\d/])(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4}|\d{2})(?![\d/])" + _TIME)),
+    # month/day without a year, only with a time of day ("03/09 06:00": a flowsheet row)
+    ("us_md", re.compile(r"(?<![\d/.])(?P<a>\d{1,2})/(?P<b>\d{1,2})[ \t]+(?P<hh>[01]?\d|2[0-3])[:：](?P<mm>[0-5]\d)(?![\d:])")),
+    # a time of day alone ("06:00", "2:30 pm"): a row of a flowsheet or a timed entry; its date is the
+    # latest date before it (or the note's)
+    ("clock", re.compile(r"(?<![\w:：/.])(?:(?P<hh>[01]\d|2[0-3])[:：](?P<mm>[0-5]\d)(?![\d:：])(?:[ \t]*(?P<ap>[ap]\.?m\.?)(?!\w))?"
+                         r"|(?P<hh2>0?[1-9]|1[0-2])[:：](?P<mm2>[0-5]\d)[ \t]*(?P<ap2>[ap]\.?m\.?)(?!\w))", re.I)),
     ("dmy", re.compile(r"(?<!\w)(?P<d>[0-3]?\d)(?:st|nd|rd|th)?\s+(?P<mon>" + _MON + r"),?\s+(?P<y>(?:19|20)\d{2})(?!\d)" + _TIME, re.I)),
     ("mdy", re.compile(r"(?<!\w)(?P<mon>" + _MON + r")\s+(?P<d>[0-3]?\d)(?:st|nd|rd|th)?(?:,\s*|\s+)(?P<y>(?:19|20)\d{2})(?!\d)" + _TIME, re.I)),
     ("md", re.compile(r"(?<!\w)(?P<mon>" + _MON + r")\s+(?P<d>[0-3]?\d)(?:st|nd|rd|th)?(?![\d,]*\s*(?:19|20)\d{2})(?!\w)" + _TIME, re.I)),
@@ -109,7 +117,7 @@ def _qty(n: str) -> float:
 class TimeMention(Span):
     """A time expression: a `Span` of the document's text with what it says."""
 
-    kind: str  # date | datetime | month | year | anchored | document_relative | duration
+    kind: str  # date | datetime | time (of day alone) | month | year | anchored | document_relative | duration
     pattern: str
     value: dict = field(default_factory=dict)  # y/m/d/hh/mm, or n/unit/anchor/direction
 
@@ -130,14 +138,27 @@ def find_times(doc: Document) -> list[TimeMention]:
                 continue
             val: dict = {}
             kind = "date"
-            if name in ("iso", "zh_full", "zh_md", "us", "dmy", "mdy", "md"):
-                if name == "us":
+            if name == "clock":
+                hh = int(g["hh"] if g["hh"] is not None else g["hh2"])
+                ap = (g["ap"] or g["ap2"] or "").lower()
+                if ap.endswith(".") and "." not in ap[:-1]:
+                    e -= 1  # "2:30 pm." : the sentence's full stop
+                if ap.startswith("p") and hh < 12:
+                    hh += 12
+                elif ap.startswith("a") and hh == 12:
+                    hh = 0
+                hits.append(TimeMention(doc, s, e, kind="time", pattern=name,
+                                        value={"hh": hh, "mm": int(g["mm"] if g["mm"] is not None else g["mm2"])}))
+                continue
+            if name in ("iso", "zh_full", "zh_md", "us", "us_md", "dmy", "mdy", "md"):
+                if name in ("us", "us_md"):
                     a, b = int(g["a"]), int(g["b"])
                     mo, d = (a, b) if a <= 12 else (b, a)
                     if mo > 12 or d > 31:
                         continue
-                    y = int(g["y"])
-                    y = y + (2000 if y < 50 else 1900) if y < 100 else y
+                    y = int(g["y"]) if name == "us" else None
+                    if y is not None:
+                        y = y + (2000 if y < 50 else 1900) if y < 100 else y
                     val = {"y": y, "m": mo, "d": d}
                 elif name in ("dmy", "mdy", "md"):
                     mon = MONTHS.get(g["mon"].lower().rstrip(".")[:4] if g["mon"].lower().startswith("sept") else g["mon"].lower().rstrip(".")[:3])
@@ -290,6 +311,11 @@ def normalize(t: TimeMention, doc_date: date | None, anchors: dict[str, date], *
             return TimeValue(_iso(dt, "minute"), _iso(dt + timedelta(minutes=1), "minute"), "minute", anchored)
         s, e = _span_for(d, "day")
         return TimeValue(s, e, "day", anchored)
+    if t.kind == "time":  # a time of day alone: on `doc_date` (the caller passes the latest date before it)
+        if doc_date is None:
+            return TimeValue(None, None, "minute", "unanchored")
+        dt = datetime(doc_date.year, doc_date.month, doc_date.day, v["hh"], v["mm"])
+        return TimeValue(_iso(dt, "minute"), _iso(dt + timedelta(minutes=1), "minute"), "minute", "document")
     if t.kind == "month":
         s, e = _span_for(date(v["y"], v["m"], 1), "month")
         return TimeValue(s, e, "month", "absolute")

@@ -85,3 +85,55 @@ def test_evidence_below_the_cut_off_is_not_listed(appy):
                 floor = max(MIN_SCORE, MIN_SHARE_OF_TOP * items[0].score)
                 assert all(it.score >= floor for it in items), (ev.claim, [it.score for it in items])
     assert any(len(ev.supporting) < 5 for ev in appy.evidence)
+
+
+def _timed(text: str, types=("lab", "vital")) -> list[tuple[str, str, str | None]]:
+    r = MedicalPipeline(use_embeddings=False).run_documents([Document.from_text(text, doc_id="t.txt")])
+    for e in r.entities:
+        assert text[e.span.char_start:e.span.char_end] == e.text
+    return [(e.normalized.get("analyte"), e.normalized.get("value"), e.time.start if e.time else None)
+            for e in r.entities if e.type in types]
+
+
+def test_vital_sign_rows_take_their_own_times():
+    """Issue 19 "Time": a flowsheet row's time cell dates that row's readings, on the latest date above it."""
+    got = _timed("NURSING FLOWSHEET\nDate: 2024-03-08\n\nTime   T       HR   BP       RR\n"
+                 "06:00  37.2 C  88   120/80   16\n14:00  38.6 C  104  110/70   20\n")
+    assert got == [("temperature", "37.2", "2024-03-08T06:00"), ("pulse", "88", "2024-03-08T06:00"),
+                   ("blood_pressure", "120/80", "2024-03-08T06:00"), ("respiration", "16", "2024-03-08T06:00"),
+                   ("temperature", "38.6", "2024-03-08T14:00"), ("pulse", "104", "2024-03-08T14:00"),
+                   ("blood_pressure", "110/70", "2024-03-08T14:00"), ("respiration", "20", "2024-03-08T14:00")]
+    zh = _timed("护理记录\n日期：2024-05-14\n\n时间    体温     脉搏      血压\n06:00   37.2℃   88次/分   120/80mmHg\n"
+                "14:00   38.6℃   104次/分  110/70mmHg\n")
+    assert [t for _, _, t in zh] == ["2024-05-14T06:00"] * 3 + ["2024-05-14T14:00"] * 3
+    # timed entries of prose, one per line: each reading takes its own line's time, not the first one
+    assert _timed("NURSING\nDate: 2024-03-08\n\n06:00 T 37.2 C\n14:00 T 38.6 C, fever\n", ("vital", "symptom")) == [
+        ("temperature", "37.2", "2024-03-08T06:00"), ("temperature", "38.6", "2024-03-08T14:00"),
+        (None, None, "2024-03-08T14:00")]
+
+
+def test_lab_table_rows_take_their_own_collection_times():
+    got = _timed("PROGRESS NOTE 2024-03-09\n\n| Date | Time | Test | Result | Unit |\n|---|---|---|---|---|\n"
+                 "| 2024-03-05 | 06:00 | WBC | 15.2 | x10^9/L |\n| 2024-03-07 | 06:00 | WBC | 11.0 | x10^9/L |\n")
+    assert got == [("WBC", "15.2", "2024-03-05T06:00"), ("WBC", "11.0", "2024-03-07T06:00")]
+    got = _timed("LAB RESULTS\nDate: 2024-03-04\n\nDate        Test        Result   Unit\n"
+                 "2024-03-05  WBC         15.2     x10^9/L\n2024-03-07  CRP         86       mg/L\n")
+    assert got == [("WBC", "15.2", "2024-03-05"), ("CRP", "86", "2024-03-07")]
+    zh = _timed("检验报告\n\n采集时间             项目       结果    单位\n2024-05-14 06:00    白细胞计数   14.8   ×10^9/L\n"
+                "2024-05-16 06:00    白细胞计数   9.1    ×10^9/L\n")
+    assert [t for _, _, t in zh] == ["2024-05-14T06:00", "2024-05-16T06:00"]
+    # a date on the next line is not the reference range of the result above it, nor a datetime with
+    # the time of the row after it
+    doc = Document.from_text("Date: 2024-03-08\n\n06:00 WBC 12.1 x10^9/L\n2024-03-09\n07:00 WBC 9.0 x10^9/L\n", doc_id="w.txt")
+    r = MedicalPipeline(use_embeddings=False).run_documents([doc])
+    assert [(e.text, e.normalized.get("ref_low"), e.time.start) for e in r.entities if e.type == "lab"] == [
+        ("WBC 12.1 x10^9/L", None, "2024-03-08T06:00"), ("WBC 9.0 x10^9/L", None, "2024-03-09T07:00")]
+
+
+def test_a_wrapped_line_that_starts_with_a_time_is_not_a_timed_entry():
+    doc = Document.from_text("EKG reviewed from 07/07/09 at\n08:31 a.m., which shows atrial fibrillation.\n"
+                             "Reviewed today\n08:31 a.m. tracing. BNP shows 3788.", doc_id="e.txt")
+    r = MedicalPipeline(use_embeddings=False).run_documents([doc])
+    assert [(t.text, t.kind) for t in r.times][0] == ("07/07/09 at\n08:31", "datetime")
+    bnp = next(e for e in r.entities if e.type == "lab").time
+    assert bnp.granularity == "day" and bnp.anchored_to == "document"  # the note's date, not "today\n08:31"
