@@ -21,6 +21,7 @@ PAGES = [
     ("app.ui.reports_page", "Research reports", "reports", False),
     ("app.ui.medical_page", "Medical evidence", "medical", False),
     ("app.ui.ask_page", "Ask a document", "ask", False),
+    ("app.ui.review_page", "Review table", "review", False),
 ]
 
 

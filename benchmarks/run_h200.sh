@@ -5,7 +5,7 @@
 # "STAGE <name>: PASS|FAIL (exit <rc>, <s> s) <its last summary line>", and the call ends with all
 # of them again, in $OUT/summary.txt too.
 # Usage: bash benchmarks/run_h200.sh [stages]
-# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, profile, userpath, pipebatch, sweep)
+# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, profile, userpath, pipebatch, sweep, review)
 set -u
 OUT=${OUT:-/tmp/h200}
 mkdir -p "$OUT"
@@ -69,6 +69,9 @@ if [[ $STAGES == *pipebatch* ]]; then  # a pipeline's 30 prompts over a 20K-toke
 fi
 if [[ $STAGES == *sweep* ]]; then  # memory_budget 0.1-0.9, 16 x 32K, fresh tuning cache, one process per run
   stage sweep "${SWEEP_LIMIT:-480}" sweep 20 python3 benchmarks/bench_memory_sweep_gpu.py --out "$OUT/sweep.json"
+fi
+if [[ $STAGES == *review* ]]; then  # review table: 100 documents of 8K tokens x 5 questions, batched vs a generate per cell
+  stage review "${REVIEW_LIMIT:-540}" review 16 python3 benchmarks/bench_review_gpu.py --out "$OUT/review.json"
 fi
 echo "== summary"
 printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
