@@ -21,8 +21,10 @@ Where it is written (DIR is --out):
   atomically; it keeps every cell ever computed for that input, each with its `key` (the input's
   hash, the question, the model line and the review settings). A cell whose key is there is not
   computed again, so a re-run with one more question computes only that column; with --cache-dir
-  the engine loads the document's KV from disk instead of computing it. Cells with an error are
-  computed again on the next run.
+  the engine loads the document's KV from disk instead of computing it. Cells whose engine failed
+  (no model, cancelled, over budget) are computed again on the next run; an empty answer is kept.
+  A cell's `seconds` is the wall time of the engine call that answered it, shared by the questions
+  answered together.
 - `DIR/review.json` (the table: header, questions, one row per input with the cells of the asked
   questions), `DIR/review.csv` (the grid: one line per input, the answer text in each question's
   column), `DIR/review-sources.csv` (one line per cell: answer, confidence, what it rests on,
@@ -456,11 +458,15 @@ class RowResult:
     seconds: float
 
 
+EMPTY = "the model gave an empty answer"  # the model's own outcome: kept like an answer
+
+
 def _kept(old: RowFile | None, sha: str) -> dict[str, Cell]:
-    """The cells of an earlier row file that can be reused: same input hash, no error."""
+    """The cells of an earlier row file that can be reused: same input hash, and an answer (or the
+    model's empty answer, which the same model gives again); a cell whose engine failed is not."""
     if old is None or old.input_sha256 != sha:
         return {}
-    return {c.key: c for c in old.cells if c.error is None}
+    return {c.key: c for c in old.cells if c.error is None or c.error == EMPTY}
 
 
 def up_to_date(pipeline: str, inp, questions: list[Question], model: str, out_path: Path) -> bool:
