@@ -675,11 +675,13 @@ def run_batch(
     wait: bool = False,
     on_wait: Callable[[str], None] | None = None,
     lock: OutputLock | None = None,
+    work: TaskWork = BATCH_WORK,
 ) -> BatchReport:
     """Run the tasks under the output folder's lock, keeping summary.json current after every
     input; SIGINT/SIGTERM stop cleanly with what finished (or landed) kept and counted.
     Raises BatchBusyError when another batch holds the folder (unless `wait`). A caller that took
-    the lock already passes it as `lock` (and releases it)."""
+    the lock already passes it as `lock` (and releases it). `work` is one input's work (BATCH_WORK:
+    the pipeline's export)."""
     out_dir = Path(out_dir)
     executor = executor or LocalExecutor(jobs)
     own_lock = lock is None
@@ -707,7 +709,7 @@ def run_batch(
 
         with _stop_signals(report):
             save()
-            it = executor.run(BATCH_WORK, tasks)
+            it = executor.run(work, tasks)
             try:
                 try:
                     for outcome in it:
