@@ -199,10 +199,11 @@ def compute_task(task: Task) -> Computed:
 
 
 def write_computed(task: Task, computed: Computed) -> Outcome:
-    """Write a computed input's export atomically to the task's output (the driver's part); a
-    failure to write is the input's failure."""
+    """Write a computed input's text atomically to the task's output (the driver's part), whatever
+    its status (a pipeline's failure has no text; a review row that failed has one, with its
+    errors); a failure to write is the input's failure."""
     out = computed.outcome
-    if out.status != "ok" or computed.text is None:
+    if computed.text is None:
         return out
     t0 = time.perf_counter()
     try:
