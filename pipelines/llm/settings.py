@@ -109,7 +109,7 @@ def loaded_engines() -> list[EngineSettings]:
 
 def _load(settings: EngineSettings):
     try:
-        from engine import LLM, CacheConfig, EngineError, SchedulerConfig
+        from engine import LLM, CacheConfig, CacheDirError, EngineError, SchedulerConfig
     except ImportError as exc:  # pragma: no cover - a broken install
         raise EngineUnavailable(f"the engine cannot be imported: {exc}") from exc
     try:
@@ -124,4 +124,6 @@ def _load(settings: EngineSettings):
                    max_model_len=settings.max_model_len)
     except (EngineError, OSError, ValueError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, CacheDirError):  # the model is fine: the cache folder named is not a folder
+            raise EngineUnavailable(f"the engine cannot start ({settings.describe()}): {first}") from exc
         raise EngineUnavailable(f"no model could be loaded ({settings.describe()}): {first}") from exc

@@ -239,3 +239,16 @@ def test_callers_on_two_threads_take_turns_on_one_engine(tiny_llm, doc):
     for t in threads:
         t.join()
     assert [[it.text for it in r.items] for r in results.values()] == [[it.text for it in alone.items]] * 2
+
+
+def test_a_cache_folder_that_is_a_file_is_one_line_naming_the_folder(tiny_text_model, tmp_path):
+    """--cache-dir pointing at a file: one line that names the folder, not 'no model could be
+    loaded' (the model is fine)."""
+    f = tmp_path / "cachefile"
+    f.write_text("not a folder")
+    with pytest.raises(EngineUnavailable) as err:
+        get_engine(EngineSettings(model=str(tiny_text_model), device="cpu", dtype="float32", max_model_len=256,
+                                  disk_cache_dir=str(f)))
+    line = str(err.value)
+    assert "\n" not in line and "no model could be loaded" not in line
+    assert line.startswith("the engine cannot start") and "is a file" in line and str(f) in line
