@@ -90,14 +90,12 @@ def render(res: dict) -> None:
     answer = as_answer(res)
     answers.show_answer(answer, {res["doc_id"]: res["text"]}, {res["doc_id"]: res["name"]},
                         reused=answer.error is None and answers.document_reused(res["batch"].reuse, answer))
-    c1, c2, c3, c4 = st.columns(4)
-    c1.metric("Prompt tokens", f"{item.metrics.get('prompt_tokens', 0):,}")
-    c2.metric("Document tokens dropped", f"{report.tokens_dropped:,}" if report is not None else "0")
-    retention = report.key_entity_retention if report is not None and report.fallback_triggered else None
-    c3.metric("Key-entity retention", f"{retention:.0%}" if retention is not None else "100%" if report is None else "—")
-    ttft = item.metrics.get("ttft_s")
-    c4.metric("First token", f"{ttft:.2f} s" if ttft is not None else "—")
-    if report is not None and report.fallback_triggered:
+    if report is not None and report.fallback_triggered:  # what the model did not see
+        c1, c2, c3 = st.columns(3)
+        c1.metric("Prompt tokens", f"{item.metrics.get('prompt_tokens', 0):,}")
+        c2.metric("Document tokens dropped", f"{report.tokens_dropped:,}")
+        retention = report.key_entity_retention
+        c3.metric("Key-entity retention", f"{retention:.0%}" if retention is not None else "—")
         how = report.strategy + (f" ({report.truncate_side})" if report.truncate_side else "")
         st.warning(f"The document did not fit ({report.reason}: at most {report.budget_tokens:,} prompt tokens); "
                    f"served by {how}. The model saw the marked text only.")
@@ -134,6 +132,7 @@ def _report_json(res: dict) -> str:
 
 def page() -> None:
     st.title("Ask a document")
+    answers.show_stopped_note()
     st.caption("Questions over one long document with the local model (Gemma 3 270M by default: a small model, so "
                "read its answers as a demonstration). When the document does not fit, the page says what was left out.")
     pending = st.session_state.pop(PENDING, None)

@@ -40,7 +40,7 @@ MODE_HELP = ("off: the rules only, exactly their result. auto: only the LLM step
              f"configured model, each estimated to take at most {BUDGET_S:.0f} s here. on: every LLM step (slow on "
              "a CPU). Questions below are answered in every mode.")
 RESTS = "#fde68a"  # the answer rests on this
-CONTEXT_CHARS = 220  # document text shown on each side of a span
+CONTEXT_CHARS = 160  # document text shown on each side of a span
 MAX_ANSWERS = 10  # answers kept per page
 _SPACE = re.compile(r"\s+")
 
@@ -60,6 +60,7 @@ def engine_settings():
 
 def mode_choice(key: str) -> str:
     """The LLM mode radio for the page `key`, with the model it would use under it."""
+    show_stopped_note()
     mode = st.radio("LLM steps", MODES, index=MODES.index(default_mode()), horizontal=True, key=f"{key}_llm",
                     help=MODE_HELP)
     try:
@@ -105,6 +106,14 @@ def _control_exceptions() -> tuple[type[BaseException], ...]:
 
 
 STEP_NAMES = {"ask": "Answering", "loading the model": "Loading the model"}
+STOPPED = "longdoc_llm_stopped"  # the note a stopped run leaves for the page's next run
+
+
+def show_stopped_note() -> None:
+    """Say once, on the run after it, that the model's work was stopped."""
+    note = st.session_state.pop(STOPPED, None)
+    if note:
+        st.info(note)
 
 
 def progress_line(step: str, p) -> str:
@@ -135,11 +144,12 @@ class RunProgress:
         self.t0 = time.perf_counter()
         self.done_label: str | None = None
         self.failed = False
+        self.current: str | None = None  # the step the status's label names
 
     def __enter__(self) -> RunProgress:
         self.status = st.status(self.label, expanded=True)
         if self.stop_key is not None:
-            self.status.button("Stop", key=self.stop_key, help="Stop the model's work; the rules' result is kept.")
+            self.status.button("Stop the model", key=self.stop_key, help="Stop the model's work; the rules' result is kept.")
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -155,6 +165,8 @@ class RunProgress:
             label = self.done_label or f"Done in {elapsed:,.1f} s"
         self._ui(lambda: self.status.update(label=label, state=state, expanded=False))
         if self.interrupted is not None:
+            st.session_state[STOPPED] = (f"The model's work was stopped after {elapsed:,.0f} s; what was "
+                                         "finished before (the rules' result) is kept.")
             raise self.interrupted
         return False
 
@@ -163,7 +175,7 @@ class RunProgress:
         return self.interrupted is not None
 
     def phase(self, label: str) -> None:
-        self._ui(lambda: self.status.update(label=label))
+        self._ui(lambda: self.status.update(label=label, expanded=True))
 
     def __call__(self, step: str, p) -> None:
         self._ui(lambda: self._show(step, p))
@@ -174,7 +186,8 @@ class RunProgress:
         self.started.setdefault(step, now)
         bar = self.bars.get(step)
         if p is None:  # a phase without a count
-            self.status.update(label=f"{name}…")
+            self.current = step
+            self.status.update(label=f"{name}…", expanded=True)
             if bar is None:
                 self.bars[step] = self.status.progress(0.0, text=f"{name}…")
             return
@@ -185,7 +198,9 @@ class RunProgress:
             else:
                 bar.progress(1.0, text=text)
             return
-        self.status.update(label=f"{name}…")
+        if self.current != step:
+            self.current = step
+            self.status.update(label=f"{name}…", expanded=True)
         text = progress_line(step, p)
         if bar is None:
             self.bars[step] = self.status.progress(p.fraction, text=text)
@@ -247,8 +262,9 @@ def show_llm_report(report) -> None:
     rows = step_rows(report)
     with st.expander(report_summary(report), expanded=any(r["status"] != "left out" for r in rows)):
         st.caption(md_text(report.model))
-        if rows:
-            st.dataframe(rows, hide_index=True)
+        if rows:  # columns that say nothing for any step are left out
+            keep = [k for k in rows[0] if k in ("step", "status") or any(r[k] for r in rows)]
+            st.dataframe([{k: r[k] for k in keep} for r in rows], hide_index=True)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -363,23 +379,25 @@ def show_answer(answer, texts: dict[str, str], names: dict[str, str] | None = No
     by_doc: dict[str, list] = {}
     for s in answer.spans:
         by_doc.setdefault(s.doc_id, []).append(s)
-    for doc_id, spans in by_doc.items():
-        text = texts.get(doc_id)
-        if text is None:
-            continue
-        for a, b, inside in excerpts(text, spans):
-            first = inside[0]
-            where = [names.get(doc_id, doc_id)]
-            pages = sorted({s.page for s in inside if s.page})
-            if pages:
-                where.append("page " + ", ".join(map(str, pages)))
-            shares = ", ".join(f"[{ranks[id(s)]}] {s.score:.0%}" for s in sorted(inside, key=lambda s: ranks[id(s)]))
-            st.caption(md_text(" · ".join(where)) + f" · {shares} of the attention")
-            st.html(excerpt_html(text, a, b, [(s.char_start, s.char_end, ranks[id(s)], s.score) for s in inside]))
-            if page_image is not None and first.page and any(s.bbox for s in inside):
-                img = page_image(first.page, [s.bbox for s in inside if s.bbox and s.page == first.page])
-                if img is not None:
-                    st.image(img, caption=f"page {first.page}, the marked sentences outlined")
+    windows = [(doc_id, *w) for doc_id, spans in by_doc.items() if doc_id in texts
+               for w in excerpts(texts[doc_id], spans)]
+    windows.sort(key=lambda w: min(ranks[id(s)] for s in w[3]))  # the best-attended first
+    for doc_id, a, b, inside in windows:
+        text = texts[doc_id]
+        first = inside[0]
+        where = [names.get(doc_id, doc_id)]
+        pages = sorted({s.page for s in inside if s.page})
+        if pages:
+            where.append("page " + ", ".join(map(str, pages)))
+        shares = ", ".join(f"[{ranks[id(s)]}] {s.score:.0%}" for s in sorted(inside, key=lambda s: ranks[id(s)]))
+        img = None
+        if page_image is not None and first.page and any(s.bbox for s in inside):
+            img = page_image(first.page, [s.bbox for s in inside if s.bbox and s.page == first.page])
+        left, right = st.columns([3, 2]) if img is not None else (st.container(), None)
+        left.caption(md_text(" · ".join(where)) + f" · {shares} of the attention")
+        left.html(excerpt_html(text, a, b, [(s.char_start, s.char_end, ranks[id(s)], s.score) for s in inside]))
+        if right is not None:
+            right.image(img, caption=f"page {first.page}, the marked sentences outlined")
 
 
 def excerpts(text: str, spans: Sequence, context: int = CONTEXT_CHARS) -> list[tuple[int, int, list]]:

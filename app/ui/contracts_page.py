@@ -68,7 +68,7 @@ def render(result: ContractResult) -> None:
     from app.render.contracts import CSS, explanation_line, materiality_note, row_html
 
     s = result.stats
-    cols = st.columns(6)
+    cols = st.columns([1.7, 1, 1, 1, 1.5, 1])  # room for '107→107'
     for col, (label, key) in zip(cols, [("Clauses A→B", None), ("Modified", "modified"), ("Added", "added"),
                                         ("Deleted", "deleted"), ("Moved / renumbered", None), ("Material", "material")],
                                  strict=True):

@@ -179,3 +179,33 @@ def test_the_ask_page_without_a_model_is_one_line(tmp_path, monkeypatch):
     assert not at.exception, at.exception
     (err,) = at.error
     assert "no model could be loaded" in err.value and "\n" not in err.value
+
+
+def test_a_rerun_asked_for_while_the_engine_works_cancels_it_first():
+    """A click while the engine works raises Streamlit's rerun inside the progress callback: the
+    callback swallows it and sets the run's cancel event (the engine stops cleanly, the result is
+    stored), and the rerun is raised when the block ends."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+    from app.ui.asking import RunProgress
+    from pipelines.llm import Progress
+
+    class Interrupted:
+        def update(self, **kw):
+            raise RerunException(None)
+
+        def progress(self, *a, **kw):
+            raise RerunException(None)
+
+    stored = []
+    with pytest.raises(RerunException):
+        with RunProgress("Answering…") as prog:
+            prog.status = Interrupted()
+            prog("ask", Progress(10, 100, 1.0, 0, 1))
+            assert prog.cancel.is_set() and prog.stopped
+            prog("ask", Progress(20, 100, 2.0, 0, 1))  # nothing more is drawn, nothing raised here
+            stored.append("result")
+    assert stored == ["result"]
+    import streamlit as st
+
+    assert "stopped after" in st.session_state.pop("longdoc_llm_stopped")  # said on the next run
