@@ -93,6 +93,7 @@ class Task:
     output: Path
     force: bool = False
     llm: LLMConfig = field(default_factory=LLMConfig)
+    questions: tuple[str, ...] = ()  # a review table's row: "name\tquestion" each (app/review.py)
 
 
 @dataclass
@@ -164,6 +165,10 @@ def check_task(task: Task) -> Outcome | None:
     """The up-to-date check: a "skipped" outcome when the task's output already holds this input's
     hash, the pipeline and schema versions and the LLM mode and model (and not `force`); a "failed"
     one when the input cannot be read to tell; else None (compute it)."""
+    if task.questions:  # a review table's row: its own up-to-date check (per cell)
+        from app.review import check_review
+
+        return check_review(task)
     out = Outcome(task.input.input_id, task.pipeline, "skipped", files=[p.name for p in task.input.paths])
     try:
         pipe = _pipeline(task.pipeline)
@@ -179,6 +184,10 @@ def check_task(task: Task) -> Outcome | None:
 def compute_task(task: Task) -> Computed:
     """Run one input's pipeline and make its export text; writes nothing (so it may run on another
     machine). A bad input or a pipeline's bug is a "failed" outcome with the reason, never raised."""
+    if task.questions:  # a review table's row: the questions' cells instead of the pipeline's export
+        from app.review import compute_review
+
+        return compute_review(task)
     t0 = time.perf_counter()
     out = Outcome(task.input.input_id, task.pipeline, "failed", files=[p.name for p in task.input.paths])
     text = None
