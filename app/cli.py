@@ -1,6 +1,7 @@
 """The `longdoc` command line.
 
     longdoc batch FOLDER [--pipeline NAME] --out DIR [--jobs N] [--force] [--wait] [--json] [--llm MODE]
+    longdoc batch FOLDER --ask Q [--ask Q2] [--questions FILE] [--cache-dir C] --out DIR   (a review table)
     longdoc schema PIPELINE
     longdoc ui [--port N] [--address A] [--dev]    (the Streamlit app, on 127.0.0.1 by default)
     longdoc patents|contracts|reports|medical ...   (one document or patient; app/commands/<name>.py)
@@ -55,8 +56,19 @@ def batch(
     device: str | None = lo.device_option(),
     dtype: str | None = lo.dtype_option(),
     max_model_len: int | None = lo.max_len_option(),
+    ask: list[str] = typer.Option([], "--ask", help="A question for every input: a review table, one row per input "
+                                  "and one column per question (repeatable; see app/review.py)."),
+    questions_file: Path | None = typer.Option(None, "--questions", help="Questions for the review table, one per "
+                                               "line, optionally 'name: question' or 'name<TAB>question'."),
+    cache_dir: Path | None = lo.cache_dir_option(),
 ) -> None:
     """Run a pipeline over every document in a folder.
+
+    With --ask/--questions it writes a review table instead of the pipeline's exports: one row per
+    input, one column per question, each cell with the answer, the spans it rests on, a confidence
+    and what was read when the input did not fit (DIR/review.json, review.csv, review-sources.csv,
+    review.xlsx; one row file per input under DIR/review/). A cell already computed for the same
+    input, question, model and settings is not computed again.
 
     --llm runs the pipelines' LLM steps as for one document: each worker loads the engine once and
     keeps it for all its inputs; an output written with another --llm mode or model is recomputed.
@@ -66,15 +78,32 @@ def batch(
     counting every output written; summary.json is kept current as the run goes."""
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from app.batch import BatchBusyError, BatchUsageError, LLMConfig, OutputLock, plan, run_batch
 
-    run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget)  # validates: exit 2
+    run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, cache_dir=cache_dir)  # validates: exit 2
+    questions = None
+    if ask or questions_file is not None:
+        from app import review
+
+        try:
+            questions = review.load_questions(ask, questions_file)
+        except ValueError as exc:
+            fail(str(exc), 2)
     try:
         tasks = plan(folder, out, pipeline, force, LLMConfig(run.mode.value, run.settings, llm_budget))
     except BatchUsageError as exc:
         fail(str(exc), 2)
+    if questions:
+        tasks = review.review_tasks(tasks, out, questions)
     lock = OutputLock(out)
     try:
         lock.acquire(wait=wait, on_wait=lambda line: typer.echo(f"longdoc: {line}", err=True))
@@ -85,10 +114,11 @@ def batch(
     console = Console(stderr=True)
     if not tasks:
         console.print(f"[yellow]no inputs found in {folder}[/yellow]")
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("left"), TimeRemainingColumn())
     try:
         with Progress(*columns, console=console, disable=quiet or as_json, transient=False) as progress:
-            bar = progress.add_task("analysing", total=len(tasks))
+            bar = progress.add_task("answering" if questions else "analysing", total=len(tasks))
 
             def advance(outcome) -> None:
                 progress.advance(bar)
@@ -96,6 +126,9 @@ def batch(
                     progress.console.print(f"[red]failed[/red] {escape(outcome.reason or '')}", highlight=False)
 
             report = run_batch(tasks, folder, out, jobs=jobs, on_outcome=advance, pipeline=pipeline, lock=lock)
+        if questions:  # the table, from the row files (also after a stop: what finished)
+            table = review.table_from_tasks(tasks, questions, run.settings.describe(), report.outcomes)
+            written = review.write_table(out, table)
     except OSError as exc:
         fail(f"{out}: cannot write the batch there ({exc.strerror or exc})", 2)
     finally:
@@ -120,6 +153,9 @@ def batch(
         if report.interrupted:
             parts += f", stopped by {report.signal} with {c['not_run']} not run"
         typer.echo(f"{parts} in {summary['elapsed_s']:.1f}s; results in {out}/ (summary: {out}/summary.json)")
+        if questions:
+            typer.echo(f"review table ({len(tasks)} rows x {len(questions)} questions): "
+                       + ", ".join(str(p) for p in written))
     raise typer.Exit(report.exit_code)
 
 
