@@ -105,6 +105,7 @@ def test_table_csv_xlsx_bad_file_and_resume(tiny_model, patent_folder, tmp_path)
                 assert texts[name][s["char_start"]:s["char_end"]] == s["text"]
             if c["spans"]:
                 assert c["confidence"] == max(s["score"] for s in c["spans"])
+    assert any(c["spans"] for name in texts for c in rows[name]["cells"])  # the span checks above ran
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["counts"]["failed"] == 1 and summary["failures"][0]["input"] == "broken.pdf"
 
@@ -155,6 +156,7 @@ def test_over_the_context_the_pipeline_units_are_read(tiny_model, tmp_path):
     assert c["fallback"].startswith("did not fit") and " clauses chosen by relevance" in c["fallback"]
     assert "term of agreement" in c["fallback"].lower()  # the clause named for the question was read
     texts = {d["doc_id"]: (DPA / d["source_name"]).read_text(encoding="utf-8") for d in row["documents"]}
+    assert c["spans"]
     for s in c["spans"]:  # mapped back from what was read to the source versions
         assert texts[s["doc_id"]][s["char_start"]:s["char_end"]] == s["text"]
 
@@ -167,6 +169,7 @@ def test_patent_over_the_context_reads_claims(tiny_model, tmp_path):
     run = LLMRun("off", EngineSettings(model=str(tiny_model), device="cpu", dtype="float32", max_model_len=1024))
     (c,) = review.answer_questions(run, "patents", [doc], [review.Question("c1", "What does claim 1 claim?")], ["k"])
     assert "claims and paragraphs chosen by relevance" in c.fallback and "claim 1" in c.fallback
+    assert c.spans
     for s in c.spans:
         assert doc.text[s.char_start:s.char_end] == s.text
 
