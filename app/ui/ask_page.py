@@ -158,7 +158,8 @@ def page() -> None:
         st.session_state.pop(RESULT, None)
         try:
             with answers.RunProgress("Reading the document and answering…", stop_key="ask_stop") as prog:
-                st.session_state[RESULT] = res = run_input(*pending, on_progress=prog, cancel=prog.cancel)
+                res = run_input(*pending, on_progress=prog, cancel=prog.cancel)
+                answers.keep(RESULT, res)
                 prog.done_label = f"Answered in {res['seconds']:,.1f} s"
         except (IngestError, EngineError, EngineUnavailable, ValueError) as exc:
             st.error(md_line(str(exc)))

@@ -107,10 +107,49 @@ def _control_exceptions() -> tuple[type[BaseException], ...]:
 
 STEP_NAMES = {"ask": "Answering", "loading the model": "Loading the model"}
 STOPPED = "longdoc_llm_stopped"  # the note a stopped run leaves for the page's next run
+BUSY = "longdoc_llm_busy"  # a threading.Event set when the session's last RunProgress block has ended
+STOP_WAIT_S = 300.0
+
+
+_BOX: dict[str, dict] = {}  # per session: what a stopped run could not write into its session state
+_BOX_LOCK = threading.Lock()
+
+
+def _session_id() -> str:
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return ctx.session_id if ctx is not None else ""
+
+
+def keep(key: str, value) -> None:
+    """st.session_state[key] = value, also from a run Streamlit has stopped: a click while the
+    engine works starts a new run at once (fast reruns) and every later session-state write of the
+    old run raises; the value then waits in a per-session box that the next run empties
+    (`show_stopped_note`)."""
+    try:
+        st.session_state[key] = value
+    except _control_exceptions():
+        with _BOX_LOCK:
+            _BOX.setdefault(_session_id(), {})[key] = value
 
 
 def show_stopped_note() -> None:
-    """Say once, on the run after it, that the model's work was stopped."""
+    """On a page's run: wait for a run of this session that was stopped (a click while the engine
+    worked) to wind down, so its result is kept and the engine free, take what it kept, and say
+    once that it was stopped. The old run leaves the engine at its next progress callback; a model
+    load or a rules phase runs to its end first."""
+    busy = st.session_state.get(BUSY)
+    if busy is not None and not busy.is_set():
+        slot = st.empty()
+        with slot.status("Stopping the model's work (it stops at its next step; a model load or the rules "
+                         "finish first)…"):
+            busy.wait(STOP_WAIT_S)
+        slot.empty()
+    with _BOX_LOCK:
+        box = _BOX.pop(_session_id(), {})
+    for key, value in box.items():
+        st.session_state[key] = value
     note = st.session_state.pop(STOPPED, None)
     if note:
         st.info(note)
@@ -147,12 +186,25 @@ class RunProgress:
         self.current: str | None = None  # the step the status's label names
 
     def __enter__(self) -> RunProgress:
-        self.status = st.status(self.label, expanded=True)
-        if self.stop_key is not None:
-            self.status.button("Stop the model", key=self.stop_key, help="Stop the model's work; the rules' result is kept.")
+        self.busy = threading.Event()
+        try:
+            st.session_state[BUSY] = self.busy
+            self.status = st.status(self.label, expanded=True)
+            if self.stop_key is not None:
+                self.status.button("Stop the model", key=self.stop_key,
+                                   help="Stop the model's work; what the rules found is kept.")
+        except BaseException:
+            self.busy.set()
+            raise
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            return self._exit(exc)
+        finally:
+            self.busy.set()
+
+    def _exit(self, exc) -> bool:
         elapsed = time.perf_counter() - self.t0
         if exc is not None and self.interrupted is None and isinstance(exc, _control_exceptions()):
             return False  # a rerun outside the engine's work: let Streamlit have it
@@ -165,8 +217,7 @@ class RunProgress:
             label = self.done_label or f"Done in {elapsed:,.1f} s"
         self._ui(lambda: self.status.update(label=label, state=state, expanded=False))
         if self.interrupted is not None:
-            st.session_state[STOPPED] = (f"The model's work was stopped after {elapsed:,.0f} s; what was "
-                                         "finished before (the rules' result) is kept.")
+            keep(STOPPED, f"The model's work was stopped after {elapsed:,.0f} s; what the rules found is kept.")
             raise self.interrupted
         return False
 
@@ -393,11 +444,11 @@ def show_answer(answer, texts: dict[str, str], names: dict[str, str] | None = No
         img = None
         if page_image is not None and first.page and any(s.bbox for s in inside):
             img = page_image(first.page, [s.bbox for s in inside if s.bbox and s.page == first.page])
-        left, right = st.columns([3, 2]) if img is not None else (st.container(), None)
-        left.caption(md_text(" · ".join(where)) + f" · {shares} of the attention")
-        left.html(excerpt_html(text, a, b, [(s.char_start, s.char_end, ranks[id(s)], s.score) for s in inside]))
-        if right is not None:
-            right.image(img, caption=f"page {first.page}, the marked sentences outlined")
+        st.caption(md_text(" · ".join(where)) + f" · {shares} of the attention")
+        st.html(excerpt_html(text, a, b, [(s.char_start, s.char_end, ranks[id(s)], s.score) for s in inside]))
+        if img is not None:
+            with st.expander(f"Page {first.page} of the PDF, the marked sentences outlined"):
+                st.image(img)
 
 
 def excerpts(text: str, spans: Sequence, context: int = CONTEXT_CHARS) -> list[tuple[int, int, list]]:

@@ -157,8 +157,8 @@ def page() -> None:
         else:
             with asking.RunProgress("Aligning clauses…", stop_key=None if mode == "off" else "contracts_stop") as prog:
                 run = asking.make_run(mode, prog, prog.cancel)
-                st.session_state[RESULT] = compare(*docs, semantic=semantic, llm=run)
-                st.session_state[DOCS] = docs
+                asking.keep(DOCS, docs)
+                asking.keep(RESULT, compare(*docs, semantic=semantic, llm=run))
     result = st.session_state.get(RESULT)
     if result is not None:
         from app.export import to_json

@@ -79,9 +79,9 @@ def run_input(files: list[tuple[str, bytes]], question: str | None = None, patie
         docs = [docs[i] for i in groups[min(max(patient, 0), len(groups) - 1)].members]
     result = pipe.run_documents(docs, questions=[question] if question else None, llm=llm)
     try:
-        st.session_state[TEXTS] = {d.doc_id: d.text for d in docs}
-        st.session_state[DOCS] = docs
-        st.session_state[PATIENTS] = described if len(groups) > 1 else []
+        asking.keep(TEXTS, {d.doc_id: d.text for d in docs})
+        asking.keep(DOCS, docs)
+        asking.keep(PATIENTS, described if len(groups) > 1 else [])
     except Exception:  # outside a Streamlit run (plain function call in a test)
         pass
     return result
@@ -92,7 +92,7 @@ def analyse(files: list[tuple[str, bytes]], question: str | None, mode: str, pat
     asking.clear_answers("medical")
     with asking.RunProgress("Analysing the record…", stop_key=None if mode == "off" else "medical_stop") as prog:
         run = asking.make_run(mode, prog, prog.cancel)
-        st.session_state[RESULT] = run_input(files, question, patient=patient, llm=run)
+        asking.keep(RESULT, run_input(files, question, patient=patient, llm=run))
 
 
 def _timeline_chart(result):

@@ -139,7 +139,7 @@ def page() -> None:
         if doc is not None:
             with asking.RunProgress("Parsing claims…", stop_key=None if mode == "off" else "patents_stop") as prog:
                 run = asking.make_run(mode, prog, prog.cancel)
-                st.session_state[RESULT] = (_pipeline().run_documents([doc], llm=run), doc)
+                asking.keep(RESULT, (_pipeline().run_documents([doc], llm=run), doc))
     out = st.session_state.get(RESULT)
     if out:
         result, doc = out

@@ -234,8 +234,8 @@ def page() -> None:
                 run = asking.make_run(mode, prog, prog.cancel)
                 result = analyse(doc, chosen[1], run)
                 pdf = chosen[1] if doc.source_format == "pdf" else None
-                st.session_state[RESULT] = (result, pdf)
-                st.session_state[DOC] = doc
+                asking.keep(DOC, doc)
+                asking.keep(RESULT, (result, pdf))
     out = st.session_state.get(RESULT)
     if out:
         result, pdf = out

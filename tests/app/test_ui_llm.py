@@ -209,3 +209,26 @@ def test_a_rerun_asked_for_while_the_engine_works_cancels_it_first():
     import streamlit as st
 
     assert "stopped after" in st.session_state.pop("longdoc_llm_stopped")  # said on the next run
+
+
+def test_what_a_stopped_run_keeps_reaches_the_next_run(monkeypatch):
+    """With fast reruns a click starts the next run at once and every later session-state write of
+    the stopped run raises: `keep` puts the value in the session's box, and the next run's
+    `show_stopped_note` moves it into the session state."""
+    import types
+
+    import streamlit as st
+    from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+    from app.ui import asking
+
+    class Stopped(dict):
+        def __setitem__(self, key, value):
+            raise StopException()
+
+    monkeypatch.setattr(asking, "st", types.SimpleNamespace(session_state=Stopped()))
+    asking.keep("test_kept_result", 42)
+    monkeypatch.undo()
+    assert "test_kept_result" not in st.session_state
+    asking.show_stopped_note()
+    assert st.session_state.pop("test_kept_result") == 42
