@@ -25,12 +25,15 @@ class LoadConfig:
     """model: a GGUF file, a local HF folder, or None for the packaged default (Gemma 3 270M).
     device: "cpu", "cuda" (or None: CUDA if available). dtype: float32 / bfloat16 / float16 (None:
     bfloat16 on CUDA, float32 on CPU). cuda_graphs: replay decode steps from CUDA graphs (None: on
-    where they can run; engine/runner/cuda_graph.py)."""
+    where they can run; engine/runner/cuda_graph.py). weights: "int8" (CPU: weight-only int8
+    linears, output layer and embeddings, engine/model/quant.py), "float" (every weight in `dtype`:
+    the reference), or None: int8 for the packaged default model on the CPU, float otherwise."""
 
     model: str | Path | None = None
     device: str | torch.device | None = None
     dtype: str | torch.dtype | None = None
     cuda_graphs: bool | None = None
+    weights: str | None = None
 
 
 @dataclass(frozen=True)

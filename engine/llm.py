@@ -160,7 +160,10 @@ class LLM:
         self.device = resolve_device(load.device)
         self.dtype = resolve_dtype(load.dtype, self.device)
         self.model_path = Path(load.model) if load.model is not None else default_model_path()
-        self.model, self.config, self.tokenizer = load_model(self.model_path, self.device, self.dtype)
+        from engine.model.quant import default_weights
+
+        self.weights = default_weights(load.weights, self.device, load.model is None)
+        self.model, self.config, self.tokenizer = load_model(self.model_path, self.device, self.dtype, self.weights)
         self.max_model_len = config.scheduler.max_model_len or self.config.max_position_embeddings
         chunk = resolve_prefill_chunk(config.scheduler, config.cache, self.config, self.device,
                                       torch.tensor([], dtype=self.dtype).element_size())
@@ -168,7 +171,8 @@ class LLM:
             config.scheduler, max_model_len=self.max_model_len, max_prefill_chunk=chunk))
         self.kv = PagedKVCache(self.config, self.cache_config, self.device, self.dtype, self.scheduler_config)
         self.backend = backend or default_backend(self.device)
-        self.fingerprint = model_fingerprint(self.config, weights_digest(self.model_path), str(self.dtype))
+        self.fingerprint = model_fingerprint(self.config, weights_digest(self.model_path),
+                                             str(self.dtype) + ("" if self.weights == "float" else f"/{self.weights}"))
         self.output = OutputProcessor(self.tokenizer, self.config.eos_token_ids, self.max_model_len)
         self.core = EngineCore(self.model, self.kv, self.backend, self.device, self.engine_config,
                                self.fingerprint, self.output)

@@ -14,6 +14,7 @@ from torch import nn
 
 from engine.model.config import ModelConfig
 from engine.model.layers import DecoderLayer, RMSNorm
+from engine.model.quant import Int8Weight, linear
 from engine.model.rope import RotaryEmbedding
 from engine.runner.forward_context import ForwardContext
 
@@ -37,6 +38,8 @@ class CausalLM(nn.Module):
         self.model = Body(config)
         if not config.tie_word_embeddings:
             self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.qembed: Int8Weight | None = None  # int8 embedding table (and tied output layer), quantize_embeddings()
+        self.qhead: Int8Weight | None = None  # int8 output layer
         self.ropes: list[RotaryEmbedding] = []
         self.layer_rope: list[int] = []
 
@@ -51,13 +54,25 @@ class CausalLM(nn.Module):
                 self.ropes.append(RotaryEmbedding(rope, c.head_dim, c.max_position_embeddings, device))
             self.layer_rope.append(distinct[rope])
 
+    def quantize_embeddings(self) -> None:
+        """Keep the embedding table (and the output layer: the same table when tied) as int8 rows
+        with per-row scales; the float tables are dropped (engine/model/quant.py)."""
+        self.qembed = Int8Weight(self.model.embed_tokens.weight)
+        self.qhead = self.qembed if self.config.tie_word_embeddings else Int8Weight(self.lm_head.weight)
+        self.model.embed_tokens.weight = None
+        if not self.config.tie_word_embeddings:
+            self.lm_head.weight = None
+
     @property
     def lm_head_weight(self) -> torch.Tensor:
         return self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
         """Hidden states [T, hidden] after the final norm, for the flat batch `input_ids` [T]."""
-        x = self.model.embed_tokens(input_ids)
+        if self.qembed is not None:
+            x = self.qembed.rows(input_ids, self.model.norm.weight.dtype)
+        else:
+            x = self.model.embed_tokens(input_ids)
         if self.config.embed_scale is not None:
             x = x * torch.tensor(self.config.embed_scale, dtype=x.dtype)
         tables = [r.cos_sin(positions, x.dtype, ctx.rope_seq_lens) for r in self.ropes]
@@ -68,7 +83,7 @@ class CausalLM(nn.Module):
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Vocabulary logits (float32) of hidden rows [N, hidden]."""
-        logits = torch.nn.functional.linear(hidden, self.lm_head_weight)
+        logits = linear(hidden, self.qhead if self.qhead is not None else self.lm_head_weight)
         cap = self.config.final_softcap
         if cap is not None:
             logits = torch.tanh(logits / cap) * cap

@@ -15,8 +15,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.model.config import ModelConfig
+from engine.model.quant import linear
 
 if TYPE_CHECKING:
+    from engine.model.quant import Int8Weight
     from engine.runner.forward_context import ForwardContext
 
 
@@ -74,7 +76,7 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(f, h, bias=False)
         self.gelu = config.hidden_act.startswith("gelu")
 
-        self.gate_up: torch.Tensor | None = None  # [2F, H]: gate and up rows, set by fuse()
+        self.gate_up: torch.Tensor | Int8Weight | None = None  # [2F, H]: gate and up rows, set by fuse()
 
     def fuse(self) -> None:
         """One [gate; up] weight, with gate_proj/up_proj re-pointed at its halves (no extra memory):
@@ -91,7 +93,7 @@ class MLP(nn.Module):
 
             return self.down_proj(dispatch.act_mul(F.linear(x, self.gate_up), self.gelu))
         if self.gate_up is not None:
-            g, u = F.linear(x, self.gate_up).chunk(2, dim=-1)
+            g, u = linear(x, self.gate_up).chunk(2, dim=-1)
         else:
             g, u = self.gate_proj(x), self.up_proj(x)
         g = F.gelu(g, approximate="tanh") if self.gelu else F.silu(g)
@@ -113,7 +115,7 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(h, self.num_kv_heads * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(h, self.num_kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=False)
-        self.qkv: tuple[torch.Tensor, torch.Tensor | None] | None = None  # set by fuse()
+        self.qkv: tuple[torch.Tensor | Int8Weight, torch.Tensor | None] | None = None  # set by fuse()
         self.qk_norm = config.qk_norm
         if config.qk_norm:
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, config.gemma_norm)
@@ -137,7 +139,7 @@ class Attention(nn.Module):
         t = x.shape[0]
         if self.qkv is not None:
             nq, nkv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-            q, k, v = F.linear(x, *self.qkv).split([nq, nkv, nkv], dim=-1)
+            q, k, v = linear(x, *self.qkv).split([nq, nkv, nkv], dim=-1)
         else:
             q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         q = q.reshape(t, self.num_heads, self.head_dim)

@@ -46,20 +46,33 @@ def build_model(config: ModelConfig, weights: dict[str, torch.Tensor], device: t
 
 
 def load_model(
-    path: str | Path, device: torch.device, dtype: torch.dtype
+    path: str | Path, device: torch.device, dtype: torch.dtype, weights: str = "float"
 ) -> tuple[CausalLM, ModelConfig, Tokenizer | None]:
+    """weights: "float" (every weight in `dtype`) or "int8" (CPU: weight-only int8 linears, output
+    layer and embedding table, engine/model/quant.py; the float weights are read, then requantised
+    per output row)."""
     path = Path(path).expanduser()
     if path.is_dir():
         from engine.model.loader.hf_folder import load_hf_folder
 
-        config, weights, tok = load_hf_folder(path, dtype)
+        config, tensors, tok = load_hf_folder(path, dtype)
     elif path.is_file():
         from engine.model.loader.gguf_model import load_gguf
 
-        config, weights, tok = load_gguf(path, dtype)
+        config, tensors, tok = load_gguf(path, dtype)
     else:
         raise ModelLoadError(f"model not found: {path}")
-    return build_model(config, weights, device), config, tok
+    model = build_model(config, tensors, device)
+    del tensors
+    if weights == "int8":
+        if device.type != "cpu":
+            raise ModelLoadError("weights='int8' runs on the CPU only (torch._weight_int8pack_mm)")
+        from engine.model.quant import quantize_model
+
+        quantize_model(model)
+    elif weights != "float":
+        raise ModelLoadError(f"weights must be 'float' or 'int8', not {weights!r}")
+    return model, config, tok
 
 
 def has_chat_template(path: str | Path | None = None) -> bool:

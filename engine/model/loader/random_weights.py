@@ -74,7 +74,7 @@ def _preloaded(model: CausalLM, config: ModelConfig, tokenizer: Tokenizer | None
     import engine.model.loader as loader
 
     saved = loader.load_model
-    loader.load_model = lambda path, device, dtype: (model, config, tokenizer)
+    loader.load_model = lambda path, device, dtype, weights="float": (model, config, tokenizer)
     try:
         yield
     finally:

@@ -1,0 +1,263 @@
+"""Benchmark (issue 18, CPU): longdoc (int8 weights, the CPU default, and float32) against llama.cpp
+and transformers on the CPU, same Gemma 3 270M GGUF, same token ids, same thread counts, in one run.
+
+    python benchmarks/bench_cpu_vs_llamacpp.py [--threads 1 2] [--reps 2] [--steps 16]
+        [--llama-python PYTHON] [--json benchmarks/results/cpu_vs_llamacpp.json]
+
+Measured, per thread count and repetition, interleaved (every engine once, then the next thread
+count, then the next repetition), each engine in its own worker process that keeps its model loaded:
+- prefill 2K: a 2,048-token prompt, time to the first token (longdoc: `generate` with max_tokens=1
+  through the public API, default chunking; llama.cpp: `Llama.eval` of the prompt, n_batch 512;
+  transformers: one forward with logits_to_keep=1 filling its DynamicCache);
+- decode 1K: greedy steps after a 1,024-token prompt, median seconds per step (longdoc: timestamps
+  of streamed tokens; llama.cpp: `eval` of one token and argmax of its logits; transformers: its
+  forward with the cache, one token per call);
+- 8K: an 8,192-token prompt, its prefill time and the decode steps after it.
+Every call gets a prompt of its own (a different window of the same contract text), so no engine
+reuses a cached prefix (longdoc's prefix cache, llama.cpp's prompt cache). The load average of the
+machine is recorded around every call (the cores are shared): medians over repetitions.
+
+transformers runs `Gemma3ForCausalLM` (sdpa attention, float32) built from the same GGUF's
+dequantised weights (tests/engine/tiny_models.hf_gemma_from_engine), not from an HF download.
+
+llama.cpp is a baseline, not a dependency of the project: llama-cpp-python is built from its PyPI
+source package into a scratch venv outside the repository (about 15 minutes on 2 cores, one build
+job), and its worker runs under that venv's python (`--llama-python`):
+
+    python3 -m venv /tmp/llamavenv
+    CMAKE_BUILD_PARALLEL_LEVEL=1 /tmp/llamavenv/bin/pip install llama-cpp-python   # 0.3.36 here
+
+The llama.cpp worker imports only llama_cpp and numpy (token ids come from the main process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXTS = [
+    "data/samples/contracts/en-commonpaper-csa-1.0-to-1.1/v1.txt",
+    "data/samples/contracts/en-commonpaper-dpa-1.0-to-1.1/v1.txt",
+    "data/samples/contracts/en-github-tos-2017-10-to-2018-05/v1.txt",
+    "data/samples/contracts/en-commonpaper-csa-1.0-to-1.1/v2.txt",
+    "data/samples/contracts/en-commonpaper-dpa-1.0-to-1.1/v2.txt",
+]
+
+
+# ----------------------------------------------------------------------------------------- workers
+def worker_longdoc(weights: str) -> None:
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    from engine import SamplingParams
+    from engine.config import CacheConfig, EngineConfig, LoadConfig, SchedulerConfig
+    from engine.llm import LLM
+
+    t = time.perf_counter()
+    llm = LLM(config=EngineConfig(LoadConfig(device="cpu", weights=weights), CacheConfig(memory_budget=2**30),
+                                  SchedulerConfig(max_model_len=9216)))
+    reply({"ready": True, "load_s": time.perf_counter() - t, "weights": llm.weights})
+    for req in requests():
+        torch.set_num_threads(req["threads"])
+        stamps, t = [], time.perf_counter()
+        p = SamplingParams(max_tokens=1 + req["steps"], ignore_eos=True)
+        for _ in llm.stream([req["ids"]], p):
+            stamps.append(time.perf_counter() - t)
+        reply(result(stamps))
+
+
+def worker_hf() -> None:
+    sys.path.insert(0, str(ROOT))
+    import torch
+    from transformers import DynamicCache
+
+    from engine.config import CacheConfig, EngineConfig, LoadConfig, SchedulerConfig
+    from engine.llm import LLM
+    from tests.engine.tiny_models import hf_gemma_from_engine
+
+    t = time.perf_counter()
+    llm = LLM(config=EngineConfig(LoadConfig(device="cpu", weights="float"), CacheConfig(memory_budget=2**26),
+                                  SchedulerConfig(max_model_len=9216)))
+    hf = hf_gemma_from_engine(llm)
+    del llm
+    reply({"ready": True, "load_s": time.perf_counter() - t, "attn": hf.config._attn_implementation})
+    for req in requests():
+        torch.set_num_threads(req["threads"])
+        stamps, t = [], time.perf_counter()
+        with torch.inference_mode():
+            cache = DynamicCache(config=hf.config)
+            out = hf(torch.tensor([req["ids"]]), past_key_values=cache, use_cache=True, logits_to_keep=1)
+            tok = out.logits[0, -1].argmax()
+            stamps.append(time.perf_counter() - t)
+            for _ in range(req["steps"]):
+                out = hf(tok.view(1, 1), past_key_values=cache, use_cache=True)
+                tok = out.logits[0, -1].argmax()
+                stamps.append(time.perf_counter() - t)
+        reply(result(stamps))
+
+
+def worker_llama(model_path: str, threads: list[int]) -> None:
+    import numpy as np
+    from llama_cpp import Llama
+
+    t = time.perf_counter()
+    llms = {n: Llama(model_path=model_path, n_ctx=9216, n_batch=512, n_threads=n, n_threads_batch=n, verbose=False)
+            for n in threads}
+    reply({"ready": True, "load_s": time.perf_counter() - t})
+    for req in requests():
+        llm = llms[req["threads"]]
+        llm.reset()
+        n_vocab = llm.n_vocab()
+        stamps, t = [], time.perf_counter()
+        llm.eval(req["ids"])
+        tok = int(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,)).argmax())
+        stamps.append(time.perf_counter() - t)
+        for _ in range(req["steps"]):
+            llm.eval([tok])
+            tok = int(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,)).argmax())
+            stamps.append(time.perf_counter() - t)
+        reply(result(stamps))
+
+
+def result(stamps: list[float]) -> dict:
+    steps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    return {"prefill_s": stamps[0], "step_s": statistics.median(steps) if steps else None, "steps": len(steps)}
+
+
+def requests():
+    for line in sys.stdin:
+        if line.strip():
+            yield json.loads(line)
+
+
+def reply(obj: dict) -> None:
+    sys.stdout.write("@@" + json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+# ----------------------------------------------------------------------------------------- driver
+class Worker:
+    def __init__(self, name: str, argv: list[str]) -> None:
+        self.name = name
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        self.info = self.read()
+        print(f"{name}: ready {self.info}", flush=True)
+
+    def read(self) -> dict:
+        for line in self.p.stdout:
+            if line.startswith("@@"):
+                return json.loads(line[2:])
+        raise RuntimeError(f"{self.name}: worker exited ({self.p.wait()})")
+
+    def call(self, req: dict) -> dict:
+        self.p.stdin.write(json.dumps(req) + "\n")
+        self.p.stdin.flush()
+        return self.read()
+
+    def close(self) -> None:
+        self.p.stdin.close()
+        self.p.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=16, help="decode steps timed after each prompt")
+    ap.add_argument("--engines", nargs="+", default=["longdoc-int8", "longdoc-float32", "llama.cpp", "transformers"])
+    ap.add_argument("--llama-python", default="/tmp/llamavenv/bin/python")
+    ap.add_argument("--json", default="benchmarks/results/cpu_vs_llamacpp.json")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        kind, _, arg = args.worker.partition(":")
+        if kind == "longdoc":
+            worker_longdoc(arg)
+        elif kind == "hf":
+            worker_hf()
+        else:
+            worker_llama(arg, args.threads)
+        return
+
+    sys.path.insert(0, str(ROOT))
+    from engine.model.loader.gguf_file import read_gguf
+    from engine.model.loader.gguf_model import gguf_tokenizer
+    from engine.paths import default_model_path
+
+    gguf = str(default_model_path())
+    tok = gguf_tokenizer(read_gguf(gguf))
+    text = "\n\n".join((ROOT / p).read_text(encoding="utf-8") for p in TEXTS)
+    ids = tok.encode(text, add_special_tokens=False)
+    bos = read_gguf(gguf).get("tokenizer.ggml.bos_token_id")
+    print(f"text: {len(ids)} tokens; machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+          flush=True)
+    me = [sys.executable, str(Path(__file__).resolve())]
+    thr = ["--threads", *map(str, args.threads)]
+    spawn = {
+        "longdoc-int8": lambda: Worker("longdoc-int8", [*me, "--worker", "longdoc:int8"]),
+        "longdoc-float32": lambda: Worker("longdoc-float32", [*me, "--worker", "longdoc:float"]),
+        "llama.cpp": lambda: Worker("llama.cpp", [args.llama_python, str(Path(__file__).resolve()),
+                                                  "--worker", f"llama:{gguf}", *thr]),
+        "transformers": lambda: Worker("transformers", [*me, "--worker", "hf"]),
+    }
+    workers = {name: spawn[name]() for name in args.engines}
+    cases = [("2K", 2048, 0), ("1K", 1024, args.steps), ("8K", 8192, args.steps)]
+    rows: list[dict] = []
+    call = 0
+    for rep in range(args.reps):
+        for threads in args.threads:
+            for case, n, steps in cases:
+                for name, w in workers.items():
+                    call += 1
+                    start = (call * 1499) % (len(ids) - n)  # a window of its own: no prefix reuse
+                    prompt = [bos, *ids[start:start + n - 1]]
+                    load0 = os.getloadavg()[0]
+                    r = w.call({"ids": prompt, "threads": threads, "steps": steps})
+                    row = {"engine": name, "threads": threads, "case": case, "rep": rep, "tokens": n,
+                           "load_before": load0, "load_after": os.getloadavg()[0], **r}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    for w in workers.values():
+        w.close()
+
+    def med(engine: str, threads: int, case: str, key: str) -> float | None:
+        xs = [r[key] for r in rows if (r["engine"], r["threads"], r["case"]) == (engine, threads, case)
+              and r[key] is not None]
+        return statistics.median(xs) if xs else None
+
+    summary = []
+    for threads in args.threads:
+        for name in workers:
+            p2, p8 = med(name, threads, "2K", "prefill_s"), med(name, threads, "8K", "prefill_s")
+            d1, d8 = med(name, threads, "1K", "step_s"), med(name, threads, "8K", "step_s")
+            summary.append({
+                "threads": threads, "engine": name,
+                "prefill_2k_tps": round(2048 / p2, 1) if p2 else None,
+                "prefill_8k_tps": round(8192 / p8, 1) if p8 else None,
+                "decode_1k_tps": round(1 / d1, 2) if d1 else None,
+                "decode_8k_tps": round(1 / d8, 2) if d8 else None,
+            })
+    print("\n| threads | engine | prefill 2K tok/s | prefill 8K tok/s | decode @1K tok/s | decode @8K tok/s |")
+    print("|---|---|---|---|---|---|")
+    for s in summary:
+        print(f"| {s['threads']} | {s['engine']} | {s['prefill_2k_tps']} | {s['prefill_8k_tps']} | "
+              f"{s['decode_1k_tps']} | {s['decode_8k_tps']} |")
+    loads = [r["load_before"] for r in rows] + [r["load_after"] for r in rows]
+    print(f"load average over the run: min {min(loads):.2f}, median {statistics.median(loads):.2f}, max {max(loads):.2f}")
+    out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.platform(),
+           "cpu_count": os.cpu_count(), "reps": args.reps, "steps": args.steps,
+           "load_s": {n: w.info.get("load_s") for n, w in workers.items()}, "summary": summary, "rows": rows}
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
