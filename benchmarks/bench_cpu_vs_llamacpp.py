@@ -173,6 +173,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--steps", type=int, default=16, help="decode steps timed after each prompt")
     ap.add_argument("--engines", nargs="+", default=["longdoc-int8", "longdoc-float32", "llama.cpp", "transformers"])
+    ap.add_argument("--cases", nargs="+", default=["2K", "1K", "8K"])
     ap.add_argument("--llama-python", default="/tmp/llamavenv/bin/python")
     ap.add_argument("--json", default="benchmarks/results/cpu_vs_llamacpp.json")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -209,7 +210,7 @@ def main() -> None:
         "transformers": lambda: Worker("transformers", [*me, "--worker", "hf"]),
     }
     workers = {name: spawn[name]() for name in args.engines}
-    cases = [("2K", 2048, 0), ("1K", 1024, args.steps), ("8K", 8192, args.steps)]
+    cases = [c for c in [("2K", 2048, 0), ("1K", 1024, args.steps), ("8K", 8192, args.steps)] if c[0] in args.cases]
     rows: list[dict] = []
     call = 0
     for rep in range(args.reps):
