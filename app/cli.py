@@ -1,6 +1,7 @@
 """The `longdoc` command line.
 
     longdoc batch FOLDER [--pipeline NAME] --out DIR [--jobs N] [--force] [--wait] [--json] [--llm MODE]
+                  [--executor local|ray [--address auto|ray://HOST:PORT]]
     longdoc batch FOLDER --ask Q [--ask Q2] [--questions FILE] [--cache-dir C] --out DIR   (a review table)
     longdoc schema PIPELINE
     longdoc ui [--port N] [--address A] [--dev]    (the Streamlit app, on 127.0.0.1 by default)
@@ -45,7 +46,13 @@ def batch(
     folder: Path = typer.Argument(..., help="Folder of inputs, or of one subfolder per pipeline."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder (one JSON per input + summary.json)."),
     pipeline: str | None = typer.Option(None, "--pipeline", "-p", help="Pipeline to run; omit when FOLDER has one subfolder per pipeline."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Worker processes."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Worker processes (with --executor ray: Ray actors)."),
+    executor_name: str = typer.Option("local", "--executor", metavar="local|ray",
+                                      help="Where inputs run: local worker processes, or Ray actors (the extra "
+                                           "longdoc[ray]); the outputs are the same."),
+    address: str | None = typer.Option(None, "--address", metavar="auto|HOST:PORT|ray://HOST:PORT",
+                                       help="With --executor ray: the Ray cluster to join (auto: the one started on "
+                                            "this machine by `ray start`); without it a local Ray instance is started."),
     force: bool = typer.Option(False, "--force", help="Recompute outputs that are already up to date."),
     wait: bool = typer.Option(False, "--wait", help="If another batch is writing to --out, wait for it instead of refusing."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -90,6 +97,17 @@ def batch(
     from app.batch import BatchBusyError, BatchUsageError, LLMConfig, OutputLock, plan, run_batch
 
     run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, cache_dir=cache_dir)  # validates: exit 2
+    executor = None
+    if executor_name not in ("local", "ray"):
+        fail(f"--executor must be local or ray, not {executor_name!r}", 2)
+    if executor_name == "ray":
+        try:
+            from app.ray_executor import RayExecutor, RayStartError
+        except ImportError as exc:
+            fail(f"--executor ray needs Ray ({exc}): pip install 'longdoc[ray]'", 2)
+        executor = RayExecutor(jobs, address=address)
+    elif address is not None:
+        fail("--address is for --executor ray", 2)
     questions = None
     if ask or questions_file is not None:
         from app import review
@@ -114,6 +132,15 @@ def batch(
     console = Console(stderr=True)
     if not tasks:
         console.print(f"[yellow]no inputs found in {folder}[/yellow]")
+    if executor is not None and tasks:  # Ray starts before the batch: a cluster that cannot be joined is one line
+        if not (quiet or as_json):
+            console.print(f"starting {executor.jobs} Ray workers" + (f" on {address}" if address else " (local Ray)"))
+        try:
+            executor.start(tasks)
+        except (RayStartError, KeyboardInterrupt) as exc:
+            executor.close()
+            lock.release()
+            fail(str(exc) or "stopped while Ray was starting", 2 if isinstance(exc, RayStartError) else 130)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("left"), TimeRemainingColumn())
     try:
@@ -125,7 +152,8 @@ def batch(
                 if outcome.status == "failed":
                     progress.console.print(f"[red]failed[/red] {escape(outcome.reason or '')}", highlight=False)
 
-            report = run_batch(tasks, folder, out, jobs=jobs, on_outcome=advance, pipeline=pipeline, lock=lock)
+            report = run_batch(tasks, folder, out, executor=executor, jobs=jobs, on_outcome=advance,
+                               pipeline=pipeline, lock=lock)
         if questions:  # the table, from the row files (also after a stop: what finished)
             table = review.table_from_tasks(tasks, questions, run.settings.describe(), report.outcomes)
             written = review.write_table(out, table)
@@ -133,6 +161,8 @@ def batch(
         fail(f"{out}: cannot write the batch there ({exc.strerror or exc})", 2)
     finally:
         lock.release()
+        if executor is not None:
+            executor.close()
     summary = report.to_dict()
     if as_json:
         typer.echo(json.dumps(summary, indent=2, ensure_ascii=False))

@@ -215,3 +215,16 @@ def test_sigint_stops_a_ray_batch_and_the_summary_counts_what_was_written(tmp_pa
     while [p for p in ray_procs if alive(p)] and time.monotonic() < deadline:
         time.sleep(0.1)
     assert [p for p in ray_procs if alive(p)] == []
+
+
+def test_executor_flags_are_checked_before_anything_runs(tmp_path):
+    from typer.testing import CliRunner
+
+    from app.cli import app
+
+    folder = count_folder(tmp_path, 1)
+    for extra, line in ((["--address", "auto"], "--address is for --executor ray"),
+                        (["--executor", "dask"], "--executor must be local or ray")):
+        res = CliRunner().invoke(app, ["batch", str(folder), "-p", "count", "-o", str(tmp_path / "out"), *extra])
+        assert res.exit_code == 2 and line in res.output, res.output
+    assert not (tmp_path / "out" / "summary.json").exists()
