@@ -279,7 +279,7 @@ def step_rows(report) -> list[dict]:
         if s.step == "ask":
             continue
         if s.ran:
-            status = "ran with an error" if s.error else "ran"
+            status = "ran with an error" if s.error else "stopped" if s.reason.startswith("cancelled") else "ran"
             why = s.error or s.reason or ""
         else:
             status, why = "left out", (s.reason + (f": {s.error}" if s.error else ""))
