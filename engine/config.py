@@ -27,7 +27,7 @@ class LoadConfig:
     bfloat16 on CUDA, float32 on CPU). cuda_graphs: replay decode steps from CUDA graphs (None: on
     where they can run; engine/runner/cuda_graph.py). weights: "int8" (CPU: weight-only int8
     linears, output layer and embeddings, engine/model/quant.py), "float" (every weight in `dtype`:
-    the reference), or None: int8 for the packaged default model on the CPU, float otherwise."""
+    the reference), or None: int8 for the packaged default model on the CPU when `dtype` is None, float otherwise."""
 
     model: str | Path | None = None
     device: str | torch.device | None = None

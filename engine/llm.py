@@ -162,7 +162,7 @@ class LLM:
         self.model_path = Path(load.model) if load.model is not None else default_model_path()
         from engine.model.quant import default_weights
 
-        self.weights = default_weights(load.weights, self.device, load.model is None)
+        self.weights = default_weights(load.weights, self.device, load.model is None, load.dtype is not None)
         self.model, self.config, self.tokenizer = load_model(self.model_path, self.device, self.dtype, self.weights)
         self.max_model_len = config.scheduler.max_model_len or self.config.max_position_embeddings
         chunk = resolve_prefill_chunk(config.scheduler, config.cache, self.config, self.device,

@@ -14,8 +14,10 @@ data/samples/contracts/en-github-tos-2017-10-to-2018-05/v2.txt): int8 10.602, fl
 (+0.41%). int4 would be faster on the output layer; not tried end to end.
 
 `LoadConfig.weights` picks it: "int8", "float" (the dtype as loaded: the reference), or None: int8
-for the packaged default model (`LLM(model=None)`) on the CPU, float everywhere else (HF folders and other GGUFs keep
-matching transformers exactly).
+for the packaged default model (`LLM(model=None)`) on the CPU when no dtype was named, float
+everywhere else (HF folders and other GGUFs keep matching transformers exactly; `dtype="float32"`
+means float32 weights). int8 results depend slightly on the batch (bfloat16 activations), so a
+request batched with others may pick a different token than alone; float32 does not.
 """
 
 from __future__ import annotations
@@ -76,14 +78,15 @@ class Int8Linear(nn.Module):
         return linear(x, self.qweight, self.bias)
 
 
-def default_weights(mode: str | None, device: torch.device, default_model: bool) -> str:
+def default_weights(mode: str | None, device: torch.device, default_model: bool, dtype_given: bool = False) -> str:
     """Resolve `LoadConfig.weights` (see the module docstring); default_model: the LLM was given
-    no model (the packaged Gemma 3 270M GGUF)."""
+    no model (the packaged Gemma 3 270M GGUF); dtype_given: the caller named a dtype, which then
+    holds for every weight (int8 would compute in bfloat16 whatever it asked for)."""
     if mode is not None:
         if mode not in WEIGHT_MODES:
             raise ValueError(f"weights must be one of {WEIGHT_MODES} or None, not {mode!r}")
         return mode
-    return "int8" if device.type == "cpu" and default_model else "float"
+    return "int8" if device.type == "cpu" and default_model and not dtype_given else "float"
 
 
 def quantize_model(model: nn.Module) -> None:

@@ -45,6 +45,7 @@ def test_default_weights():
     assert default_weights(None, cpu, default_model=False) == "float"
     assert default_weights(None, cuda, default_model=True) == "float"
     assert default_weights("float", cpu, default_model=True) == "float"
+    assert default_weights(None, cpu, default_model=True, dtype_given=True) == "float"  # dtype="float32" is float32
     with pytest.raises(ValueError):
         default_weights("int3", cpu, default_model=True)
 
