@@ -41,6 +41,23 @@ def _create_temp(folder: Path, name: str) -> tuple[int, Path]:
     raise FileExistsError(f"{folder}: no free temporary name for {name}")
 
 
+def output_problem(path: str | Path) -> str | None:
+    """Why a file cannot be written at `path`, in a few words, or None: checked before minutes of
+    analysis so that a mistyped output path fails at once (a folder, a folder under a file, a folder
+    we may not write)."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path} is a folder; name a file"
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot write in {parent} (permission denied)"
+    return None
+
+
 def write_atomic(path: str | Path, text: str, fsync: bool = True) -> Path:
     """Write `text` to `path` via a temporary file and a rename. `fsync=False` skips the flush to
     disk (still atomic for readers and against a killed process, not against a power cut): for

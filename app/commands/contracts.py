@@ -30,12 +30,15 @@ def register(app: typer.Typer) -> None:
         cache_dir: Path | None = lo.cache_dir_option(),
     ) -> None:
         """Align every clause of two versions of a contract and explain every change, material changes first."""
-        from app.export import to_json, write_atomic
+        from app.export import output_problem, to_json, write_atomic
         from app.render.contracts import redline_html, render_terminal
         from pipelines.contracts import AlignConfig, compare_documents
         from pipelines.documents import IngestError, load_document
 
         lo.check_questions(ask)
+        if html_out is not None and (problem := output_problem(html_out)):
+            typer.echo(f"longdoc: --html {html_out}: {problem}", err=True)
+            raise typer.Exit(2)
         docs = []
         for path in (version_a, version_b):
             try:
@@ -49,7 +52,11 @@ def register(app: typer.Typer) -> None:
                 result = compare_documents(docs[0], docs[1], AlignConfig(semantic=semantic), llm=run)
                 answered = lo.ask_and_attach(run, result, docs, ask)
         if html_out is not None:
-            write_atomic(html_out, redline_html(result, docs[0], docs[1]))
+            try:
+                write_atomic(html_out, redline_html(result, docs[0], docs[1]))
+            except OSError as exc:  # the path checked out above, and something changed since
+                typer.echo(f"longdoc: could not write --html {html_out}: {exc.strerror or exc}", err=True)
+                raise typer.Exit(1) from None
         if as_json:
             typer.echo(to_json(result), nl=False)
         else:

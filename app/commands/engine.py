@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
         """Generate a continuation of PROMPT with the local engine."""
         from app.ask import settings
         from engine import EngineError, SamplingParams, has_chat_template
-        from pipelines.llm import EngineUnavailable, get_engine
+        from pipelines.llm import EngineUnavailable
 
         try:
             params = SamplingParams(
@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
                            "drop --chat or pass --model", err=True)
                 raise typer.Exit(2)
             t0 = time.perf_counter()
-            llm = get_engine(chosen)
+            llm = _load(chosen, quiet=as_json)
             load_s = time.perf_counter() - t0
             t1 = time.perf_counter()
             if chat:
@@ -117,7 +117,7 @@ def register(app: typer.Typer) -> None:
         from app import ask as asking
         from engine import EngineError
         from pipelines.documents import Document, IngestError, load_document
-        from pipelines.llm import EngineUnavailable, get_engine
+        from pipelines.llm import EngineUnavailable
 
         try:
             policy = asking.policy_for(fallback)
@@ -142,7 +142,7 @@ def register(app: typer.Typer) -> None:
                                      doc_id="joined")
         try:
             t0 = time.perf_counter()
-            llm = get_engine(asking.settings(model, device, dtype, max_model_len, cache_dir, cache_bytes))
+            llm = _load(asking.settings(model, device, dtype, max_model_len, cache_dir, cache_bytes), quiet=as_json)
             load_s = time.perf_counter() - t0
             with _token_progress(disable=as_json) as on_progress:
                 res = asking.ask(llm, doc, list(question), policy, max_tokens,
@@ -221,6 +221,24 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"longdoc: {exc}", err=True)
             raise typer.Exit(1) from None
         typer.echo(json.dumps(res, indent=2) if output_format == "json" else format_text(res))
+
+
+def _load(chosen, quiet: bool = False):
+    """The engine for `chosen` (EngineSettings), saying on stderr what is loading and how long it
+    took: loading the weights takes 10-30 s on a CPU, and a silent terminal looks hung."""
+    from pipelines.llm import get_engine
+
+    if quiet:
+        return get_engine(chosen)
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    t0 = time.perf_counter()
+    with err.status(f"loading the model ({chosen.describe()}) …"):
+        llm = get_engine(chosen)
+    err.print(f"model loaded in {time.perf_counter() - t0:.1f} s ({llm.model_path.name} on {llm.device})",
+              highlight=False)
+    return llm
 
 
 @contextmanager

@@ -66,6 +66,9 @@ def make_run(mode: str, model: Path | None, device: str | None, dtype: str | Non
     """The LLMRun for a command's flags; a bad --llm value or setting is a usage error (exit 2)."""
     from pipelines.llm import EngineSettings, LLMRun
 
+    if cache_dir is not None and cache_dir.exists() and not cache_dir.is_dir():  # before any analysis
+        typer.echo(f"longdoc: --cache-dir {cache_dir} is a file, not a folder", err=True)
+        raise typer.Exit(2)
     try:
         settings = EngineSettings.from_env(model=model, device=device, dtype=dtype, max_model_len=max_model_len,
                                            disk_cache_dir=str(cache_dir) if cache_dir else None)
@@ -133,7 +136,12 @@ def answer_lines(answers) -> list[str]:
     lines = []
     for a in answers:
         lines.append(f"Q: {a.question}")
-        lines.append(f"A: {a.text}" if a.error is None else f"A: (no answer: {a.error})")
+        if a.error is not None:
+            lines.append(f"A: (no answer: {a.error})")
+        elif not a.text.strip():
+            lines.append("A: (the model gave an empty answer; try rephrasing the question or a larger --model)")
+        else:
+            lines.append(f"A: {a.text}")
         for s in a.spans:
             snippet = " ".join(s.text.split())
             snippet = snippet if len(snippet) <= 160 else snippet[:157] + "…"

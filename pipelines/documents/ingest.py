@@ -19,7 +19,7 @@ import logging
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelines.documents.model import Document
@@ -28,6 +28,19 @@ log = logging.getLogger(__name__)
 
 # The longest text (characters, after decoding or parsing) a pipeline is given; README "Input limits".
 MAX_TEXT_CHARS = 500_000
+TEXT_CHARS_ENV = "LONGDOC_MAX_TEXT_CHARS"
+
+
+def _max_text_chars() -> int:
+    """The text limit: $LONGDOC_MAX_TEXT_CHARS when set (every command and the UI read it), else
+    MAX_TEXT_CHARS. A value that is not a positive whole number is an IngestError naming the
+    variable (every command prints those as one line)."""
+    raw = os.environ.get(TEXT_CHARS_ENV, "").strip().replace("_", "").replace(",", "")
+    if not raw:
+        return MAX_TEXT_CHARS
+    if not raw.isdigit() or int(raw) < 1:
+        raise IngestError(TEXT_CHARS_ENV, f"{os.environ[TEXT_CHARS_ENV]!r} is not a positive number of characters")
+    return int(raw)
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".text"}
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES | {".docx", ".pdf"}
@@ -57,7 +70,7 @@ class IngestLimits:
     max_bytes: int = 50 * 1024 * 1024
     max_pages: int = 2000
     min_text_chars: int = 1
-    max_text_chars: int = MAX_TEXT_CHARS
+    max_text_chars: int = field(default_factory=_max_text_chars)
     max_docx_part_bytes: int = 64 * 1024 * 1024
     max_docx_unpacked_bytes: int = 256 * 1024 * 1024
 
@@ -188,7 +201,7 @@ def _check_text_size(name: str, n_chars: int, limits: IngestLimits) -> None:
     if n_chars > limits.max_text_chars:
         raise IngestError(
             name, f"text is {n_chars:,} characters, over the {limits.max_text_chars:,}-character limit"
-            " (split the document, or raise IngestLimits.max_text_chars)")
+            f" (split the document, or raise the limit with {TEXT_CHARS_ENV}=N)")
 
 
 # ---------------------------------------------------------------------------------------------

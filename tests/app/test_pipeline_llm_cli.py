@@ -163,3 +163,37 @@ def test_first_ctrl_c_stops_the_llm_steps_second_quits():
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.05)
     assert signal.getsignal(signal.SIGINT) is not None  # the previous handler is back
+
+
+def test_a_cache_dir_that_is_a_file_is_a_usage_error_before_any_analysis(tmp_path):
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_text("x")
+    res = invoke("patents", str(PATENT), "--llm", "on", "--cache-dir", str(not_a_folder))
+    assert res.exit_code == 2 and "is a file, not a folder" in res.output
+    assert "claims" not in res.stdout  # refused before the analysis, not after it
+
+
+@pytest.mark.parametrize("where", ["folder", "under_a_file"])
+def test_html_path_that_cannot_be_written_is_refused_before_the_analysis(tmp_path, where):
+    (tmp_path / "f").write_text("x")
+    target = tmp_path if where == "folder" else tmp_path / "f" / "r.html"
+    res = invoke("contracts", *COMMANDS["contracts"], "--html", str(target))
+    assert res.exit_code == 2, res.output
+    assert res.output.count("\n") == 1 and "--html" in res.output
+    assert ("is a folder" if where == "folder" else "is a file, not a folder") in res.output
+
+
+def test_an_empty_answer_says_so(tmp_path):
+    from app.commands.llm_options import answer_lines
+    from pipelines.llm.run import Answer
+
+    lines = answer_lines([Answer(question="Who?", text="  ", prompt_tokens=10, seconds=0.5)])
+    assert lines[1].startswith("A: (the model gave an empty answer")
+
+
+def test_generate_says_what_is_loading_and_how_long_it_took(tiny_model):
+    res = invoke("generate", "abc", "-n", "3", "--model", str(tiny_model), "--device", "cpu", "--dtype", "float32")
+    assert res.exit_code == 0, res.output
+    assert "model loaded in " in res.output and "on cpu" in res.output
+    quiet = invoke("generate", "abc", "-n", "3", "--json", "--model", str(tiny_model), "--device", "cpu")
+    assert "model loaded" not in quiet.output  # --json prints one JSON object and nothing else

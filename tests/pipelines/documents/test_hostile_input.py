@@ -418,3 +418,19 @@ def test_readme_lists_the_document_block_with_its_encoding_note(tmp_path):
     p.write_bytes(data[:7] + b"\0" + data[7:])
     note = load_document(p).info().encoding_note
     assert f'`"{note}"`' in " ".join(section.split())
+
+
+def test_the_text_limit_is_raised_by_the_environment(tmp_path, monkeypatch):
+    """The refusal names a way to raise the limit that exists: $LONGDOC_MAX_TEXT_CHARS; a bad value
+    is one line naming the variable."""
+    p = tmp_path / "long.txt"
+    p.write_text("a" * 3000, encoding="utf-8")
+    monkeypatch.setenv("LONGDOC_MAX_TEXT_CHARS", "2000")
+    with pytest.raises(IngestError) as err:
+        load_document(p)
+    assert "LONGDOC_MAX_TEXT_CHARS=N" in str(err.value) and "long.txt" in str(err.value)
+    monkeypatch.setenv("LONGDOC_MAX_TEXT_CHARS", "4,000")
+    assert len(load_document(p).text) == 3000
+    monkeypatch.setenv("LONGDOC_MAX_TEXT_CHARS", "lots")
+    with pytest.raises(IngestError, match="LONGDOC_MAX_TEXT_CHARS: 'lots' is not a positive number"):
+        load_document(p)
