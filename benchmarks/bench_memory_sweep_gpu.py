@@ -1,6 +1,6 @@
 """Issue 18's large-pool check as a user meets it: `LLM(model=folder, device="cuda",
 cache=CacheConfig(memory_budget=b), scheduler=SchedulerConfig(max_num_seqs=16))` for b in 0.1 … 0.9, a fresh decode-tuning
-cache, and 16 prompts of 32K tokens submitted together (4 tokens each). Before the 64-bit offsets
+cache for every run, and 16 prompts of 32K tokens submitted together (4 tokens each). Before the 64-bit offsets
 a Gemma pool at 0.8 crashed the CUDA context in the decode tuner ("illegal memory access").
 
     python3 benchmarks/bench_memory_sweep_gpu.py --out sweep.json [--models gemma,llama8b]
@@ -106,7 +106,6 @@ def main() -> None:
     results: dict = {"n": n, "length": length, "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu",
                      "torch": torch.__version__, "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        env["LONGDOC_TUNING_CACHE"] = str(Path(tmp) / "tuning")  # fresh: the crash needed an empty tuning cache
         cfgs = hf_configs(args.tiny)
         for name in args.models.split(","):
             folder = Path(tmp) / name
@@ -116,6 +115,9 @@ def main() -> None:
             budgets = args.budgets_8b if name == "llama8b" else args.budgets
             runs = results["runs"][name] = []
             for b in budgets.split(","):
+                # a fresh tuning cache for every run: the crash needed an empty one (the tuner's
+                # tables reached the pool's last blocks first)
+                env["LONGDOC_TUNING_CACHE"] = str(Path(tmp) / f"tuning-{name}-{b}")
                 cmd = [sys.executable, __file__, "--one", str(folder), b, "--n", str(n), "--length", str(length)]
                 if args.tiny:
                     cmd.append("--tiny")

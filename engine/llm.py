@@ -29,7 +29,7 @@ from engine.core.sampling import SamplingParams
 from engine.core.scheduler import SchedulerCounters, next_prefill_end, resolve_prefill_chunk
 from engine.core.scoring import ScoreOutput, continuation_logprobs
 from engine.core.sequence import Sequence
-from engine.errors import EngineError
+from engine.errors import EngineError, RequestCancelled
 from engine.fallback.planner import FallbackPolicy, FallbackReport, LongRequest, run_with_fallback
 from engine.fallback.tools import TextTools
 from engine.kv.cold import ColdTier
@@ -235,6 +235,57 @@ class LLM:
         on_step(StepProgress) runs after every engine step; when it returns True the requests that
         have not finished stop there with finish_reason "abort" (the finished ones are kept)."""
         seqs = self._make_seqs(prompts, params)
+        for _ in self._run(seqs, on_step):
+            pass
+        return [self.output.output(s) for s in seqs]
+
+    def generate_shared(self, head: Prompt, suffixes: Seq[Prompt], params: SamplingParams | None = None,
+                        on_step: OnStep | None = None) -> list[GenerationOutput]:
+        """One output per suffix for the prompts head + suffix, the head's KV computed once and
+        shared by reference (the same blocks in every request's table, no copies) by the whole batch.
+
+        The head's full blocks are computed first (a one-token request that cuts its prefill at the
+        last block boundary of the head, which the prefix cache indexes), then every request is
+        submitted together with the same cut (`Sequence.prefill_cut`): each takes the head's blocks
+        from the prefix cache, computes only its last partial block and its suffix, and the
+        scheduler batches the decodes. Because every request cuts its prefill there, a request's
+        logits are bit-identical to the same request computed alone from scratch. The head is
+        tokenized on its own (a string gets BOS) and each suffix without special tokens, so every
+        prompt starts with exactly the head's token ids. on_step: as `generate`'s, over the head
+        (phase "document", the head's tokens counted as prompt tokens done) and then the batch;
+        True during the head raises RequestCancelled."""
+        if not suffixes:
+            return []
+        head_ids = self.encode(head)
+        suffix_ids = [self.encode(s, add_special_tokens=False) if isinstance(s, str) else list(s) for s in suffixes]
+        prompts = [head_ids + s for s in suffix_ids]
+        for p in prompts:
+            self.check_len(len(p))
+        bs = self.kv.block_size
+        cut = (len(head_ids) // bs) * bs
+        params = params or SamplingParams()
+        if cut > 0 and self.core.scheduler.prefix_caching and len(suffixes) > 1:
+            prime = self.core.new_sequence(prompts[0][: cut + 1], SamplingParams(max_tokens=1), None)
+            prime.prefill_cut = cut
+            total = sum(len(p) for p in prompts)
+            out_max = params.max_tokens * len(prompts)
+
+            def on_head(_p: StepProgress) -> bool | None:
+                done = min(prime.num_cached, cut)
+                return on_step(StepProgress(done, total, 0, out_max, 0, len(prompts), phase="document",
+                                            document_tokens_done=done, document_tokens_total=cut))
+
+            for _ in self._run([prime], on_head if on_step is not None else None):
+                pass
+            if prime.finish_reason == "abort":
+                raise RequestCancelled("stopped while computing the shared head")
+        else:
+            cut = 0
+        seqs = [self.core.new_sequence(p, params, None) for p in prompts]
+        for s, suf in zip(seqs, suffixes, strict=True):
+            s.prefill_cut = cut
+            if isinstance(head, str) and isinstance(suf, str):
+                s.prompt = head + suf
         for _ in self._run(seqs, on_step):
             pass
         return [self.output.output(s) for s in seqs]

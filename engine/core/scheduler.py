@@ -422,12 +422,12 @@ def next_prefill_end(s: Sequence, chunk: int, block_size: int | None = None) -> 
     """Where a sequence's next prefill chunk ends: the next multiple of `chunk` (the grid that makes
     cached and computed prefixes identical), the prompt's end, or the offset where a stored
     document is still to be placed, whichever comes first; with `block_size` (the scheduler's
-    cuts), a request without a document also stops at its `prompt_tail`."""
+    cuts), a request without a document also stops at its `prompt_tail` and its `prefill_cut`."""
     end = min((s.num_cached // chunk + 1) * chunk, s.prefill_len)
     if s.doc is not None:
         return min(end, s.doc[0])
     if block_size:
-        tail = prompt_tail(s.prefill_len, block_size)
-        if s.num_cached < tail < end:
-            end = tail
+        for cut in (prompt_tail(s.prefill_len, block_size), s.prefill_cut):
+            if s.num_cached < cut < end:
+                end = cut
     return end

@@ -36,6 +36,8 @@ class Sequence:
     preemptions: int = 0
     register_limit: int = 1 << 62  # the prefix cache indexes only blocks before this position
     doc: tuple | None = None  # (offset, engine.kv.document_cache.DocumentKV) still to be placed
+    prefill_cut: int = 0  # a block boundary the prefill also cuts at (0: none): where a head shared by
+    # a batch ends (`LLM.generate_shared`), so the prefix cache can resume every request there
 
     @property
     def holds_placed_document(self) -> bool:

@@ -7,12 +7,14 @@ group. A finished sequence's blocks go back to the allocator's free list with th
 allocator frees in least-recently-used order and tells us when it hands a block out again), so a
 later request with the same prefix takes them back instead of recomputing them.
 
-Reuse happens at prefill-chunk boundaries, and at a prompt's tail. Chunked prefill always cuts the
-prompt on the global grid 0, C, 2C, ... (C = max_prefill_chunk) and at the last block boundary
-before the prompt's last token (`engine.core.scheduler.prompt_tail`), so a request whose first P
-tokens come from the cache (P a grid point, or the tail of a prompt it repeats) computes exactly
-the same chunks with exactly the same shapes as a run that computed them all: its logits and
-tokens are bit-identical (audit reproducibility), not merely close.
+Reuse happens at prefill-chunk boundaries, at a prompt's tail, and at a request's declared cut.
+Chunked prefill always cuts the prompt on the global grid 0, C, 2C, ... (C = max_prefill_chunk),
+at the last block boundary before the prompt's last token (`engine.core.scheduler.prompt_tail`)
+and at `Sequence.prefill_cut` when a caller sets one (`LLM.generate_shared`: the block boundary
+where the head a batch shares ends), so a request whose first P tokens come from the cache (P a
+grid point, the tail of a prompt it repeats, or its cut) computes exactly the same chunks with
+exactly the same shapes as a run that computed them all: its logits and tokens are bit-identical
+(audit reproducibility), not merely close.
 
 Shared blocks are never written: only full blocks are registered, and a sequence writes only at
 positions >= its cached length, which lie in blocks of its own (copy-on-write is never needed).
@@ -126,12 +128,17 @@ class PrefixCache:
         if seq.doc is not None:
             target = limit = min(target, seq.doc[0])
         top = (max(limit, 0) // self.chunk) * self.chunk
-        if seq.doc is None and target > 0:  # the scheduler also cuts at the prompt's tail
-            tail = min(prompt_tail(target, self.bs), (max(limit, 0) // self.bs) * self.bs)
-            if tail > top and self.enabled:
-                self.update_hashes(seq, tail)
-                if seq.block_hashes[tail // self.bs - 1] in self.tails:
-                    top = tail
+        # resume points off the chunk grid: the prompt's tail and its declared cut, where a run that
+        # computed them cut its prefill (their last block's hash is in `tails`)
+        cuts: set[int] = set()
+        if seq.doc is None and target > 0 and self.enabled:
+            last = (max(limit, 0) // self.bs) * self.bs
+            for tail in {min(prompt_tail(target, self.bs), last), min(seq.prefill_cut, last)}:
+                if tail > 0 and tail % self.chunk:
+                    self.update_hashes(seq, tail)
+                    if seq.block_hashes[tail // self.bs - 1] in self.tails:
+                        cuts.add(tail)
+        top = max([top, *cuts])
         self.stats.queries += 1
         self.stats.query_tokens += target
         if top <= 0 or not self.enabled:
@@ -143,11 +150,10 @@ class PrefixCache:
             if g.window is None:
                 m = self.maps[gi]
                 n_glob = next((b for b in range(n_glob) if seq.block_hashes[b] not in m), n_glob)
-        p = top if n_glob * self.bs >= top else (n_glob * self.bs // self.chunk) * self.chunk
-        if p == top and p % self.chunk and not self._device_has(seq, p):
-            p = (p // self.chunk) * self.chunk
-        while p > 0 and not self._device_has(seq, p):
-            p -= self.chunk
+        # the longest resume point (a cut or a grid point) whose blocks the device holds
+        reach = n_glob * self.bs
+        grid = range((min(top, reach) // self.chunk) * self.chunk, 0, -self.chunk)
+        p = next((c for c in sorted({*cuts, *grid}, reverse=True) if c <= reach and self._device_has(seq, c)), 0)
         cold_p = self._cold_match(seq, p, top) if self.cold is not None else p
         if cold_p > p:
             got = self._cold_attach(seq, p, cold_p)
@@ -191,9 +197,10 @@ class PrefixCache:
                     m[h] = blk
                     own[blk] = h
         self.registered[seq.seq_id] = done
-        tail = prompt_tail(seq.prefill_len, self.bs) if seq.doc is None else 0
-        if start * self.bs < tail <= done * self.bs and tail % self.chunk:
-            self.tails.add(seq.block_hashes[tail // self.bs - 1])
+        if seq.doc is None:
+            for tail in (prompt_tail(seq.prefill_len, self.bs), seq.prefill_cut):
+                if start * self.bs < tail <= done * self.bs and tail % self.chunk and tail % self.bs == 0:
+                    self.tails.add(seq.block_hashes[tail // self.bs - 1])
         if self.cold is not None:
             self._persist(seq, start * self.bs, done * self.bs)
 

@@ -1,0 +1,73 @@
+"""LLM.generate_shared: a batch of prompts that share a head computes the head once and shares its
+blocks by reference; every request computes only its last partial block and its suffix, and the
+greedy tokens equal each prompt generated alone."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine import LLM, CacheConfig, RequestCancelled, SamplingParams, SchedulerConfig
+from tests.engine.tiny_models import VOCAB, tiny_hf_model
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    f = tmp_path_factory.mktemp("g3-shared")
+    tiny_hf_model("gemma3", seed=11).save_pretrained(f)
+    return f
+
+
+def make(folder, **sched):
+    return LLM(model=folder, device="cpu", dtype="float32", cache=CacheConfig(block_size=4, memory_budget=2**24),
+               scheduler=SchedulerConfig(max_model_len=512, max_prefill_chunk=16, **sched))
+
+
+def ids(seed: int, n: int) -> list[int]:
+    return torch.randint(3, VOCAB, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def test_shared_head_matches_each_prompt_alone_and_is_computed_once(folder):
+    llm = make(folder)
+    head, suffixes = ids(0, 61), [ids(10 + k, 3 + k) for k in range(5)]  # 61: not on a block boundary
+    params = SamplingParams(max_tokens=12)
+    before = llm.prefix.stats.hit_tokens
+    outs = llm.generate_shared(head, suffixes, params)
+    cut = 60  # the head's last block boundary
+    assert [o.cached_tokens for o in outs] == [cut] * 5  # every request took the head from the cache
+    assert llm.prefix.stats.hit_tokens - before == 5 * cut
+    alone = make(folder, prefix_caching=False)
+    for o, s in zip(outs, suffixes, strict=True):
+        ref = alone.generate([head + s], params)[0]
+        assert o.prompt_token_ids == head + s
+        assert o.token_ids == ref.token_ids
+
+
+def test_shared_head_blocks_are_shared_not_copied(folder):
+    """While the batch runs, the global group holds the head's blocks once, not once per request."""
+    llm = make(folder)
+    head, suffixes = ids(1, 200), [ids(20 + k, 4) for k in range(6)]
+    glob = llm.kv.groups[0]
+    peak = []
+
+    def watch(_p):
+        peak.append(glob.num_blocks - glob.allocator.num_free)
+
+    llm.generate_shared(head, suffixes, SamplingParams(max_tokens=4), on_step=watch)
+    per_request_own = (200 % 4 + 4 + 4) // 4 + 2  # a partial head block, the suffix, the output, slack
+    assert max(peak) <= 200 // 4 + 6 * per_request_own
+    assert max(peak) < 2 * (200 // 4)  # copies would need six heads
+
+
+def test_a_stop_during_the_head_raises_and_frees(folder):
+    llm = make(folder)
+    glob = llm.kv.groups[0]
+    with pytest.raises(RequestCancelled):
+        llm.generate_shared(ids(2, 100), [ids(3, 4), ids(4, 4)], on_step=lambda p: p.phase == "document")
+    assert glob.allocator.num_used == 0
+
+
+def test_a_head_shorter_than_a_block_is_plain_generation(folder):
+    llm = make(folder)
+    outs = llm.generate_shared(ids(5, 3), [ids(6, 5), ids(7, 5)], SamplingParams(max_tokens=3))
+    assert [o.cached_tokens for o in outs] == [0, 0] and all(len(o.token_ids) == 3 for o in outs)
