@@ -11,8 +11,10 @@ vocabulary ("w<id>" words), so a text of N words is N tokens and every id decode
 loaded with `LLM(model=folder, device=...)` defaults, through `pipelines.llm.get_engine`.
 
 Three ways to serve the same P prompts (instructions + document + "Question: change k ..."):
-  batched      ask_document(llm, doc, questions): one batch, the document's KV computed once and
-               placed behind the instructions (the layer's default strategy);
+  batched      ask_document(llm, doc, questions, strategy="placement"): one batch, the document's KV
+               computed once and placed (copied) behind the instructions of every request;
+  shared       ask_document(..., strategy="prefix"): one batch through `LLM.generate_shared`, the
+               [instructions + document] blocks computed once and shared by reference;
   one_by_one   llm.generate(prompt) for each prompt in turn, engine defaults (the prefix cache on:
                the second and later prompts reuse the document's full chunks from it);
   no_reuse     the same one by one with the prefix cache cleared before each prompt (every prompt
@@ -83,8 +85,9 @@ def serve(llm, doc_text: str, questions: list[str], max_tokens: int, how: str) -
     from pipelines.llm import INSTRUCTIONS, QUESTION, STOP, ask_document
 
     t = now()
-    if how == "batched":
-        res = ask_document(llm, Document.from_text(doc_text, doc_id="contract"), questions, max_tokens=max_tokens)
+    if how in ("batched", "shared"):
+        res = ask_document(llm, Document.from_text(doc_text, doc_id="contract"), questions, max_tokens=max_tokens,
+                           strategy="placement" if how == "batched" else "prefix")
         gen = sum(len(it.token_ids) for it in res.items)
         errors = sum(it.error is not None for it in res.items)
         extra = {"reuse": res.reuse}
@@ -115,17 +118,19 @@ def run_model(name: str, cfg, dev: str, doc_tokens: int, prompts: int, max_token
         rng = random.Random(0)
         docs = {k: words(rng, doc_tokens, cfg.vocab_size) for k in ("warm", "timed")}
         qs = [f"change {k} clause {words(rng, 20, cfg.vocab_size)}" for k in range(prompts)]
-        for how in ("batched", "one_by_one", "no_reuse"):
-            warm = serve(llm, docs["warm"], qs[:2] if how != "batched" else qs, max_tokens, how)
+        for how in ("batched", "shared", "one_by_one", "no_reuse"):
+            warm = serve(llm, docs["warm"], qs[:2] if how not in ("batched", "shared") else qs, max_tokens, how)
             log(f"  {name} {how}: warm-up {warm['seconds']:.2f} s")
             llm.clear_prefix_cache()
             r = serve(llm, docs["timed"] + f" w{3 + len(how)}", qs, max_tokens, how)  # a document not seen yet
             res[how] = r
             log(f"  {name} {how}: {r['seconds']:.2f} s for {r['answers']} answers, {r['generated_tokens']} tokens "
                 f"({r['gen_tok_per_s']:.0f} tok/s), errors {r['errors']}")
-        for base in ("one_by_one", "no_reuse"):
-            res[f"speedup_vs_{base}"] = res[base]["seconds"] / res["batched"]["seconds"]
-            log(f"  {name} batched vs {base}: {res[f'speedup_vs_{base}']:.1f}x")
+        for way in ("batched", "shared"):
+            for base in ("one_by_one", "no_reuse"):
+                key = f"speedup_vs_{base}" if way == "batched" else f"shared_speedup_vs_{base}"
+                res[key] = res[base]["seconds"] / res[way]["seconds"]
+                log(f"  {name} {way} vs {base}: {res[key]:.1f}x")
         res["counters"] = llm.counters().to_dict()
         del llm
         forget_engines()

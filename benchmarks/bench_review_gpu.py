@@ -10,9 +10,12 @@ benchmarks/bench_pipeline_batch_gpu.py (a text of N words is N tokens), loaded t
 `pipelines.llm.get_engine` with max_num_seqs = max(8, Q).
 
 Ways, each timed after a warm-up on other documents of the same shapes:
-  batched        for each document, `ask_document(llm, doc, Q questions)`: one batch, the document's
-                 KV computed once and placed behind the instructions (what `longdoc batch --ask`
-                 submits per document, without the attribution pass);
+  batched        for each document, `ask_document(llm, doc, Q questions, strategy="placement")`: one
+                 batch, the document's KV computed once and placed (copied) behind the instructions
+                 of every request (what `longdoc batch --ask` submits per document, without the
+                 attribution pass);
+  shared         the same with strategy="prefix" (`LLM.generate_shared`: [instructions + document]
+                 computed once, its blocks shared by reference);
   per_cell       one `llm.generate(instructions + document + question)` per cell, in turn, engine
                  defaults (the prefix cache on: a document's later questions reuse its full chunks);
   per_cell_no_reuse  the same with the prefix cache cleared before each cell (every cell computes
@@ -53,8 +56,9 @@ def serve(llm, docs: list[str], questions: list[str], max_tokens: int, how: str)
     t = now()
     for k, text in enumerate(docs):
         doc = Document.from_text(text, doc_id=f"doc{k}")
-        if how == "batched":
-            res = ask_document(llm, doc, questions, max_tokens=max_tokens)
+        if how in ("batched", "shared"):
+            res = ask_document(llm, doc, questions, max_tokens=max_tokens,
+                               strategy="placement" if how == "batched" else "prefix")
             gen += sum(len(it.token_ids) for it in res.items)
             errors += sum(it.error is not None for it in res.items)
         elif how == "review":
@@ -90,7 +94,7 @@ def run_model(name: str, cfg, dev: str, args, log) -> dict:
         docs = [words(rng, args.doc_tokens, cfg.vocab_size) for _ in range(args.docs)]
         warm = [words(rng, args.doc_tokens, cfg.vocab_size) for _ in range(2)]
         qs = [f"question {k} {words(rng, 12, cfg.vocab_size)}" for k in range(args.questions)]
-        plan = {"batched": docs, "per_cell": docs[: args.baseline_docs],
+        plan = {"batched": docs, "shared": docs, "per_cell": docs[: args.baseline_docs],
                 "per_cell_no_reuse": docs[: args.baseline_docs], "review": docs[: args.review_docs]}
         for how, subset in plan.items():
             if not subset:
@@ -102,10 +106,11 @@ def run_model(name: str, cfg, dev: str, args, log) -> dict:
             res[how] = r
             log(f"  {name} {how}: {r['documents']} documents x {len(qs)} questions in {r['seconds']:.2f} s: "
                 f"{r['cells_per_s']:.2f} cells/s, {r['seconds_per_document']:.3f} s/document, errors {r['errors']}")
-        for base in ("per_cell", "per_cell_no_reuse", "review"):
-            if base in res:
-                res[f"batched_speedup_vs_{base}"] = res["batched"]["cells_per_s"] / res[base]["cells_per_s"]
-                log(f"  {name} batched vs {base}: {res[f'batched_speedup_vs_{base}']:.1f}x cells/s")
+        for way in ("batched", "shared"):
+            for base in ("per_cell", "per_cell_no_reuse", "review"):
+                if base in res:
+                    res[f"{way}_speedup_vs_{base}"] = res[way]["cells_per_s"] / res[base]["cells_per_s"]
+                    log(f"  {name} {way} vs {base}: {res[f'{way}_speedup_vs_{base}']:.1f}x cells/s")
         res["settings"] = {"max_num_seqs": llm.scheduler_config.max_num_seqs,
                            "max_prefill_chunk": llm.scheduler_config.max_prefill_chunk, "kv_cache_bytes": llm.kv.bytes}
         res["counters"] = llm.counters().to_dict()

@@ -68,10 +68,10 @@ if [[ $STAGES == *pipebatch* ]]; then  # a pipeline's 30 prompts over a 20K-toke
   stage pipebatch "${PIPEBATCH_LIMIT:-300}" pipebatch 24 python3 benchmarks/bench_pipeline_batch_gpu.py --out "$OUT/pipebatch.json"
 fi
 if [[ $STAGES == *sweep* ]]; then  # memory_budget 0.1-0.9, 16 x 32K, fresh tuning cache, one process per run
-  stage sweep "${SWEEP_LIMIT:-480}" sweep 20 python3 benchmarks/bench_memory_sweep_gpu.py --out "$OUT/sweep.json"
+  stage sweep "${SWEEP_LIMIT:-480}" sweep 20 python3 benchmarks/bench_memory_sweep_gpu.py --out "$OUT/sweep.json" ${SWEEP_ARGS:-}
 fi
 if [[ $STAGES == *review* ]]; then  # review table: 100 documents of 8K tokens x 5 questions, batched vs a generate per cell
-  stage review "${REVIEW_LIMIT:-540}" review 16 python3 benchmarks/bench_review_gpu.py --out "$OUT/review.json"
+  stage review "${REVIEW_LIMIT:-540}" review 16 python3 benchmarks/bench_review_gpu.py --out "$OUT/review.json" ${REVIEW_ARGS:-}
 fi
 echo "== summary"
 printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"

@@ -270,14 +270,19 @@ class LLM:
             total = sum(len(p) for p in prompts)
             out_max = params.max_tokens * len(prompts)
 
+            stopped = []
+
             def on_head(_p: StepProgress) -> bool | None:
                 done = min(prime.num_cached, cut)
-                return on_step(StepProgress(done, total, 0, out_max, 0, len(prompts), phase="document",
+                stop = on_step(StepProgress(done, total, 0, out_max, 0, len(prompts), phase="document",
                                             document_tokens_done=done, document_tokens_total=cut))
+                if stop:
+                    stopped.append(True)
+                return stop
 
             for _ in self._run([prime], on_head if on_step is not None else None):
                 pass
-            if prime.finish_reason == "abort":
+            if stopped:  # also when the head's last step finished it
                 raise RequestCancelled("stopped while computing the shared head")
         else:
             cut = 0

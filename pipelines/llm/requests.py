@@ -3,9 +3,10 @@
 `ask_document(llm, doc, questions, ...)` lays out every prompt as instructions + document +
 question, submits the questions together so the scheduler batches them, and computes the
 document's KV once (`strategy`: "placement" — `LLM.generate_with_document_batch`, the document
-computed on its own and placed behind the instructions; "prefix" — [instructions + document]
-prefilled once and taken from the prefix cache by every question; BENCHMARKS.md, "The LLM layer",
-measures both). Each `Item` holds the answer's text, finish reason and token ids, optionally the
+computed on its own and placed behind the instructions; "prefix" — `LLM.generate_shared`:
+[instructions + document] prefilled once and its blocks shared by reference by every question,
+each question computing only the head's last partial block and itself; BENCHMARKS.md, "The LLM
+layer", measures both). Each `Item` holds the answer's text, finish reason and token ids, optionally the
 token log-probabilities (`LLM.score`) and the document spans the answer attends to
 (`pipelines.llm.spans.attribute_answer`), or an error of its own.
 
@@ -255,23 +256,24 @@ def _reuse(llm) -> dict[str, int]:
 def _run_fit(llm, doc: Document, items: list[Item], fit: list[int], instructions: str, suffixes: list[str],
              params, strategy: str, track: _Tracker) -> None:
     """The items that fit, submitted together; one by one when the batch as a whole hits a cache error."""
-    from engine import CacheFullError, EngineError, RequestCancelled, SamplingParams
+    from engine import CacheFullError, EngineError, RequestCancelled
 
     done_before = sum(it.finish_reason is not None for it in items)
 
     def on_step(p) -> bool:
         return track.report(p.tokens_done, done_before + p.finished)
 
-    def on_prime(p) -> bool:
-        return track.report(p.prompt_tokens_done)
-
     try:
         if strategy == "prefix":
-            prime = llm.generate(instructions + doc.text, SamplingParams(max_tokens=1), on_step=on_prime)
-            track.phase_end(len(prime[0].prompt_token_ids))
-            if track.status != "ok":
-                return
-            outs = llm.generate([instructions + doc.text + suffixes[i] for i in fit], params, on_step=on_step)
+            head_n = len(llm.encode(instructions + doc.text))
+
+            def on_shared(p) -> bool:
+                if p.phase == "document":
+                    return track.report(p.document_tokens_done)
+                return track.report(head_n + p.tokens_done, done_before + p.finished)
+
+            outs = llm.generate_shared(instructions + doc.text, [suffixes[i] for i in fit], params, on_step=on_shared)
+            track.phase_end(head_n)
         else:
             outs = llm.generate_with_document_batch(instructions, doc.text, [suffixes[i] for i in fit], params,
                                                     on_step=on_step)
