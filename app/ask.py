@@ -12,7 +12,7 @@ from pathlib import Path
 from pipelines.llm import INSTRUCTIONS, EngineSettings
 
 FALLBACKS = ("retrieval", "truncate:middle", "truncate:head", "truncate:tail", "map_reduce", "error")
-STRATEGY = "placement"  # how the questions share the document's KV: measured faster (BENCHMARKS.md, "The LLM layer")
+STRATEGY = "auto"  # how the questions share the document's KV: pipelines.llm.requests.resolve_strategy
 __all__ = ["FALLBACKS", "INSTRUCTIONS", "STRATEGY", "ask", "empty_answer", "policy_for", "settings", "summary"]
 
 

@@ -1,9 +1,10 @@
 """N questions over one document on the engine: the prefix cache against document placement.
 
 Both submit the N questions together so the scheduler batches their decodes:
-- prefix: [instructions + document] is prefilled once (a 1-token generate registers its blocks in
-  the prefix cache), then the N full prompts run together and take the document from the cache up
-  to the last prefill-chunk boundary (the tail and the question are recomputed per request);
+- prefix: `LLM.generate_shared`: [instructions + document] is prefilled once (up to its last block
+  boundary, where every request cuts its prefill), then the N full prompts run together, each
+  taking those blocks by reference and computing the head's last partial block and its question
+  (before 2026-12-04 this took the document only up to the last prefill-chunk boundary);
 - placement: `LLM.generate_with_document_batch` computes [BOS] + document once and places its KV
   behind the instructions of every request (engine/kv/document_cache.py; an approximation).
 
@@ -46,8 +47,7 @@ def main() -> None:
     def prefix():
         llm.clear_prefix_cache()
         t0, c0 = time.perf_counter(), time.process_time()
-        llm.generate(INSTR + doc, SamplingParams(max_tokens=1))
-        outs = llm.generate([INSTR + doc + q for q in qs], params)
+        outs = llm.generate_shared(INSTR + doc, qs, params)  # the head's blocks shared by reference
         res["prefix_s"] = round(time.perf_counter() - t0, 2)
         res["prefix_cpu_s"] = round(time.process_time() - c0, 2)
         res["prefix_cached_tokens"] = [o.cached_tokens for o in outs]

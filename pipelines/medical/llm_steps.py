@@ -13,8 +13,9 @@
   evidence cut-off and top 5 as without the step. Candidates the retrieval did not score stay out
   (attention re-orders and can drop, never adds), negated mentions stay contradicting.
 - `medical.answer`: a short answer to each question, generated over the same patient text with
-  `ask_document` (strategy "placement": the patient's KV computed once for all the questions and
-  kept in the engine's document cache for the session's later questions); each answer sentence
+  `ask_document` (strategy "auto": the patient's KV computed once for all the questions — placed
+  and kept in the engine's document cache on the CPU, shared by reference on a GPU — and reused
+  for the session's later questions); each answer sentence
   links to the record sentences its tokens attend to most (the same attention pass, the answer's
   sentence rows). An answer whose attention could not be read is dropped with a one-line error
   (no ungrounded sentence is shown), and so is an empty or list-numbers-only one ("1. 1. 1."). On a
@@ -355,7 +356,7 @@ def run_steps(llm: LLMRun, docs: list[tuple[Document, str, object]], candidates:
                 pt = _answer_context(st.llm, llm.device, pt, state, docs, plans, scored, questions)
                 res = ask_document(st.llm, pt.doc, questions, instructions=ANSWER_INSTRUCTIONS,
                                    question_template=ANSWER_QUESTION, max_tokens=ANSWER_MAX_TOKENS, stop=ANSWER_STOP,
-                                   strategy="placement", on_progress=st.progress, cancel=llm.cancel)
+                                   strategy="auto", on_progress=st.progress, cancel=llm.cancel)
                 st.add(res)
                 answers_out = []
                 for qi, it in enumerate(res.items):

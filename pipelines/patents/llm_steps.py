@@ -188,7 +188,7 @@ def summarise_claims(result: PatentResult, doc: Document, run: LLMRun, strategy:
     with run.step(STEP, estimated_s=run.estimate_s(prompt_tokens, waves * max_tokens)) as st:
         if st is not None and live:
             res = ask_document(st.llm, context, prompts, instructions=instructions, question_template="{question}",
-                               max_tokens=max_tokens, stop=STOP, strategy="placement",
+                               max_tokens=max_tokens, stop=STOP, strategy="auto",
                                on_progress=st.progress, cancel=run.cancel)
             st.add(res)
             out = []
