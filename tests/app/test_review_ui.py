@@ -96,3 +96,20 @@ def test_table_fills_in_and_a_cell_shows_its_spans(tmp_path):
     table = json.loads(review_page.review.build_table(
         [again], state["questions"], "m").model_dump_json())
     assert [q["name"] for q in table["questions"]] == ["claimed", "Q2", "Q3"]
+
+
+def test_an_unpaired_contract_upload_is_named_not_dropped():
+    """Two versions of one contract and a lone third file: the pair is one row, and the lone file is
+    listed above the table with why it is not in it."""
+    from app.ui import review_page
+
+    text = "1. Term. This agreement runs for one year.\n2. Fees. Customer pays monthly.\n"
+    uploads = [("deal.v1.txt", text.encode()), ("deal.v2.txt", text.replace("one year", "two years").encode()),
+               ("orphan.v1.txt", text.encode())]
+    at = AppTest.from_function(_page_script, default_timeout=120)
+    at.session_state[review_page.PENDING] = ("contracts", None, uploads, "term: How long does it run?")
+    at.run()
+    assert not at.exception, at.exception
+    warnings = [w.value for w in at.warning]
+    assert any("orphan.v1.txt" in w and "no other version to pair with" in w for w in warnings), warnings
+    assert list(at.session_state[review_page.STATE]["inputs"]) == ["deal"]
