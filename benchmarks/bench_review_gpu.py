@@ -16,6 +16,9 @@ Ways, each timed after a warm-up on other documents of the same shapes:
                  attribution pass);
   shared         the same with strategy="prefix" (`LLM.generate_shared`: [instructions + document]
                  computed once, its blocks shared by reference);
+  shared_xG      G documents per submission through the engine API (`LLM.generate_shared_batch`:
+                 the G heads computed together, then all G x Q requests together, decodes batched
+                 across documents; not yet what `longdoc batch --ask` submits);
   per_cell       one `llm.generate(instructions + document + question)` per cell, in turn, engine
                  defaults (the prefix cache on: a document's later questions reuse its full chunks);
   per_cell_no_reuse  the same with the prefix cache cleared before each cell (every cell computes
@@ -54,6 +57,18 @@ def serve(llm, docs: list[str], questions: list[str], max_tokens: int, how: str)
 
     gen = errors = 0
     t = now()
+    if how.startswith("shared_x"):  # several documents per submission, through the engine API
+        g = int(how[len("shared_x"):])
+        params = SamplingParams(max_tokens=max_tokens, stop=list(STOP))
+        suffixes = [QUESTION.format(question=q) for q in questions]
+        for lo in range(0, len(docs), g):
+            outs = llm.generate_shared_batch([(INSTRUCTIONS + text, suffixes) for text in docs[lo:lo + g]], params)
+            gen += sum(len(o.token_ids) for group in outs for o in group)
+        docs_n = len(docs)
+        dt = now() - t
+        cells = docs_n * len(questions)
+        return {"seconds": dt, "documents": docs_n, "cells": cells, "generated_tokens": gen, "errors": 0,
+                "cells_per_s": cells / dt, "seconds_per_document": dt / docs_n, "gen_tok_per_s": gen / dt}
     for k, text in enumerate(docs):
         doc = Document.from_text(text, doc_id=f"doc{k}")
         if how in ("batched", "shared"):
@@ -88,16 +103,18 @@ def run_model(name: str, cfg, dev: str, args, log) -> dict:
         folder = Path(tmp) / name
         save_folder(cfg, folder, dev)
         t0 = time.perf_counter()
-        llm = get_engine(EngineSettings(model=str(folder), device=dev, max_num_seqs=max(8, args.questions)))
+        llm = get_engine(EngineSettings(model=str(folder), device=dev,
+                                        max_num_seqs=max(8, args.questions * args.group)))
         res["load_s"] = time.perf_counter() - t0
         rng = random.Random(0)
         docs = [words(rng, args.doc_tokens, cfg.vocab_size) for _ in range(args.docs)]
         warm = [words(rng, args.doc_tokens, cfg.vocab_size) for _ in range(2)]
         qs = [f"question {k} {words(rng, 12, cfg.vocab_size)}" for k in range(args.questions)]
-        plan = {"batched": docs, "shared": docs, "per_cell": docs[: args.baseline_docs],
+        plan = {"batched": docs, "shared": docs, f"shared_x{args.group}": docs, "per_cell": docs[: args.baseline_docs],
                 "per_cell_no_reuse": docs[: args.baseline_docs], "review": docs[: args.review_docs]}
+        chosen = {f"shared_x{args.group}" if w == "shared_x" else w for w in args.ways.split(",")} if args.ways else set(plan)
         for how, subset in plan.items():
-            if not subset:
+            if not subset or how not in chosen:
                 continue
             w = serve(llm, warm, qs, args.max_tokens, how)
             log(f"  {name} {how}: warm-up {w['seconds']:.2f} s")
@@ -106,9 +123,9 @@ def run_model(name: str, cfg, dev: str, args, log) -> dict:
             res[how] = r
             log(f"  {name} {how}: {r['documents']} documents x {len(qs)} questions in {r['seconds']:.2f} s: "
                 f"{r['cells_per_s']:.2f} cells/s, {r['seconds_per_document']:.3f} s/document, errors {r['errors']}")
-        for way in ("batched", "shared"):
+        for way in ("batched", "shared", f"shared_x{args.group}"):
             for base in ("per_cell", "per_cell_no_reuse", "review"):
-                if base in res:
+                if base in res and way in res:
                     res[f"{way}_speedup_vs_{base}"] = res[way]["cells_per_s"] / res[base]["cells_per_s"]
                     log(f"  {name} {way} vs {base}: {res[f'{way}_speedup_vs_{base}']:.1f}x cells/s")
         res["settings"] = {"max_num_seqs": llm.scheduler_config.max_num_seqs,
@@ -131,6 +148,8 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--baseline-docs", type=int, default=20)
     ap.add_argument("--review-docs", type=int, default=10)
+    ap.add_argument("--ways", default="", help="comma-separated ways to run (default all; shared_x for shared_xG)")
+    ap.add_argument("--group", type=int, default=8, help="documents per submission in the shared_xG way")
     ap.add_argument("--tiny", action="store_true")
     args = ap.parse_args()
     dev = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"

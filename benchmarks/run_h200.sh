@@ -62,7 +62,7 @@ if [[ $STAGES == *profile* ]]; then
   stage profile 80 profile 6 python3 benchmarks/profile_engine_gpu.py
 fi
 if [[ $STAGES == *userpath* ]]; then  # the public API with defaults, transformers in the same process
-  stage userpath "${USERPATH_LIMIT:-330}" userpath 40 python3 benchmarks/bench_user_path_gpu.py --out "$OUT/userpath.json"
+  stage userpath "${USERPATH_LIMIT:-330}" userpath 40 python3 benchmarks/bench_user_path_gpu.py --out "$OUT/userpath.json" ${USERPATH_ARGS:-}
 fi
 if [[ $STAGES == *pipebatch* ]]; then  # a pipeline's 30 prompts over a 20K-token document: batched vs one by one
   stage pipebatch "${PIPEBATCH_LIMIT:-300}" pipebatch 24 python3 benchmarks/bench_pipeline_batch_gpu.py --out "$OUT/pipebatch.json"

@@ -254,46 +254,62 @@ class LLM:
         prompt starts with exactly the head's token ids. on_step: as `generate`'s, over the head
         (phase "document", the head's tokens counted as prompt tokens done) and then the batch;
         True during the head raises RequestCancelled."""
-        if not suffixes:
-            return []
-        head_ids = self.encode(head)
-        suffix_ids = [self.encode(s, add_special_tokens=False) if isinstance(s, str) else list(s) for s in suffixes]
-        prompts = [head_ids + s for s in suffix_ids]
-        for p in prompts:
-            self.check_len(len(p))
-        bs = self.kv.block_size
-        cut = (len(head_ids) // bs) * bs
-        params = params or SamplingParams()
-        if cut > 0 and self.core.scheduler.prefix_caching and len(suffixes) > 1:
-            prime = self.core.new_sequence(prompts[0][: cut + 1], SamplingParams(max_tokens=1), None)
-            prime.prefill_cut = cut
-            total = sum(len(p) for p in prompts)
-            out_max = params.max_tokens * len(prompts)
+        return self.generate_shared_batch([(head, suffixes)], params, on_step)[0]
 
+    def generate_shared_batch(self, groups: Seq[tuple[Prompt, Seq[Prompt]]], params: SamplingParams | None = None,
+                              on_step: OnStep | None = None) -> list[list[GenerationOutput]]:
+        """`generate_shared` for several heads at once (several documents, each with its questions):
+        the heads are computed together (their prefill chunks batched), then every request of every
+        group is submitted together, so decodes are batched across documents too. One list of
+        outputs per group. The heads must fit the KV pool together (they wait in the prefix cache
+        until their requests take them; a head evicted before that is recomputed, not lost)."""
+        params = params or SamplingParams()
+        bs = self.kv.block_size
+        plan = []  # (head ids, prompts, cut) per group
+        for head, suffixes in groups:
+            head_ids = self.encode(head)
+            suffix_ids = [self.encode(x, add_special_tokens=False) if isinstance(x, str) else list(x) for x in suffixes]
+            prompts = [head_ids + x for x in suffix_ids]
+            for p in prompts:
+                self.check_len(len(p))
+            cut = (len(head_ids) // bs) * bs if self.core.scheduler.prefix_caching else 0
+            plan.append((prompts, cut if cut > 0 and (len(prompts) > 1 or len(groups) > 1) else 0))
+        primes = []
+        for prompts, cut in plan:
+            if prompts and cut:
+                prime = self.core.new_sequence(prompts[0][: cut + 1], SamplingParams(max_tokens=1), None)
+                prime.prefill_cut = cut
+                primes.append(prime)
+        if primes:
+            total = sum(len(p) for prompts, _ in plan for p in prompts)
+            n_req = sum(len(prompts) for prompts, _ in plan)
+            heads_total = sum(p.prefill_cut for p in primes)
             stopped = []
 
             def on_head(_p: StepProgress) -> bool | None:
-                done = min(prime.num_cached, cut)
-                stop = on_step(StepProgress(done, total, 0, out_max, 0, len(prompts), phase="document",
-                                            document_tokens_done=done, document_tokens_total=cut))
+                done = sum(min(p.num_cached, p.prefill_cut) for p in primes)
+                stop = on_step(StepProgress(done, total, 0, params.max_tokens * n_req, 0, n_req, phase="document",
+                                            document_tokens_done=done, document_tokens_total=heads_total))
                 if stop:
                     stopped.append(True)
                 return stop
 
-            for _ in self._run([prime], on_head if on_step is not None else None):
+            for _ in self._run(primes, on_head if on_step is not None else None):
                 pass
-            if stopped:  # also when the head's last step finished it
+            if stopped:  # also when the heads' last step finished them
                 raise RequestCancelled("stopped while computing the shared head")
-        else:
-            cut = 0
-        seqs = [self.core.new_sequence(p, params, None) for p in prompts]
-        for s, suf in zip(seqs, suffixes, strict=True):
-            s.prefill_cut = cut
-            if isinstance(head, str) and isinstance(suf, str):
-                s.prompt = head + suf
+        seqs, out_groups = [], []
+        for (head, suffixes), (prompts, cut) in zip(groups, plan, strict=True):
+            group = []
+            for p, suf in zip(prompts, suffixes, strict=True):
+                s = self.core.new_sequence(p, params, head + suf if isinstance(head, str) and isinstance(suf, str) else None)
+                s.prefill_cut = cut
+                group.append(s)
+            seqs += group
+            out_groups.append(group)
         for _ in self._run(seqs, on_step):
             pass
-        return [self.output.output(s) for s in seqs]
+        return [[self.output.output(s) for s in group] for group in out_groups]
 
     def stream(self, prompts: Prompt | Seq[Prompt], params: SamplingParams | None = None) -> Iterator[StreamDelta]:
         """Generate, yielding text/token deltas as they are produced (`index` says which prompt)."""
@@ -429,15 +445,28 @@ class LLM:
 
     # ------------------------------------------------------------------ observability
     def warmup(self, progress: Callable[[str], None] | None = None) -> int:
-        """Do now what a first request would otherwise pay for in its decode steps: one short request
-        (compiles the decode kernels and the short-prefill path; a long prompt's first chunk still
-        compiles its path on first use) and, where decode steps replay CUDA graphs, the decode
+        """Do now what a first request would otherwise pay for: one short request (compiles the decode
+        kernels and the short-prefill path), on CUDA one prompt of a prefill chunk and a little more
+        (the long-prompt path: a full first chunk and a chunk over the paged cache) and, where decode
+        steps replay CUDA graphs, the decode
         tuning and the graph of every batch and context bucket the engine's limits allow
         (`CudaGraphRunner.capture_all`). `progress` gets one line per step. Returns how many graphs
         were captured."""
         if progress is not None:
             progress("warm-up: compiling kernels")
         self.generate([[1] * 32], SamplingParams(max_tokens=3, ignore_eos=True))
+        if self.device.type == "cuda":
+            # a long prompt's path: a first chunk of the full prefill size (attention over fresh K/V)
+            # and a second chunk over the paged cache, so a user's first long prompt compiles nothing
+            n = min(self.core.chunk + 4 * self.kv.block_size, self.max_model_len - 4)
+            try:
+                self.check_len(n + 2)
+            except EngineError:  # a pool too small for a full chunk: its first long prompt compiles it
+                n = 0
+            if n > 32:
+                if progress is not None:
+                    progress(f"warm-up: a {n:,}-token prefill (the long-prompt path)")
+                self.generate([[1] * n], SamplingParams(max_tokens=2, ignore_eos=True))
         graphs = getattr(self.runner, "graphs", None)
         return graphs.capture_all(self.scheduler_config.max_num_seqs, progress) if graphs is not None else 0
 

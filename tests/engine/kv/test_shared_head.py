@@ -71,3 +71,18 @@ def test_a_head_shorter_than_a_block_is_plain_generation(folder):
     llm = make(folder)
     outs = llm.generate_shared(ids(5, 3), [ids(6, 5), ids(7, 5)], SamplingParams(max_tokens=3))
     assert [o.cached_tokens for o in outs] == [0, 0] and all(len(o.token_ids) == 3 for o in outs)
+
+
+def test_several_heads_at_once_match_each_prompt_alone(folder):
+    """Three documents with their questions in one call: each group's requests take their own head
+    from the cache, and the greedy tokens equal each prompt generated alone."""
+    llm = make(folder, max_num_seqs=8)
+    groups = [(ids(30 + g, 41 + 10 * g), [ids(40 + 3 * g + k, 3 + k) for k in range(3)]) for g in range(3)]
+    params = SamplingParams(max_tokens=8)
+    outs = llm.generate_shared_batch(groups, params)
+    alone = make(folder, prefix_caching=False)
+    for (head, suffixes), got in zip(groups, outs, strict=True):
+        cut = (len(head) // 4) * 4
+        assert [o.cached_tokens for o in got] == [cut] * len(suffixes)
+        for o, s in zip(got, suffixes, strict=True):
+            assert o.token_ids == alone.generate([head + s], params)[0].token_ids
