@@ -48,8 +48,12 @@ class TritonAttentionBackend(AttentionBackend):
             return None
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        try:  # fused kernels only: never the math path, which would materialise T x T scores
-            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
+        # fused kernels only: never the math path, which would materialise T x T scores; and not
+        # cuDNN's, which builds a plan for every new sequence length (0.5-5 s on the CPU side for one
+        # new prompt length on the H200, BENCHMARKS.md "First request after warmup"): every user
+        # prompt has a new length
+        try:
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
                 return sdpa_causal(q, k, v, scale)
         except RuntimeError:
             self._sdpa_failed.add(key)
