@@ -414,7 +414,9 @@ class LLM:
     def attribute(self, prompt: str, answer: Prompt, spans: list[tuple[int, int]]) -> AttributionOutput:
         """Attention mass that the answer puts on each character span (start, end) of the prompt:
         prompt and answer run through the model as one sequence, and each answer token's attention
-        over the prompt at the global-attention layers is summed per span (engine/attention/attribution.py)."""
+        over the prompt at the global-attention layers is summed per span (engine/attention/attribution.py).
+        The prompt's KV comes from the prefix cache as far as it holds it (a document the answer's
+        batch just read is not computed again); only the rest and the answer are computed."""
         self._need_tokenizer()
         enc = self.tokenizer.encode_with_offsets(prompt)
         a_ids = self.encode(answer, add_special_tokens=False)
@@ -424,7 +426,7 @@ class LLM:
         layers = self.config.global_layers
         if not layers:
             raise EngineError("attribution needs global-attention layers; every layer of this model is sliding-window")
-        seq, _, caps = self.core.prefill_collect(enc.ids + a_ids, p_len - 1, set(layers))
+        seq, _, caps = self.core.prefill_collect(enc.ids + a_ids, p_len - 1, set(layers), reuse=True)
         try:
             token_mass = attention_mass(self.config, self.kv, seq.tables, caps, layers, p_len, len(a_ids))
         finally:

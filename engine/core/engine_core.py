@@ -170,11 +170,14 @@ class EngineCore:
         self.prefix.release(seq)
 
     def prefill_collect(
-        self, ids: list[int], rows_from: int, capture_layers: set[int] | None = None, chunk: int | None = None
+        self, ids: list[int], rows_from: int, capture_layers: set[int] | None = None, chunk: int | None = None,
+        reuse: bool = False,
     ) -> tuple[Sequence, torch.Tensor, list[Capture]]:
         """Prefill `ids` as a temporary sequence in chunks (of `chunk` tokens; None: the engine's);
         return it, the final hidden states of positions rows_from.. and the attention captures of
-        those positions. The caller frees the sequence (`free`)."""
+        those positions. The caller frees the sequence (`free`). reuse: take the longest prefix
+        before rows_from from the prefix cache (any registered cut: a document a batch just read)
+        instead of computing it; the hidden states then start at rows_from."""
         self.check_len(len(ids))
         seq = Sequence(self.new_id(), ids, SamplingParams(max_tokens=0))
         seq.tables = self.kv.new_tables()
@@ -185,6 +188,8 @@ class EngineCore:
             raise CacheFullError(f"KV cache has no room for {len(ids)} tokens; raise the cache memory budget")
         hiddens, captures = [], []
         chunk = chunk or self.chunk
+        if reuse and self.scheduler.prefix_caching and rows_from > 0:
+            self.prefix.match_and_attach(seq, upto=rows_from, any_cut=True)
         try:
             while seq.prefilling:
                 start = seq.num_cached

@@ -118,13 +118,17 @@ class PrefixCache:
         return all(seq.block_hashes[b] in self.maps[gi] for gi in range(len(self.maps)) for b in self._needed(gi, p))
 
     # ------------------------------------------------------------------ lookup
-    def match_and_attach(self, seq: Sequence) -> int:
+    def match_and_attach(self, seq: Sequence, upto: int | None = None, any_cut: bool = False) -> int:
         """Give `seq` the longest cached prefix (a multiple of the chunk, leaving at least one token
         to compute unless the sequence only re-prefills after a preemption); returns its length.
         A document request (engine/kv/document_cache.py) looks up its instructions only: the prefix stops
-        at the document's offset (its question is computed after the placed document)."""
+        at the document's offset (its question is computed after the placed document). `upto`: attach
+        at most that many tokens. `any_cut`: also resume at the longest cut another request
+        registered (a read-only pass such as attribution, whose chunks need not repeat a run's)."""
         target = seq.prefill_len
         limit = target if seq.prefill_target >= 0 else target - 1
+        if upto is not None:
+            limit = min(limit, upto)
         if seq.doc is not None:
             target = limit = min(target, seq.doc[0])
         top = (max(limit, 0) // self.chunk) * self.chunk
@@ -138,6 +142,12 @@ class PrefixCache:
                     self.update_hashes(seq, tail)
                     if seq.block_hashes[tail // self.bs - 1] in self.tails:
                         cuts.add(tail)
+        if any_cut and seq.doc is None and self.enabled and limit >= self.bs:
+            last = (limit // self.bs) * self.bs
+            self.update_hashes(seq, last)
+            b = next((b for b in range(last // self.bs, top // self.bs, -1) if seq.block_hashes[b - 1] in self.tails), 0)
+            if b:
+                cuts.add(b * self.bs)
         top = max([top, *cuts])
         self.stats.queries += 1
         self.stats.query_tokens += target

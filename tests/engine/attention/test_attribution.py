@@ -56,3 +56,29 @@ def test_attribution_needs_global_layers(tmp_path):
     llm.tokenizer = char_tokenizer()
     with pytest.raises(EngineError, match="global-attention"):
         llm.attribute("some text", "x", [(0, 4)])
+
+
+@pytest.mark.parametrize("chunk", [1024, 8])
+def test_attribution_over_a_cached_document_reads_it_from_the_cache(tmp_path, chunk):
+    """After a batch over the prompt (generate_shared: its blocks cached, a cut registered), the
+    attribution takes the prompt's KV from the prefix cache and still equals transformers' mass."""
+    hf = tiny_hf_model("llama", seed=9)
+    hf.save_pretrained(tmp_path)
+    llm = LLM(model=tmp_path, device="cpu", dtype="float32",
+              cache=CacheConfig(block_size=4, memory_budget=2**24),
+              scheduler=SchedulerConfig(max_model_len=256, max_prefill_chunk=chunk))
+    llm.tokenizer = char_tokenizer()
+    prompt = "Alpha beta gamma. Delta epsilon zeta! Eta theta"
+    answer = "beta zeta"
+    llm.generate_shared(prompt, [" Q1", " Q2"])
+    hits = llm.prefix.stats.hit_tokens
+    res = llm.attribute(prompt, answer, [(0, 17), (18, 37), (38, len(prompt))])
+    assert llm.prefix.stats.hit_tokens - hits == (len(prompt) - 1) // 4 * 4  # the head up to its cut
+    ids = [ord(c) for c in prompt + answer]
+    p = len(prompt)
+    hf.set_attn_implementation("eager")
+    with torch.no_grad():
+        att = hf(torch.tensor([ids]), output_attentions=True).attentions
+    mass = torch.stack([x[0, :, p - 1:p + len(answer) - 1, :p].mean(0) for x in att]).mean(0)
+    expect = torch.stack([mass[:, s:e].sum(1) for s, e in [(0, 17), (18, 37), (38, p)]], 1)
+    torch.testing.assert_close(res.per_token, expect, rtol=1e-4, atol=1e-5)
