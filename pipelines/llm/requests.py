@@ -41,10 +41,13 @@ def resolve_strategy(llm, strategy: str = "auto") -> str:
     """"auto": "prefix" (the head's blocks shared by reference) on a GPU, "placement" on the CPU.
     On the H200 sharing is 4.7x (Llama-3-8B shape) and 1.8x (Gemma 3 270M) faster than placement for
     30 questions over a 20K-token document, and 3.7x for 60 documents x 5 questions (BENCHMARKS.md,
-    "Batched requests over one document on the H200"); on this CPU it was 5-16% faster in two pairs
-    of runs (BENCHMARKS.md, "The LLM layer"), but placement stays the CPU default because its document is stored whole in the disk
-    store (a `--cache-dir` re-run loads it all), while the prefix cache's cold tier keeps only
-    whole prefill chunks (up to 1,023 tokens recomputed)."""
+    "Batched requests over one document on the H200"). On this CPU sharing was 5-16% faster without
+    attribution and 2.1x with it (the attribution pass reads a shared document's KV from the
+    prefix cache; a placed one it recomputes per answer; "The LLM layer"), but placement stays the
+    CPU default for now: its document is stored whole in the disk store, so a `--cache-dir` re-run
+    loads all of it, while the prefix cache's cold tier keeps whole prefill chunks only (up to 1,023
+    tokens recomputed), and the CPU tests pin placement's reuse counters. Making "prefix" the CPU
+    default needs the cold tier to persist at a batch's cut first."""
     if strategy != "auto":
         return strategy
     return "prefix" if getattr(getattr(llm, "device", None), "type", "cpu") == "cuda" else "placement"
