@@ -117,7 +117,6 @@ def test_ask_reports_the_fallback_when_the_document_does_not_fit(tmp_path):
 def test_ask_reuses_the_document_from_the_disk_cache_in_a_later_run(tmp_path):
     doc, cache = _contract_head(tmp_path, 7000), tmp_path / "kv"
     args = ["ask", str(doc), "--cache-dir", str(cache), "-n", "4", "--device", "cpu", "--max-model-len", "4096", "--json"]
-    from app.ask import STRATEGY
     from pipelines.llm import forget_engines
 
     forget_engines()
@@ -130,7 +129,7 @@ def test_ask_reuses_the_document_from_the_disk_cache_in_a_later_run(tmp_path):
     assert second.exit_code == 0, second.output
     out2 = json.loads(second.output.strip().splitlines()[-1])
     a2 = out2["answers"][0]
-    if STRATEGY == "prefix":  # every full 1,024-token chunk of the document comes from disk
+    if out2["batch"]["strategy"] == "prefix":  # every full 1,024-token chunk of the document comes from disk
         doc_chunks = 1024 * ((a2["metrics"]["prompt_tokens"] - 20) // 1024)
         assert a2["cached_prompt_tokens"] >= doc_chunks > 0 and out2["counters"]["prefix_hits"] > 0
     else:  # the document's KV is loaded from the store, not computed
