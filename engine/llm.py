@@ -272,11 +272,11 @@ class LLM:
             prompts = [head_ids + x for x in suffix_ids]
             for p in prompts:
                 self.check_len(len(p))
-            cut = (len(head_ids) // bs) * bs if self.core.scheduler.prefix_caching else 0
-            plan.append((prompts, cut if cut > 0 and (len(prompts) > 1 or len(groups) > 1) else 0))
+            # every request cuts there, a lone one too: a later call over the same head resumes there
+            plan.append((prompts, (len(head_ids) // bs) * bs if self.core.scheduler.prefix_caching else 0))
         primes = []
         for prompts, cut in plan:
-            if prompts and cut:
+            if len(prompts) > 1 and cut:  # a lone request computes its head itself
                 prime = self.core.new_sequence(prompts[0][: cut + 1], SamplingParams(max_tokens=1), None)
                 prime.prefill_cut = cut
                 primes.append(prime)

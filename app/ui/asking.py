@@ -335,8 +335,11 @@ def document_reused(reuse: dict | None, answer=None) -> bool:
     loaded from the document cache, prompt tokens taken from the prefix cache, or cached prompt
     tokens on the answer."""
     reuse = reuse or {}
-    if answer is not None and getattr(answer, "cached_prompt_tokens", 0):
-        return True
+    if answer is not None and hasattr(answer, "cached_prompt_tokens"):
+        # the answer's own request decides: its attribution pass reading the document back from the
+        # prefix cache (which a first question's does) is not a document reused from before
+        return answer.cached_prompt_tokens > 0 or (reuse.get("documents_computed", 0) == 0
+                                                   and reuse.get("documents_loaded", 0) > 0)
     return reuse.get("documents_computed", 0) == 0 and (reuse.get("documents_loaded", 0) > 0
                                                          or reuse.get("prefix_hit_tokens", 0) > 0)
 

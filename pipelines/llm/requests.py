@@ -2,8 +2,7 @@
 
 `ask_document(llm, doc, questions, ...)` lays out every prompt as instructions + document +
 question, submits the questions together so the scheduler batches them, and computes the
-document's KV once (`strategy`: "auto" — `resolve_strategy`, "prefix" on a GPU and "placement" on
-the CPU; "placement" — `LLM.generate_with_document_batch`, the document
+document's KV once (`strategy`: "auto" — `resolve_strategy`: "prefix", measured faster; "placement" — `LLM.generate_with_document_batch`, the document
 computed on its own and placed behind the instructions; "prefix" — `LLM.generate_shared`:
 [instructions + document] prefilled once and its blocks shared by reference by every question,
 each question computing only the head's last partial block and itself; BENCHMARKS.md, "The LLM
@@ -38,19 +37,16 @@ STRATEGIES = ("auto", "placement", "prefix")
 
 
 def resolve_strategy(llm, strategy: str = "auto") -> str:
-    """"auto": "prefix" (the head's blocks shared by reference) on a GPU, "placement" on the CPU.
-    On the H200 sharing is 4.7x (Llama-3-8B shape) and 1.8x (Gemma 3 270M) faster than placement for
-    30 questions over a 20K-token document, and 3.7x for 60 documents x 5 questions (BENCHMARKS.md,
-    "Batched requests over one document on the H200"). On this CPU sharing was 5-16% faster without
-    attribution and 2.1x with it (the attribution pass reads a shared document's KV from the
-    prefix cache; a placed one it recomputes per answer; "The LLM layer"), but placement stays the
-    CPU default for now: its document is stored whole in the disk store, so a `--cache-dir` re-run
-    loads all of it, while the prefix cache's cold tier keeps whole prefill chunks only (up to 1,023
-    tokens recomputed), and the CPU tests pin placement's reuse counters. Making "prefix" the CPU
-    default needs the cold tier to persist at a batch's cut first."""
-    if strategy != "auto":
-        return strategy
-    return "prefix" if getattr(getattr(llm, "device", None), "type", "cpu") == "cuda" else "placement"
+    """"auto" is "prefix" (`LLM.generate_shared`: the head's blocks shared by reference), measured
+    faster than placement on both devices: on the H200 4.7x (Llama-3-8B shape) and 1.8x (Gemma 3
+    270M) for 30 questions over a 20K-token document and 3.7x for 60 documents x 5 questions
+    (BENCHMARKS.md, "Batched requests over one document on the H200"); on this CPU 5-16% without
+    attribution and 2.1x with it, since the attribution pass then reads the document's KV from the
+    prefix cache instead of recomputing it per answer ("The LLM layer"). With a disk store
+    (`--cache-dir`) a later run takes the document's whole prefill chunks from disk and recomputes
+    the rest (under one chunk) once for all its questions. "placement" stays available (a
+    document's KV placed at any offset and kept whole in the document store)."""
+    return "prefix" if strategy == "auto" else strategy
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,8 @@
   evidence cut-off and top 5 as without the step. Candidates the retrieval did not score stay out
   (attention re-orders and can drop, never adds), negated mentions stay contradicting.
 - `medical.answer`: a short answer to each question, generated over the same patient text with
-  `ask_document` (strategy "auto": the patient's KV computed once for all the questions — placed
-  and kept in the engine's document cache on the CPU, shared by reference on a GPU — and reused
-  for the session's later questions); each answer sentence
+  `ask_document` (strategy "auto": the patient's KV computed once and shared by reference by all
+  the questions; a later question of the session takes it from the prefix cache); each answer sentence
   links to the record sentences its tokens attend to most (the same attention pass, the answer's
   sentence rows). An answer whose attention could not be read is dropped with a one-line error
   (no ungrounded sentence is shown), and so is an empty or list-numbers-only one ("1. 1. 1."). On a

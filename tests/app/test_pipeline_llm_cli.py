@@ -142,9 +142,12 @@ def test_cache_dir_keeps_the_document_for_the_next_run(tiny_model, tmp_path):
     first = json.loads(invoke(*args, "--ask", "What is claimed?").stdout)["llm"]
     forget_engines()  # as a new process would: nothing in memory, the disk cache only
     second = json.loads(invoke(*args, "--ask", "Which valve?").stdout)["llm"]
-    assert first["steps"][0]["reuse"].get("documents_loaded", 0) == 0
-    assert second["steps"][0]["reuse"].get("documents_computed", 0) == 0
-    assert second["steps"][0]["reuse"].get("documents_loaded", 0) == 1
+    r1, r2 = first["steps"][0]["reuse"], second["steps"][0]["reuse"]
+    assert r1.get("documents_loaded", 0) == 0 and r2.get("documents_computed", 0) == 0
+    # placed: the document loaded whole from the disk store; shared: its whole prefill chunks from the
+    # prefix cache's disk tier (a new engine: nothing in memory, so only the disk can have served the
+    # answer's request; both runs' attribution passes read the prompt back from memory alike)
+    assert r2.get("documents_loaded", 0) == 1 or r2.get("prefix_hit_tokens", 0) - r1.get("prefix_hit_tokens", 0) >= 1024
 
 
 def test_first_ctrl_c_stops_the_llm_steps_second_quits():

@@ -22,7 +22,12 @@ def test_the_layer_with_the_default_model():
     res = ask_document(llm, doc, ["Who is the Processor?", "What law governs?", "What is personal data?"],
                        max_tokens=6, attribute=True, top_k=2)
     assert res.status == "ok" and all(it.ok and it.token_ids for it in res.items)
-    assert llm.doc_cache.computed - computed <= 1 and res.reuse["documents_computed"] + res.reuse["documents_loaded"] == 1
+    assert llm.doc_cache.computed - computed <= 1
+    if res.strategy == "prefix":  # the document computed once, every question took it from the cache
+        doc_n = len(llm.encode(doc.text, add_special_tokens=False))
+        assert res.reuse["documents_computed"] == 0 and res.reuse["prefix_hit_tokens"] >= 3 * (doc_n - 16)
+    else:
+        assert res.reuse["documents_computed"] + res.reuse["documents_loaded"] == 1
     for it in res.items:
         assert it.spans and all(doc.text[a.source.char_start:a.source.char_end] == a.source.text for a in it.spans)
     prompt = "Question: Is Paris the capital of France? Answer (yes or no):"

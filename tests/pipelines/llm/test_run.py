@@ -62,7 +62,7 @@ def test_a_step_records_requests_tokens_and_reuse(tiny_llm):
     assert rec.ran and rec.requests == 2 and rec.item_errors == 0
     assert rec.prompt_tokens > 2 * len(DOC.text)  # character tokenizer: each prompt holds the document
     assert 0 < rec.generated_tokens <= 8
-    assert rec.reuse["documents_computed"] + rec.reuse["documents_loaded"] >= 1
+    assert rec.reuse["documents_computed"] + rec.reuse["documents_loaded"] >= 1 or rec.reuse["prefix_hit_tokens"] >= len(DOC.text)
     assert rec.seconds > 0 and seen and set(seen) == {"test.ask"}
 
 

@@ -45,10 +45,11 @@ def test_second_question_reuses_the_documents(tiny_llm):
     run.ask(doc, ["What is it?"], max_tokens=3, attribute=False)
     run.ask(doc, ["Is it fresh?"], max_tokens=3, attribute=False)
     first, second = run.records
-    assert first.reuse.get("documents_computed", 0) == 1
+    # computed by the first question (placed, or prefilled and cut at its last block), taken from a
+    # cache by the second
+    assert first.reuse.get("documents_computed", 0) == 1 or first.reuse.get("prefix_hit_tokens", 0) == 0
     assert second.reuse.get("documents_computed", 0) == 0
-    assert second.reuse.get("documents_loaded", 0) + second.reuse.get("prefix_hit_tokens", 0) > 0 \
-        or run.answers[1].cached_prompt_tokens > 0
+    assert second.reuse.get("documents_loaded", 0) == 1 or run.answers[1].cached_prompt_tokens >= len(doc.text) - 16
 
 
 def test_no_model_is_one_line_per_question(tmp_path):

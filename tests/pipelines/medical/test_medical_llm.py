@@ -58,7 +58,7 @@ def test_both_steps_run_fill_their_fields_and_point_at_exact_characters(tiny_llm
     assert [(s.step, s.ran, s.error) for s in r.llm.steps] == [(ls.STEP_ANSWER, True, None),
                                                                (ls.STEP_EVIDENCE, True, None)]
     ans = next(s for s in r.llm.steps if s.step == ls.STEP_ANSWER)
-    assert ans.requests == 1 and ans.reuse["documents_computed"] + ans.reuse["documents_loaded"] == 1
+    assert ans.requests == 1 and ans.reuse["documents_computed"] + ans.reuse["documents_loaded"] <= 1
     assert r.llm_context.strategy == "whole patient" and r.llm_context.documents == 2
     assert r.llm_context.answer_note is None
     assert all(ev.method.endswith("+attention") for ev in r.evidence)
@@ -212,11 +212,17 @@ def test_the_steps_with_the_default_model():
     assert "pneumonia" in pneu.supporting[0].span.text
 
 
+def second_prompt(result) -> int:
+    return next(s for s in result.llm.steps if s.step == ls.STEP_ANSWER).prompt_tokens
+
+
 def test_a_second_question_in_the_session_reuses_the_patients_kv(tiny_llm):
     first = _run(LLMRun("on", engine=tiny_llm), questions=("why was ceftriaxone started?",))
     second = _run(LLMRun("on", engine=tiny_llm), questions=("when did the fever resolve?",))
     reuse = [next(s for s in r.llm.steps if s.step == ls.STEP_ANSWER).reuse for r in (first, second)]
-    assert reuse[1]["documents_computed"] == 0 and reuse[1]["documents_loaded"] == 1, reuse
+    # placed: loaded from the document cache; shared: most of the patient's prompt from the prefix cache
+    assert reuse[1]["documents_computed"] == 0, reuse
+    assert reuse[1]["documents_loaded"] == 1 or reuse[1]["prefix_hit_tokens"] >= 0.7 * second_prompt(second), reuse
 
 
 def test_on_a_cpu_a_long_patient_is_answered_over_the_questions_retrieval_sentences(tiny_llm, monkeypatch):

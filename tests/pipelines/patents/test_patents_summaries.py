@@ -119,7 +119,9 @@ def test_the_step_runs_in_one_batch_with_exact_spans(roomy_llm, strategy, prompt
     assert [s.claim for s in res.claim_summaries] == [1, 2, 3]
     rec = res.llm.steps[0]
     assert rec.step == STEP and rec.ran and rec.error is None and rec.requests == 3
-    assert rec.reuse.get("documents_computed", 0) + rec.reuse.get("documents_loaded", 0) == 1  # placed once
+    # the patent's context computed once: placed, or shared (each request took most of its prompt from the cache)
+    assert rec.reuse.get("documents_computed", 0) + rec.reuse.get("documents_loaded", 0) == 1 \
+        or rec.reuse.get("prefix_hit_tokens", 0) >= 0.5 * rec.prompt_tokens
     assert seen and all(step == STEP for step, _, _ in seen) and seen[-1][1] == seen[-1][2]
     for s in res.claim_summaries:
         assert s.text and s.scaffold == scaffold(next(c for c in res.claims if c.number == s.claim))
