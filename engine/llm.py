@@ -262,8 +262,11 @@ class LLM:
         the heads are computed together (their prefill chunks batched), then every request of every
         group is submitted together, so decodes are batched across documents too. One list of
         outputs per group. The heads must fit the KV pool together (they wait in the prefix cache
-        until their requests take them; a head evicted before that is recomputed, not lost)."""
+        until their requests take them; a head evicted before that is recomputed, not lost). Each
+        output's metrics["ttft_s"] counts from the call's start (the shared heads included) and
+        metrics["head_s"] is the time spent computing the heads before the requests started."""
         params = params or SamplingParams()
+        t0 = time.perf_counter()
         bs = self.kv.block_size
         plan = []  # (head ids, prompts, cut) per group
         for head, suffixes in groups:
@@ -307,9 +310,19 @@ class LLM:
                 group.append(s)
             seqs += group
             out_groups.append(group)
+        t_head = time.perf_counter() - t0
         for _ in self._run(seqs, on_step):
             pass
-        return [[self.output.output(s) for s in group] for group in out_groups]
+        outs = []
+        for group in out_groups:
+            outs.append([])
+            for s in group:
+                out = self.output.output(s)
+                if s.first_token_time is not None:  # from the call's start: the shared head is waited for too
+                    out.metrics["ttft_s"] = s.first_token_time - t0
+                out.metrics["head_s"] = t_head
+                outs[-1].append(out)
+        return outs
 
     def stream(self, prompts: Prompt | Seq[Prompt], params: SamplingParams | None = None) -> Iterator[StreamDelta]:
         """Generate, yielding text/token deltas as they are produced (`index` says which prompt)."""

@@ -36,6 +36,7 @@ def test_shared_head_matches_each_prompt_alone_and_is_computed_once(folder):
     cut = 60  # the head's last block boundary
     assert [o.cached_tokens for o in outs] == [cut] * 5  # every request took the head from the cache
     assert llm.prefix.stats.hit_tokens - before == 5 * cut
+    assert all(o.metrics["ttft_s"] >= o.metrics["head_s"] > 0 for o in outs)  # the head is waited for too
     alone = make(folder, prefix_caching=False)
     for o, s in zip(outs, suffixes, strict=True):
         ref = alone.generate([head + s], params)[0]
