@@ -249,7 +249,7 @@ class LLM:
         submitted together with the same cut (`Sequence.prefill_cut`): each takes the head's blocks
         from the prefix cache, computes only its last partial block and its suffix, and the
         scheduler batches the decodes. Because every request cuts its prefill there, a request's
-        logits are bit-identical to the same request computed alone from scratch. The head is
+        logits are bit-identical to the same request computed alone from scratch with that cut. The head is
         tokenized on its own (a string gets BOS) and each suffix without special tokens, so every
         prompt starts with exactly the head's token ids. on_step: as `generate`'s, over the head
         (phase "document", the head's tokens counted as prompt tokens done) and then the batch;
@@ -268,7 +268,7 @@ class LLM:
         params = params or SamplingParams()
         t0 = time.perf_counter()
         bs = self.kv.block_size
-        plan = []  # (head ids, prompts, cut) per group
+        plan = []  # (prompts, cut) per group
         for head, suffixes in groups:
             head_ids = self.encode(head)
             suffix_ids = [self.encode(x, add_special_tokens=False) if isinstance(x, str) else list(x) for x in suffixes]
@@ -463,9 +463,8 @@ class LLM:
         """Do now what a first request would otherwise pay for: one short request (compiles the decode
         kernels and the short-prefill path), on CUDA one prompt of a prefill chunk and a little more
         (the long-prompt path: a full first chunk and a chunk over the paged cache) and, where decode
-        steps replay CUDA graphs, the decode
-        tuning and the graph of every batch and context bucket the engine's limits allow
-        (`CudaGraphRunner.capture_all`). `progress` gets one line per step. Returns how many graphs
+        steps replay CUDA graphs, the decode tuning and the graph of every batch and context bucket
+        the engine's limits allow (`CudaGraphRunner.capture_all`). `progress` gets one line per step. Returns how many graphs
         were captured."""
         if progress is not None:
             progress("warm-up: compiling kernels")
