@@ -164,7 +164,12 @@ class PrefixCache:
         reach = n_glob * self.bs
         grid = range((min(top, reach) // self.chunk) * self.chunk, 0, -self.chunk)
         p = next((c for c in sorted({*cuts, *grid}, reverse=True) if c <= reach and self._device_has(seq, c)), 0)
-        cold_p = self._cold_match(seq, p, top) if self.cold is not None else p
+        cold_top = top
+        if self.cold is not None and seq.doc is None and self.enabled and top < seq.prefill_cut <= limit \
+                and seq.prefill_cut % self.bs == 0:
+            cold_top = seq.prefill_cut  # a cut another process wrote (`tails` holds only this one's)
+            self.update_hashes(seq, cold_top)
+        cold_p = self._cold_match(seq, p, cold_top) if self.cold is not None else p
         if cold_p > p:
             got = self._cold_attach(seq, p, cold_p)
             if got > p:
@@ -255,12 +260,27 @@ class PrefixCache:
                                                    meta={"kind": "chunk", "tokens": p}, persist=True):
                     self.stats.cold_writes += 1
             if sliding and p > prompt_end - self.persist_boundaries * self.chunk:
-                wkey = self._window_key(seq, p)
-                if not self.cold.contains(wkey):
-                    t = self._gather(seq, sliding, None, p)
-                    if t is not None and self.cold.put(wkey, tokens, t, fingerprint=self.fingerprint,
-                                                       meta={"kind": "window", "tokens": p}, persist=True):
-                        self.stats.cold_writes += 1
+                self._persist_window(seq, sliding, p)
+        cut = seq.prefill_cut
+        if cut and lo < cut <= hi and cut % self.chunk and cut % self.bs == 0 and seq.doc is None:
+            # a shared head's cut (`LLM.generate_shared`): the global blocks from the last grid point
+            # to the cut, and the windows there, so a later process resumes at the cut, not before it
+            key = self._chunk_key(seq, cut)
+            if glob and not self.cold.contains(key):
+                t = self._gather(seq, glob, range((cut // self.chunk) * self.chunk // self.bs, cut // self.bs))
+                if t is not None and self.cold.put(key, seq.all_ids[:cut], t, fingerprint=self.fingerprint,
+                                                   meta={"kind": "cut", "tokens": cut}, persist=True):
+                    self.stats.cold_writes += 1
+            if sliding:
+                self._persist_window(seq, sliding, cut)
+
+    def _persist_window(self, seq: Sequence, sliding: list[int], p: int) -> None:
+        wkey = self._window_key(seq, p)
+        if not self.cold.contains(wkey):
+            t = self._gather(seq, sliding, None, p)
+            if t is not None and self.cold.put(wkey, seq.all_ids[:p], t, fingerprint=self.fingerprint,
+                                               meta={"kind": "window", "tokens": p}, persist=True):
+                self.stats.cold_writes += 1
 
     def _gather(self, seq: Sequence, groups: list[int], rng: range | None, p: int = 0) -> dict[str, torch.Tensor] | None:
         out = {}
@@ -278,14 +298,21 @@ class PrefixCache:
         """Longest boundary q > p_dev reachable from the cold tier (unverified: `get` checks)."""
         has_glob = any(g.window is None for g in self.kv.groups)
         has_sliding = any(g.window is not None for g in self.kv.groups)
-        best = p_dev
+        best = reach = p_dev
         q = p_dev + self.chunk
         while q <= top:
             if has_glob and not self.cold.contains(self._chunk_key(seq, q)):
                 break
+            reach = q
             if not has_sliding or self.cold.contains(self._window_key(seq, q)):
                 best = q
             q += self.chunk
+        cut = seq.prefill_cut
+        if (cut and cut % self.chunk and cut > best and cut <= top and p_dev % self.chunk == 0
+                and reach >= (cut // self.chunk) * self.chunk >= p_dev
+                and (not has_glob or self.cold.contains(self._chunk_key(seq, cut)))
+                and (not has_sliding or self.cold.contains(self._window_key(seq, cut)))):
+            best = cut  # all grid entries up to the cut's chunk, then the cut's own entry
         return best
 
     def _cold_attach(self, seq: Sequence, p_dev: int, q: int) -> int:
@@ -298,7 +325,8 @@ class PrefixCache:
         window_groups = [gi for gi, g in enumerate(self.kv.groups) if g.window is not None]
         chunk_entries: dict[int, object] = {}  # boundary -> entry (only those that verified)
         good_upto = p_dev  # every chunk entry up to here verified
-        for p in range(p_dev + self.chunk, q + 1, self.chunk):
+        grid_q = (q // self.chunk) * self.chunk  # q itself, or the grid point before a cut q
+        for p in range(p_dev + self.chunk, grid_q + 1, self.chunk):
             if not glob:
                 break
             e = self.cold.get(self._chunk_key(seq, p), tokens=seq.all_ids[:p], fingerprint=self.fingerprint)
@@ -306,13 +334,21 @@ class PrefixCache:
                 chunk_entries[p] = e
                 if good_upto == p - self.chunk:
                     good_upto = p
+        if glob and q != grid_q:  # a cut's entry: the blocks from grid_q to q
+            e = self.cold.get(self._chunk_key(seq, q), tokens=seq.all_ids[:q], fingerprint=self.fingerprint)
+            if e is not None and all(f"g{gi}.k" in e.tensors for gi in glob):
+                chunk_entries[q] = e
+                if good_upto == grid_q:
+                    good_upto = q
         if not glob:
             good_upto = q
         window_entry = None
         q_ok = good_upto
         if window_groups:  # the window entry is kept for the prompt's last boundaries only
             q_ok = p_dev
-            for p in range(good_upto, p_dev, -self.chunk):
+            ends = ([good_upto] if good_upto % self.chunk else []) + list(
+                range((good_upto // self.chunk) * self.chunk, p_dev, -self.chunk))
+            for p in ends:
                 if not self.cold.contains(self._window_key(seq, p)):
                     continue
                 e = self.cold.get(self._window_key(seq, p), tokens=seq.all_ids[:p], fingerprint=self.fingerprint)
@@ -324,9 +360,10 @@ class PrefixCache:
         q = q_ok
         loads: list[tuple[int, int, torch.Tensor, torch.Tensor]] = []  # (group, block index, k, v)
         for gi in glob:
-            for p in range(p_dev + self.chunk, q + 1, self.chunk):
+            for p in sorted(b for b in chunk_entries if p_dev < b <= q and (b % self.chunk == 0 or b == q)):
                 e = chunk_entries[p]
-                for j, b in enumerate(range((p - self.chunk) // self.bs, p // self.bs)):
+                start = p - self.chunk if p % self.chunk == 0 else (p // self.chunk) * self.chunk
+                for j, b in enumerate(range(start // self.bs, p // self.bs)):
                     loads.append((gi, b, e.tensors[f"g{gi}.k"][:, j], e.tensors[f"g{gi}.v"][:, j]))
         for gi in window_groups:
             for j, b in enumerate(self._needed(gi, q)):

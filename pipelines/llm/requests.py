@@ -43,8 +43,8 @@ def resolve_strategy(llm, strategy: str = "auto") -> str:
     (BENCHMARKS.md, "Batched requests over one document on the H200"); on this CPU 5-16% without
     attribution and 2.1x with it, since the attribution pass then reads the document's KV from the
     prefix cache instead of recomputing it per answer ("The LLM layer"). With a disk store
-    (`--cache-dir`) a later run takes the document's whole prefill chunks from disk and recomputes
-    the rest (under one chunk) once for all its questions. "placement" stays available (a
+    (`--cache-dir`) the head is written up to its cut, so a later run takes the whole document
+    from disk. "placement" stays available (a
     document's KV placed at any offset and kept whole in the document store)."""
     return "prefix" if strategy == "auto" else strategy
 

@@ -87,3 +87,28 @@ def test_several_heads_at_once_match_each_prompt_alone(folder):
         assert [o.cached_tokens for o in got] == [cut] * len(suffixes)
         for o, s in zip(got, suffixes, strict=True):
             assert o.token_ids == alone.generate([head + s], params)[0].token_ids
+
+
+@pytest.mark.parametrize("family", ["gemma3", "llama"])  # with sliding-window layers, and without
+def test_a_later_process_resumes_at_the_cut_from_disk(tmp_path, family):
+    """A shared batch writes the head's cut to the disk store; a new engine over the same folder
+    (nothing in memory) takes the whole head from disk for a later question, up to the cut, and its
+    tokens equal the prompt computed from scratch."""
+    folder = tmp_path / "m"
+    tiny_hf_model(family, seed=12).save_pretrained(folder)
+
+    def engine(**cache):
+        return LLM(model=folder, device="cpu", dtype="float32",
+                   cache=CacheConfig(block_size=4, memory_budget=2**24, **cache),
+                   scheduler=SchedulerConfig(max_model_len=512, max_prefill_chunk=16))
+
+    head = ids(8, 70)  # cut at 68: past the grid point 64
+    disk = str(tmp_path / "kv")
+    first = engine(disk_cache_dir=disk)
+    first.generate_shared(head, [ids(9, 4), ids(10, 5)], SamplingParams(max_tokens=2))
+    later = engine(disk_cache_dir=disk)
+    params = SamplingParams(max_tokens=8)
+    [out] = later.generate_shared(head, [ids(11, 6)], params)
+    assert out.cached_tokens == 68 and later.prefix.stats.cold_hit_tokens == 68
+    ref = engine().generate([head + ids(11, 6)], params)[0]
+    assert out.token_ids == ref.token_ids
