@@ -20,16 +20,23 @@ def char_tokenizer() -> EngineTokenizer:
     return EngineTokenizer(fast)
 
 
-@pytest.mark.parametrize("chunk", [1024, 5])
-def test_attribution_equals_transformers_attention(tmp_path, chunk):
+PROMPT, ANSWER = "Alpha beta gamma. Delta epsilon zeta! Eta theta", "beta zeta"
+
+
+def tiny_llama(folder, chunk: int):
+    """A tiny Llama (transformers model, and the engine over its saved folder) with the character tokenizer."""
     hf = tiny_hf_model("llama", seed=9)
-    hf.save_pretrained(tmp_path)
-    llm = LLM(model=tmp_path, device="cpu", dtype="float32",
-              cache=CacheConfig(block_size=4, memory_budget=2**24),
+    hf.save_pretrained(folder)
+    llm = LLM(model=folder, device="cpu", dtype="float32", cache=CacheConfig(block_size=4, memory_budget=2**24),
               scheduler=SchedulerConfig(max_model_len=256, max_prefill_chunk=chunk))
     llm.tokenizer = char_tokenizer()
-    prompt = "Alpha beta gamma. Delta epsilon zeta! Eta theta"
-    answer = "beta zeta"
+    return hf, llm
+
+
+@pytest.mark.parametrize("chunk", [1024, 5])
+def test_attribution_equals_transformers_attention(tmp_path, chunk):
+    hf, llm = tiny_llama(tmp_path, chunk)
+    prompt, answer = PROMPT, ANSWER
     spans = [(0, 17), (18, 37), (38, len(prompt)), (6, 10)]
     res = llm.attribute(prompt, answer, spans)
 
@@ -62,14 +69,8 @@ def test_attribution_needs_global_layers(tmp_path):
 def test_attribution_over_a_cached_document_reads_it_from_the_cache(tmp_path, chunk):
     """After a batch over the prompt (generate_shared: its blocks cached, a cut registered), the
     attribution takes the prompt's KV from the prefix cache and still equals transformers' mass."""
-    hf = tiny_hf_model("llama", seed=9)
-    hf.save_pretrained(tmp_path)
-    llm = LLM(model=tmp_path, device="cpu", dtype="float32",
-              cache=CacheConfig(block_size=4, memory_budget=2**24),
-              scheduler=SchedulerConfig(max_model_len=256, max_prefill_chunk=chunk))
-    llm.tokenizer = char_tokenizer()
-    prompt = "Alpha beta gamma. Delta epsilon zeta! Eta theta"
-    answer = "beta zeta"
+    hf, llm = tiny_llama(tmp_path, chunk)
+    prompt, answer = PROMPT, ANSWER
     llm.generate_shared(prompt, [" Q1", " Q2"])
     hits = llm.prefix.stats.hit_tokens
     res = llm.attribute(prompt, answer, [(0, 17), (18, 37), (38, len(prompt))])
