@@ -459,14 +459,14 @@ def _unused_reason(path: Path, pipeline: str | None) -> str:
     return f"not taken by the {pipeline} pipeline" if pipeline else "not taken by any pipeline"
 
 
-def ignored_files(folder: Path, tasks: list[Task], pipeline: str | None = None,
+def ignored_files(folder: Path, inputs: list[PipelineInput], pipeline: str | None = None,
                   out_dir: Path | None = None) -> list[dict[str, str]]:
-    """Files under `folder` that no task reads, each with the reason ({"file", "reason"}): special
+    """Files under `folder` that none of `inputs` reads, each with the reason ({"file", "reason"}): special
     files (FIFO, socket, device; only stat'ed, never opened), unsupported types, notes, and
     supported files a pipeline did not take (a contract version with no other version to pair
     with). Hidden files and folders, and the batch's own output folder, are left out of the list."""
     folder = Path(folder)
-    used = {p.resolve() for t in tasks for p in t.input.paths}
+    used = {p.resolve() for i in inputs for p in i.paths}
     own = Path(out_dir).resolve() if out_dir is not None else None
     out = []
     for path in sorted(folder.rglob("*")):
@@ -700,7 +700,7 @@ def run_batch(
         lock.acquire(wait=wait, on_wait=on_wait)
     try:
         report = BatchReport(str(folder), str(out_dir), jobs, _now(), total=len(tasks),
-                             ignored=ignored_files(folder, tasks, pipeline, out_dir))
+                             ignored=ignored_files(folder, [t.input for t in tasks], pipeline, out_dir))
         report.previous_run = _previous_run(out_dir)
         report.stale_temps_removed = len(remove_stale_temps(out_dir))
         before = {t.output: _stat_key(t.output) for t in tasks}

@@ -64,12 +64,7 @@ def serve(llm, docs: list[str], questions: list[str], max_tokens: int, how: str)
         for lo in range(0, len(docs), g):
             outs = llm.generate_shared_batch([(INSTRUCTIONS + text, suffixes) for text in docs[lo:lo + g]], params)
             gen += sum(len(o.token_ids) for group in outs for o in group)
-        docs_n = len(docs)
-        dt = now() - t
-        cells = docs_n * len(questions)
-        return {"seconds": dt, "documents": docs_n, "cells": cells, "generated_tokens": gen, "errors": 0,
-                "cells_per_s": cells / dt, "seconds_per_document": dt / docs_n, "gen_tok_per_s": gen / dt}
-    for k, text in enumerate(docs):
+    for k, text in enumerate(docs if not how.startswith("shared_x") else []):
         doc = Document.from_text(text, doc_id=f"doc{k}")
         if how in ("batched", "shared"):
             res = ask_document(llm, doc, questions, max_tokens=max_tokens,

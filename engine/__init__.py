@@ -75,6 +75,7 @@ from engine.fallback import (
     fit,
     run_with_fallback,
 )
+from engine.kv.cold.disk_store import check_cache_dir
 from engine.llm import LLM, AttributionOutput, GenerationOutput, ScoreOutput, StepProgress, StreamDelta
 from engine.model.loader import has_chat_template
 
@@ -96,6 +97,7 @@ __all__ = [
     "ContextLengthError",
     "CacheFullError",
     "CacheDirError",
+    "check_cache_dir",
     "RequestCancelled",
     "LongRequest",
     "FallbackPolicy",

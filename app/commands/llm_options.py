@@ -66,9 +66,14 @@ def make_run(mode: str, model: Path | None, device: str | None, dtype: str | Non
     """The LLMRun for a command's flags; a bad --llm value or setting is a usage error (exit 2)."""
     from pipelines.llm import EngineSettings, LLMRun
 
-    if cache_dir is not None and cache_dir.exists() and not cache_dir.is_dir():  # before any analysis
-        typer.echo(f"longdoc: --cache-dir {cache_dir} is a file, not a folder", err=True)
-        raise typer.Exit(2)
+    if cache_dir is not None:  # before any analysis, not when the engine loads after it
+        from engine import CacheDirError, check_cache_dir
+
+        try:
+            check_cache_dir(cache_dir)
+        except CacheDirError as exc:
+            typer.echo(f"longdoc: --cache-dir: {exc}", err=True)
+            raise typer.Exit(2) from None
     try:
         settings = EngineSettings.from_env(model=model, device=device, dtype=dtype, max_model_len=max_model_len,
                                            disk_cache_dir=str(cache_dir) if cache_dir else None)

@@ -45,16 +45,6 @@ def _uploads_folder(files: list[tuple[str, bytes]]) -> Path:
     return folder
 
 
-def _left_out(folder: Path, inputs, pipeline: str) -> list[dict[str, str]]:
-    """The files of `folder` no input reads, with the reason (app.batch.ignored_files: a contract
-    version with no other version to pair with, an unsupported type, a special file)."""
-    from types import SimpleNamespace
-
-    from app.batch import ignored_files
-
-    return ignored_files(folder, [SimpleNamespace(input=i) for i in inputs], pipeline)
-
-
 def build(pipeline: str, folder: Path | None, uploads: list[tuple[str, bytes]], questions_text: str) -> None:
     """Discover the inputs and answer them one by one, redrawing the table after each."""
     from pipelines.registry import get_pipeline
@@ -76,8 +66,11 @@ def build(pipeline: str, folder: Path | None, uploads: list[tuple[str, bytes]], 
             return
         key = (pipeline, str(folder.resolve()))
     inputs = get_pipeline(pipeline).discover(folder)
-    left_out = _left_out(folder, inputs, pipeline)
-    if left_out:  # said before the table, so an unpaired contract version is never dropped silently
+    from app.batch import ignored_files
+
+    # files no input reads (an unpaired contract version, an unsupported type), said before the table
+    left_out = ignored_files(folder, inputs, pipeline)
+    if left_out:
         st.warning(f"{len(left_out)} file(s) not in the table:\n"
                    + "\n".join(f"- {md_line(f['file'])}: {md_line(f['reason'])}" for f in left_out))
     if not inputs:

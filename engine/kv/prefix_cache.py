@@ -119,8 +119,9 @@ class PrefixCache:
 
     # ------------------------------------------------------------------ lookup
     def match_and_attach(self, seq: Sequence, upto: int | None = None, any_cut: bool = False) -> int:
-        """Give `seq` the longest cached prefix (a multiple of the chunk, leaving at least one token
-        to compute unless the sequence only re-prefills after a preemption); returns its length.
+        """Give `seq` the longest cached prefix (a multiple of the chunk, or a tail or cut where a run
+        cut its prefill; leaving at least one token to compute unless the sequence only re-prefills
+        after a preemption); returns its length.
         A document request (engine/kv/document_cache.py) looks up its instructions only: the prefix stops
         at the document's offset (its question is computed after the placed document). `upto`: attach
         at most that many tokens. `any_cut`: also resume at the longest cut another request
@@ -252,27 +253,27 @@ class PrefixCache:
         sliding = [gi for gi, g in enumerate(self.kv.groups) if g.window is not None]
         glob = [gi for gi, g in enumerate(self.kv.groups) if g.window is None]
         for p in range(first, min(hi, prompt_end) + 1, self.chunk):
-            tokens = seq.all_ids[:p]
-            key = self._chunk_key(seq, p)
-            if glob and not self.cold.contains(key):
-                t = self._gather(seq, glob, range((p - self.chunk) // self.bs, p // self.bs))
-                if t is not None and self.cold.put(key, tokens, t, fingerprint=self.fingerprint,
-                                                   meta={"kind": "chunk", "tokens": p}, persist=True):
-                    self.stats.cold_writes += 1
+            if glob:
+                self._persist_chunk(seq, glob, p, "chunk")
             if sliding and p > prompt_end - self.persist_boundaries * self.chunk:
                 self._persist_window(seq, sliding, p)
         cut = seq.prefill_cut
         if cut and lo < cut <= hi and cut % self.chunk and cut % self.bs == 0 and seq.doc is None:
             # a shared head's cut (`LLM.generate_shared`): the global blocks from the last grid point
             # to the cut, and the windows there, so a later process resumes at the cut, not before it
-            key = self._chunk_key(seq, cut)
-            if glob and not self.cold.contains(key):
-                t = self._gather(seq, glob, range((cut // self.chunk) * self.chunk // self.bs, cut // self.bs))
-                if t is not None and self.cold.put(key, seq.all_ids[:cut], t, fingerprint=self.fingerprint,
-                                                   meta={"kind": "cut", "tokens": cut}, persist=True):
-                    self.stats.cold_writes += 1
+            if glob:
+                self._persist_chunk(seq, glob, cut, "cut")
             if sliding:
                 self._persist_window(seq, sliding, cut)
+
+    def _persist_chunk(self, seq: Sequence, glob: list[int], p: int, kind: str) -> None:
+        """The global groups' blocks from the grid point before `p` up to `p`, keyed by p's block."""
+        key = self._chunk_key(seq, p)
+        if not self.cold.contains(key):
+            t = self._gather(seq, glob, range((p - 1) // self.chunk * self.chunk // self.bs, p // self.bs))
+            if t is not None and self.cold.put(key, seq.all_ids[:p], t, fingerprint=self.fingerprint,
+                                               meta={"kind": kind, "tokens": p}, persist=True):
+                self.stats.cold_writes += 1
 
     def _persist_window(self, seq: Sequence, sliding: list[int], p: int) -> None:
         wkey = self._window_key(seq, p)
@@ -360,9 +361,9 @@ class PrefixCache:
         q = q_ok
         loads: list[tuple[int, int, torch.Tensor, torch.Tensor]] = []  # (group, block index, k, v)
         for gi in glob:
-            for p in sorted(b for b in chunk_entries if p_dev < b <= q and (b % self.chunk == 0 or b == q)):
+            for p in sorted(b for b in chunk_entries if p_dev < b <= q):  # grid points, then a cut q
                 e = chunk_entries[p]
-                start = p - self.chunk if p % self.chunk == 0 else (p // self.chunk) * self.chunk
+                start = (p - 1) // self.chunk * self.chunk  # the grid point before p
                 for j, b in enumerate(range(start // self.bs, p // self.bs)):
                     loads.append((gi, b, e.tensors[f"g{gi}.k"][:, j], e.tensors[f"g{gi}.v"][:, j]))
         for gi in window_groups:

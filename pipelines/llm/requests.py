@@ -2,12 +2,13 @@
 
 `ask_document(llm, doc, questions, ...)` lays out every prompt as instructions + document +
 question, submits the questions together so the scheduler batches them, and computes the
-document's KV once (`strategy`: "auto" — `resolve_strategy`: "prefix", measured faster; "placement" — `LLM.generate_with_document_batch`, the document
-computed on its own and placed behind the instructions; "prefix" — `LLM.generate_shared`:
+document's KV once (`strategy`: "auto" — `resolve_strategy`: "prefix", measured faster;
+"placement" — `LLM.generate_with_document_batch`, the document computed on its own and placed
+behind the instructions; "prefix" — `LLM.generate_shared`:
 [instructions + document] prefilled once and its blocks shared by reference by every question,
 each question computing only the head's last partial block and itself; BENCHMARKS.md, "The LLM
-layer", measures both). Each `Item` holds the answer's text, finish reason and token ids, optionally the
-token log-probabilities (`LLM.score`) and the document spans the answer attends to
+layer", measures both). Each `Item` holds the answer's text, finish reason and token ids,
+optionally the token log-probabilities (`LLM.score`) and the document spans the answer attends to
 (`pipelines.llm.spans.attribute_answer`), or an error of its own.
 
 Around the batch: `on_progress(Progress)` after every engine step (tokens done of tokens total,
@@ -36,7 +37,7 @@ STOP = ("\nQuestion:", "\nAnswer:")  # a base model runs on into the next "Quest
 STRATEGIES = ("auto", "placement", "prefix")
 
 
-def resolve_strategy(llm, strategy: str = "auto") -> str:
+def resolve_strategy(strategy: str = "auto") -> str:
     """"auto" is "prefix" (`LLM.generate_shared`: the head's blocks shared by reference), measured
     faster than placement on both devices: on the H200 4.7x (Llama-3-8B shape) and 1.8x (Gemma 3
     270M) for 30 questions over a 20K-token document and 3.7x for 60 documents x 5 questions
@@ -44,8 +45,8 @@ def resolve_strategy(llm, strategy: str = "auto") -> str:
     attribution and 2.1x with it, since the attribution pass then reads the document's KV from the
     prefix cache instead of recomputing it per answer ("The LLM layer"). With a disk store
     (`--cache-dir`) the head is written up to its cut, so a later run takes the whole document
-    from disk. "placement" stays available (a
-    document's KV placed at any offset and kept whole in the document store)."""
+    from disk. "placement" stays available (a document's KV placed at any offset and kept whole in
+    the document store)."""
     return "prefix" if strategy == "auto" else strategy
 
 
@@ -199,7 +200,7 @@ def _ask_document(llm, doc, questions, instructions, question_template, max_toke
 
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
-    strategy = resolve_strategy(llm, strategy)
+    strategy = resolve_strategy(strategy)
     items = [Item(q) for q in questions]
     suffixes = [question_template.format(question=q) for q in questions]
     params = SamplingParams(max_tokens=max_tokens, stop=list(stop))
@@ -226,7 +227,7 @@ def _ask_document(llm, doc, questions, instructions, question_template, max_toke
     before = _reuse(llm)
     track.report(0)
     if fit:
-        _run_fit(llm, doc, items, fit, instructions, suffixes, params, strategy, track)
+        _run_fit(llm, doc, items, fit, instructions, suffixes, params, strategy, track, instr_n + doc_n)
     for i in long:
         if track.report(0):
             break
@@ -268,8 +269,10 @@ def _reuse(llm) -> dict[str, int]:
 
 
 def _run_fit(llm, doc: Document, items: list[Item], fit: list[int], instructions: str, suffixes: list[str],
-             params, strategy: str, track: _Tracker) -> None:
-    """The items that fit, submitted together; one by one when the batch as a whole hits a cache error."""
+             params, strategy: str, track: _Tracker, head_n: int) -> None:
+    """The items that fit, submitted together; one by one when the batch as a whole hits a cache error.
+    head_n: the instructions' and the document's tokens (counted by the caller), the shared head's
+    work in the progress."""
     from engine import CacheFullError, EngineError, RequestCancelled
 
     done_before = sum(it.finish_reason is not None for it in items)
@@ -279,8 +282,6 @@ def _run_fit(llm, doc: Document, items: list[Item], fit: list[int], instructions
 
     try:
         if strategy == "prefix":
-            head_n = len(llm.encode(instructions + doc.text))
-
             def on_shared(p) -> bool:
                 if p.phase == "document":
                     return track.report(p.document_tokens_done)
@@ -298,7 +299,7 @@ def _run_fit(llm, doc: Document, items: list[Item], fit: list[int], instructions
             items[fit[0]].error = "the KV cache is too small for this request (cache full)"
             return
         for i in fit:
-            _run_fit(llm, doc, items, [i], instructions, suffixes, params, strategy, track)
+            _run_fit(llm, doc, items, [i], instructions, suffixes, params, strategy, track, head_n)
         return
     except EngineError as exc:
         for i in fit:

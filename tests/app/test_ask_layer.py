@@ -41,7 +41,7 @@ def test_a_second_question_does_not_recompute_the_document(tiny_model):
     doc_tokens = len(llm.encode(doc.text, add_special_tokens=False))
     from pipelines.llm.requests import resolve_strategy
 
-    assert second.strategy == resolve_strategy(llm, asking.STRATEGY)
+    assert second.strategy == resolve_strategy(asking.STRATEGY)
     if second.strategy == "prefix":  # the head up to its last block boundary comes from the cache
         assert second.reuse["prefix_hit_tokens"] >= doc_tokens - 32
         assert llm.counters().prefix_hits > hits

@@ -217,7 +217,7 @@ def test_an_unpaired_contract_is_named_with_the_reason(tmp_path):
     (folder / "nda.v1.txt").write_text("1. Secrets\nKeep them.\n", encoding="utf-8")
     tasks = plan(folder, tmp_path / "out", "contracts")
     assert [t.input.input_id for t in tasks] == ["lease"]
-    reasons = {i["file"]: i["reason"] for i in ignored_files(folder, tasks, "contracts")}
+    reasons = {i["file"]: i["reason"] for i in ignored_files(folder, [t.input for t in tasks], "contracts")}
     assert list(reasons) == ["nda.v1.txt"] and reasons["nda.v1.txt"].startswith("no other version to pair with")
     res = CliRunner().invoke(app, ["batch", str(folder), "-p", "contracts", "-o", str(tmp_path / "out"), "-q"])
     assert res.exit_code == 0, res.output
