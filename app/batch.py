@@ -225,6 +225,19 @@ def write_computed(task: Task, computed: Computed) -> Outcome:
     return out
 
 
+def compute_tasks(tasks: list[Task]) -> list[Computed]:
+    """Compute several inputs (a worker's group): review rows together, their questions in one
+    engine batch (app.review.compute_reviews), the others one by one. One Computed per task."""
+    out: list[Computed | None] = [None] * len(tasks)
+    rows = [n for n, t in enumerate(tasks) if t.questions]
+    if rows:
+        from app.review import compute_reviews
+
+        for n, c in zip(rows, compute_reviews([tasks[n] for n in rows]), strict=True):
+            out[n] = c
+    return [c if c is not None else compute_task(t) for t, c in zip(tasks, out, strict=True)]
+
+
 def process_task(task: Task) -> Outcome:
     """Run one input: skip it if up to date, else run the pipeline and write its output atomically."""
     return BATCH_WORK(task)
@@ -234,11 +247,14 @@ def process_task(task: Task) -> Outcome:
 class TaskWork:
     """One input's work in three parts, so an executor may run them in different places: `check`
     (the up-to-date check) and `write` where the output folder is (the driver), `compute` anywhere
-    (a worker process, a Ray actor on another machine). Called as a whole it is `process_task`."""
+    (a worker process, a Ray actor on another machine). Called as a whole it is `process_task`.
+    `compute_many` computes a group of inputs handed to one worker together (None: one by one with
+    `compute`); `many` is the whole work of such a group."""
 
     check: Callable[[Task], Outcome | None] = check_task
     compute: Callable[[Task], Computed] = compute_task
     write: Callable[[Task, Computed], Outcome] = write_computed
+    compute_many: Callable[[list[Task]], list[Computed]] | None = None
 
     def __call__(self, task: Task) -> Outcome:
         t0 = time.perf_counter()
@@ -248,8 +264,35 @@ class TaskWork:
         done.seconds = round(time.perf_counter() - t0, 4)
         return done
 
+    def computed(self, tasks: list[Task]) -> list[Computed]:
+        if self.compute_many is None or len(tasks) == 1:
+            return [self.compute(t) for t in tasks]
+        return self.compute_many(tasks)
 
-BATCH_WORK = TaskWork()
+    def many(self, tasks: list[Task]) -> list[Outcome]:
+        """Check each input, compute the ones not up to date together, write each: one Outcome per task."""
+        outcomes: list[Outcome | None] = [self.check(t) for t in tasks]
+        todo = [n for n, o in enumerate(outcomes) if o is None]
+        if todo:
+            for n, c in zip(todo, self.computed([tasks[n] for n in todo]), strict=True):
+                outcomes[n] = self.write(tasks[n], c)
+        return outcomes  # type: ignore[return-value]
+
+
+BATCH_WORK = TaskWork(compute_many=compute_tasks)
+
+
+def run_group(fn: Callable[[Task], Outcome], tasks: list[Task]) -> list[Outcome]:
+    """`fn` over a group of tasks: together when it is a TaskWork, else one by one."""
+    if isinstance(fn, TaskWork):
+        return fn.many(tasks)
+    return [fn(t) for t in tasks]
+
+
+def group_size(group: int, left: int, workers: int) -> int:
+    """How many inputs to hand one worker: at most `group`, and no more than an even share of the
+    `left` inputs over the `workers`, so a short batch still spreads over every worker."""
+    return max(1, min(group, -(-left // max(1, workers))))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,9 +303,13 @@ class Executor(ABC):
     """Where tasks run. `run` yields one Outcome per task, in completion order. `fn` is the work of
     one input: the batch passes `BATCH_WORK`, a `TaskWork` that is callable as a whole (what a local
     worker runs: check, compute and write) and whose parts a cluster executor runs apart (compute on
-    its workers, check and write in the driver). When a KeyboardInterrupt reaches `run` (raised
-    inside it, or thrown in at a yield), it starts no new task, may still yield the outcomes of
-    tasks in flight, and re-raises it once its workers are gone."""
+    its workers, check and write in the driver). An executor's `group` is how many inputs it hands
+    a worker at once (`TaskWork.many`: a review table's rows then share one engine batch). When a
+    KeyboardInterrupt reaches `run` (raised inside it, or thrown in at a yield), it starts no new
+    task, may still yield the outcomes of tasks in flight, and re-raises it once its workers are
+    gone."""
+
+    group: int = 1
 
     @abstractmethod
     def run(self, fn: Callable[[Task], Outcome], tasks: list[Task]) -> Iterator[Outcome]: ...
@@ -282,47 +329,52 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def _worker_main(conn, fn: Callable[[Task], Outcome], parent_pid: int) -> None:
-    """A worker process: run the tasks the parent sends, one at a time, until it sends None or
-    goes away."""
+    """A worker process: run the groups of tasks the parent sends, one group at a time, until it
+    sends None or goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent(parent_pid)
     while True:
         try:
-            task = conn.recv()
+            tasks = conn.recv()
         except (EOFError, OSError):
             return
-        if task is None:
+        if tasks is None:
             return
         try:
-            outcome = fn(task)
+            outcomes = run_group(fn, tasks)
         except BaseException as exc:  # noqa: BLE001 - reported, never raised into the pipe
-            outcome = Outcome(task.input.input_id, task.pipeline, "failed",
-                              reason=f"{task.input.input_id}: worker error ({type(exc).__name__}: {exc})")
+            outcomes = [Outcome(t.input.input_id, t.pipeline, "failed",
+                                reason=f"{t.input.input_id}: worker error ({type(exc).__name__}: {exc})")
+                        for t in tasks]
         try:
-            conn.send(outcome)
+            conn.send(outcomes)
         except (BrokenPipeError, OSError):
             return
 
 
 class LocalExecutor(Executor):
     """Inline for jobs=1, else `jobs` worker processes (spawned, so no state leaks). The parent
-    hands each worker one task at a time, so stopping means sending no more: nothing is queued
-    inside a worker."""
+    hands each worker one group of tasks at a time (`group` inputs at most, `group_size`), so
+    stopping means sending no more: nothing is queued inside a worker."""
 
-    def __init__(self, jobs: int = 1, grace_s: float = GRACE_S):
+    def __init__(self, jobs: int = 1, grace_s: float = GRACE_S, group: int = 1):
         self.jobs = max(1, jobs)
         self.grace_s = grace_s
+        self.group = max(1, group)
 
     def run(self, fn: Callable[[Task], Outcome], tasks: list[Task]) -> Iterator[Outcome]:
         if self.jobs == 1 or len(tasks) <= 1:
-            for task in tasks:
-                yield fn(task)
+            queue = deque(tasks)
+            while queue:
+                n = group_size(self.group, len(queue), 1)
+                yield from run_group(fn, [queue.popleft() for _ in range(n)])
             return
         ctx = mp.get_context("spawn")
         queue = deque(tasks)
         procs: dict = {}  # parent end of the pipe -> process
-        busy: dict = {}  # parent end -> task in flight
+        busy: dict = {}  # parent end -> the group of tasks in flight
+        pending: deque[Outcome] = deque()  # outcomes of a finished group not yet yielded
 
         def start_worker() -> None:
             parent_end, child_end = ctx.Pipe()
@@ -335,44 +387,51 @@ class LocalExecutor(Executor):
 
         def feed(conn) -> None:
             if queue:
-                task = queue.popleft()
-                busy[conn] = task
-                conn.send(task)
+                n = group_size(self.group, len(queue), self.jobs)
+                group = [queue.popleft() for _ in range(n)]
+                busy[conn] = group
+                conn.send(group)
             else:
                 with contextlib.suppress(OSError):
                     conn.send(None)
 
-        def receive(conn) -> Outcome:
-            task = busy.pop(conn)
+        def receive(conn) -> list[Outcome]:
+            group = busy.pop(conn)
             try:
                 return conn.recv()
             except (EOFError, OSError):  # the worker died (killed, out of memory)
                 proc = procs.pop(conn)
                 conn.close()
                 proc.join(timeout=1)
-                return Outcome(task.input.input_id, task.pipeline, "failed", files=[p.name for p in task.input.paths],
-                               reason=f"{task.input.input_id}: worker died (exit code {proc.exitcode})")
+                return [Outcome(t.input.input_id, t.pipeline, "failed", files=[p.name for p in t.input.paths],
+                                reason=f"{t.input.input_id}: worker died (exit code {proc.exitcode})")
+                        for t in group]
 
         try:
             try:
                 for _ in range(min(self.jobs, len(tasks))):
-                    start_worker()
+                    if queue:
+                        start_worker()
                 while busy:
                     for conn in wait_connections(list(busy)):
-                        outcome = receive(conn)
+                        outcomes = receive(conn)
                         if conn in procs:
                             feed(conn)
                         elif queue:  # replace a dead worker
                             start_worker()
-                        yield outcome
+                        pending.extend(outcomes)
+                        while pending:
+                            yield pending.popleft()
             except KeyboardInterrupt:
                 queue.clear()  # no new input from now on
+                while pending:
+                    yield pending.popleft()
                 deadline = time.monotonic() + self.grace_s
                 while busy and (left := deadline - time.monotonic()) > 0:
                     for conn in wait_connections(list(busy), timeout=left):
-                        outcome = receive(conn)
+                        outcomes = receive(conn)
                         if conn in procs:  # a worker that died now was most likely stopped by the same signal
-                            yield outcome
+                            yield from outcomes
                 raise
         finally:
             self._stop(procs)

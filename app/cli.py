@@ -68,6 +68,10 @@ def batch(
     questions_file: Path | None = typer.Option(None, "--questions", help="Questions for the review table, one per "
                                                "line, optionally 'name: question' or 'name<TAB>question'."),
     cache_dir: Path | None = lo.cache_dir_option(),
+    group: int | None = typer.Option(None, "--group", min=1, help="Inputs handed to a worker at once; a review "
+                                     "table's rows of one group share one engine batch (their documents prefilled "
+                                     "together, the decodes batched). Default: review.DEFAULT_GROUP for a review "
+                                     "table, else 1."),
 ) -> None:
     """Run a pipeline over every document in a folder.
 
@@ -94,7 +98,7 @@ def batch(
         TimeRemainingColumn,
     )
 
-    from app.batch import BatchBusyError, BatchUsageError, LLMConfig, OutputLock, plan, run_batch
+    from app.batch import BatchBusyError, BatchUsageError, LLMConfig, LocalExecutor, OutputLock, plan, run_batch
 
     run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, cache_dir=cache_dir)  # validates: exit 2
     executor = None
@@ -122,6 +126,11 @@ def batch(
         fail(str(exc), 2)
     if questions:
         tasks = review.review_tasks(tasks, out, questions)
+    group = group or (review.default_group(run.settings) if questions else 1)
+    if executor is None:
+        executor = LocalExecutor(jobs, group=group)
+    else:
+        executor.group = group
     lock = OutputLock(out)
     try:
         lock.acquire(wait=wait, on_wait=lambda line: typer.echo(f"longdoc: {line}", err=True))
@@ -132,7 +141,7 @@ def batch(
     console = Console(stderr=True)
     if not tasks:
         console.print(f"[yellow]no inputs found in {folder}[/yellow]")
-    if executor is not None and tasks:  # Ray starts before the batch: a cluster that cannot be joined is one line
+    if executor_name == "ray" and tasks:  # Ray starts before the batch: a cluster that cannot be joined is one line
         if not (quiet or as_json):
             console.print(f"starting {executor.jobs} Ray workers" + (f" on {address}" if address else " (local Ray)"))
         try:
@@ -161,7 +170,7 @@ def batch(
         fail(f"{out}: cannot write the batch there ({exc.strerror or exc})", 2)
     finally:
         lock.release()
-        if executor is not None:
+        if executor_name == "ray":
             executor.close()
     summary = report.to_dict()
     if as_json:

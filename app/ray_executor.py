@@ -3,17 +3,18 @@
 Ray is an optional extra (`pip install 'longdoc[ray]'`); app.batch and the CLI import this module
 only when Ray is asked for.
 
-- Each task is one input (one pipeline run). Workers are Ray actors that keep what they load for
+- Each task is one input (one pipeline run, or one review row). An actor gets up to `group` inputs
+  at once (`app.batch.group_size`; a review table's rows then share one engine batch). Workers are Ray actors that keep what they load for
   their whole life: the pipelines (loaded when the actor starts) and, for `--llm`, the engine
   (`pipelines.llm.get_engine`, loaded by the first LLM step and kept). `jobs` actors, one CPU each;
   on a cluster with GPUs, a batch that uses the LLM on a GPU gets one actor per GPU (`num_gpus=1`).
 - Actors only compute (`TaskWork.compute`: the pipeline run and its export text). The driver runs
   the up-to-date check before it sends a task and writes each result as it streams back, with the
   same functions as the local runner (`check_task`, `write_computed`: `app.export.write_atomic`),
-  so resuming, atomic writes and summary.json are one code path. Each actor holds one task at a
+  so resuming, atomic writes and summary.json are one code path. Each actor holds one group at a
   time: stopping means sending no more.
 - Faults: an actor that dies mid-task (killed, out of memory, its node lost) is replaced and its
-  task runs again on another actor, at most `MAX_ATTEMPTS` times in all; a task whose actors died
+  tasks (its whole group) run again on another actor, at most `MAX_ATTEMPTS` times in all; a task whose actors died
   every time is one failed input with the reason, and the batch goes on. Its output is written once,
   by the driver, when a computation comes back.
 - Stopping (SIGINT/SIGTERM in the driver, turned into KeyboardInterrupt by the batch): no new task
@@ -44,7 +45,17 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report over th
 import ray  # noqa: E402
 from ray.exceptions import RayActorError, RayError, WorkerCrashedError  # noqa: E402
 
-from app.batch import GRACE_S, Computed, Executor, Outcome, Task, TaskWork, _pipeline, compute_task  # noqa: E402
+from app.batch import (  # noqa: E402
+    GRACE_S,
+    Computed,
+    Executor,
+    Outcome,
+    Task,
+    TaskWork,
+    _pipeline,
+    compute_task,
+    group_size,
+)
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 2  # a task runs at most twice: once, and once more on another actor if its actor died
@@ -59,17 +70,18 @@ class RayStartError(RuntimeError):
 
 
 class BatchWorker:
-    """A Ray actor's body: computes tasks one at a time, keeping its pipelines and engine."""
+    """A Ray actor's body: computes groups of tasks one group at a time, keeping its pipelines and
+    engine. `compute`: a TaskWork's `computed` (a group's Computed, one per task)."""
 
-    def __init__(self, compute: Callable[[Task], Computed], pipelines: list[str]):
+    def __init__(self, compute: Callable[[list[Task]], list[Computed]], pipelines: list[str]):
         self.compute = compute
         self.versions = {name: [_pipeline(name).version, _pipeline(name).schema_version] for name in pipelines}
 
     def info(self) -> dict:
         return {"pid": os.getpid(), "host": socket.gethostname(), "versions": self.versions}
 
-    def run(self, task: Task) -> Computed:
-        return self.compute(task)
+    def run(self, tasks: list[Task]) -> list[Computed]:
+        return self.compute(tasks)
 
 
 def _failed(task: Task, why: str) -> Outcome:
@@ -105,8 +117,10 @@ class RayExecutor(Executor):
     else 0."""
 
     def __init__(self, jobs: int = 1, address: str | None = None, num_gpus: float | None = None,
-                 grace_s: float = GRACE_S, start_timeout_s: float = 300.0, object_store_mb: int = 512):
+                 grace_s: float = GRACE_S, start_timeout_s: float = 300.0, object_store_mb: int = 512,
+                 group: int = 1):
         self.jobs = max(1, jobs)
+        self.group = max(1, group)
         self.address = address
         self.num_gpus = num_gpus
         self.grace_s = grace_s
@@ -114,8 +128,8 @@ class RayExecutor(Executor):
         self.object_store_mb = object_store_mb
         self.own_ray = False
         self.actors: dict = {}  # actor handle -> info (pid, host, versions)
-        self.in_flight: dict = {}  # ObjectRef -> (task, actor, attempt)
-        self._compute: Callable[[Task], Computed] = compute_task
+        self.in_flight: dict = {}  # ObjectRef -> (tasks, actor, attempt, note)
+        self._compute: Callable[[list[Task]], list[Computed]] = TaskWork(compute=compute_task).computed
         self._pipelines: list[str] = []
         self._actor_options: dict = {}
         self._info_refs: dict = {}  # actor handle -> ObjectRef of its info()
@@ -146,7 +160,7 @@ class RayExecutor(Executor):
         if self.actors:
             return
         tasks = list(tasks)
-        self._compute = fn.compute if fn is not None else compute_task
+        self._compute = fn.computed if fn is not None else TaskWork(compute=compute_task).computed
         self._pipelines = sorted({t.pipeline for t in tasks})
         self._connect()
         gpus = self.num_gpus
@@ -221,7 +235,8 @@ class RayExecutor(Executor):
 
     def pids(self) -> dict[str, int]:
         """The pid of the actor computing each input in flight (input_id -> pid), for tests and logs."""
-        return {task.input.input_id: self._info(actor).get("pid") for task, actor, _, _ in self.in_flight.values()}
+        return {task.input.input_id: self._info(actor).get("pid")
+                for tasks, actor, _, _ in self.in_flight.values() for task in tasks}
 
     # -- running --------------------------------------------------------------------------------
 
@@ -236,50 +251,55 @@ class RayExecutor(Executor):
                     # feed every idle actor; up-to-date inputs are answered by the driver at once, and
                     # Ray starts only when an input needs computing
                     while queue and (idle or not self.actors):
-                        task, attempt, note = queue[0]
-                        if attempt == 1:
-                            done = fn.check(task)
-                            if done is not None:
-                                queue.popleft()
-                                yield done
-                                continue
+                        group: list[tuple[Task, int, str | None]] = []
+                        size = group_size(self.group, len(queue), max(1, len(self.actors) or self.jobs))
+                        while queue and len(group) < size:
+                            if group and queue[0][1] != group[0][1]:
+                                break  # a retried group is not mixed with first attempts
+                            task, attempt, note = queue.popleft()
+                            if attempt == 1:
+                                done = fn.check(task)
+                                if done is not None:
+                                    yield done
+                                    continue
+                            group.append((task, attempt, note))
+                        if not group:
+                            continue
                         if not self.actors:
                             try:
                                 self.start(tasks, fn)
                             except RayStartError as exc:
-                                for task, _, _ in list(queue):
+                                for task, _, _ in group + list(queue):
                                     yield _failed(task, str(exc))
                                 queue.clear()
                                 break
                             idle.extend(self.actors)
-                        queue.popleft()
                         actor = idle.popleft()
-                        self.in_flight[actor.run.remote(task)] = (task, actor, attempt, note)
+                        # a group keeps its first task's attempt and note (a retried group is retried whole)
+                        _, attempt, note = group[0]
+                        group_tasks = [t for t, _, _ in group]
+                        self.in_flight[actor.run.remote(group_tasks)] = (group_tasks, actor, attempt, note)
                     if not self.in_flight:
                         continue
                     ready, _ = ray.wait(list(self.in_flight), num_returns=1)
-                    outcome = self._collect(fn, ready[0], queue, idle)
-                    if outcome is not None:
-                        yield outcome
+                    yield from self._collect(fn, ready[0], queue, idle)
             except KeyboardInterrupt:
                 queue.clear()  # no new input from now on
                 deadline = time.monotonic() + self.grace_s
                 while self.in_flight and (left := deadline - time.monotonic()) > 0:
                     ready, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=left)
                     if ready:
-                        outcome = self._collect(fn, ready[0], queue, None)
-                        if outcome is not None:
-                            yield outcome
+                        yield from self._collect(fn, ready[0], queue, None)
                 raise
         finally:
             self.close()
 
-    def _collect(self, fn: TaskWork, ref, queue: deque, idle: deque | None) -> Outcome | None:
-        """The result of a finished call, written by the driver. When its actor died: the task is put
-        back for another actor (None), or failed for good after MAX_ATTEMPTS. `idle` None: the batch
-        is stopping (a task whose actor died then is not run, as a local worker stopped by the same
-        signal: None)."""
-        task, actor, attempt, note = self.in_flight.pop(ref)
+    def _collect(self, fn: TaskWork, ref, queue: deque, idle: deque | None) -> list[Outcome]:
+        """The results of a finished call, written by the driver. When its actor died: the group's
+        tasks are put back for another actor (no outcome), or failed for good after MAX_ATTEMPTS.
+        `idle` None: the batch is stopping (a task whose actor died then is not run, as a local
+        worker stopped by the same signal: no outcome)."""
+        tasks, actor, attempt, note = self.in_flight.pop(ref)
         try:
             computed = ray.get(ref)
         except _DEATHS as exc:
@@ -290,24 +310,27 @@ class RayExecutor(Executor):
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
             if idle is None:
-                return None
+                return []
             why = f"its Ray worker (pid {info.get('pid', '?')} on {info.get('host', '?')}) died"
             if queue or attempt < MAX_ATTEMPTS:
                 self._replace(idle)
             if attempt < MAX_ATTEMPTS:
-                queue.appendleft((task, attempt + 1, f"run again after {why}"))
-                return None
-            return _failed(task, f"{why} on each of its {attempt} attempts ({_short(exc)})")
+                queue.extendleft((t, attempt + 1, f"run again after {why}") for t in reversed(tasks))
+                return []
+            return [_failed(t, f"{why} on each of its {attempt} attempts ({_short(exc)})") for t in tasks]
         except RayError as exc:  # the call itself failed (a result that cannot travel, a Ray fault)
             if idle is not None:
                 idle.append(actor)
-            return _failed(task, f"Ray error ({_short(exc)})")
+            return [_failed(t, f"Ray error ({_short(exc)})") for t in tasks]
         if idle is not None:
             idle.append(actor)
-        outcome = fn.write(task, computed)
-        if note:
-            outcome.note = note
-        return outcome
+        outcomes = []
+        for task, c in zip(tasks, computed, strict=True):
+            outcome = fn.write(task, c)
+            if note:
+                outcome.note = note
+            outcomes.append(outcome)
+        return outcomes
 
     def _replace(self, idle: deque) -> None:
         """A new actor in place of a dead one (it starts while the others work)."""

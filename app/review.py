@@ -54,6 +54,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -392,50 +393,74 @@ def answer_questions(run, pipeline: str, docs: list[Document], questions: list[Q
     """The cells of `questions` over the input `docs` with the LLMRun `run`: the questions that fit
     in one batch (document KV computed once); the others over the pipeline's units (or the engine's
     retrieval fallback)."""
+    return answer_inputs(run, [(pipeline, docs, questions, keys)])[0]
+
+
+def answer_inputs(run, inputs: list[tuple[str, list[Document], list[Question], list[str]]]) -> list[list[Cell]]:
+    """`answer_questions` for several inputs, each (pipeline, docs, questions, keys): the questions
+    that fit, of every input, go to the engine in one batch (`LLMRun.ask_many`: the inputs' KV
+    computed together, the decodes batched across them); the others, input by input, over their
+    pipeline's units. One list of cells per input."""
     from pipelines.llm import INSTRUCTIONS, QUESTION, EngineUnavailable
     from pipelines.llm.run import join_documents
 
     try:
         llm = run.engine()
     except EngineUnavailable as exc:
-        return [Cell(name=q.name, question=q.text, answer="", error=str(exc), key=k) for q, k in zip(questions, keys, strict=True)]
-    joined, _ = join_documents(docs)
+        return [[Cell(name=q.name, question=q.text, answer="", error=str(exc), key=k)
+                 for q, k in zip(questions, keys, strict=True)] for _, _, questions, keys in inputs]
     count = lambda s: len(llm.encode(s, add_special_tokens=False))  # noqa: E731
-    doc_n = count(joined.text)
     fixed = len(llm.encode(INSTRUCTIONS)) + MAX_TOKENS + 8
-    fit, long = [], []
-    for i, q in enumerate(questions):
-        room = llm.max_model_len - fixed - count(QUESTION.format(question=q.text))
-        (fit if doc_n <= room else long).append((i, room))
-    cells: list[Cell | None] = [None] * len(questions)
-    if fit:
-        answers = run.ask(docs, [questions[i].text for i, _ in fit], max_tokens=MAX_TOKENS, top_k=TOP_K)
-        for (i, _), a in zip(fit, answers, strict=True):
-            cells[i] = _cell(questions[i], a, keys[i], _spans(a), a.fallback)
-    if long:
+    plans = []  # per input: (doc_n, fit, long)
+    for _, docs, questions, _ in inputs:
+        doc_n = count(join_documents(docs)[0].text)
+        fit, long = [], []
+        for i, q in enumerate(questions):
+            room = llm.max_model_len - fixed - count(QUESTION.format(question=q.text))
+            (fit if doc_n <= room else long).append((i, room))
+        plans.append((doc_n, fit, long))
+    cells: list[list[Cell | None]] = [[None] * len(questions) for _, _, questions, _ in inputs]
+    asked = [k for k, (_, fit, _) in enumerate(plans) if fit]
+    if asked:
+        answers = run.ask_many([(inputs[k][1], [inputs[k][2][i].text for i, _ in plans[k][1]]) for k in asked],
+                               max_tokens=MAX_TOKENS, top_k=TOP_K)
+        for k, got in zip(asked, answers, strict=True):
+            _, _, questions, keys = inputs[k]
+            for (i, _), a in zip(plans[k][1], got, strict=True):
+                cells[k][i] = _cell(questions[i], a, keys[i], _spans(a), a.fallback)
+    for k, (pipeline, docs, questions, keys) in enumerate(inputs):
+        doc_n, _, long = plans[k]
+        if not long:
+            continue
         try:
             units = structure_units(pipeline, docs)
             unit_error = None
         except Exception as exc:  # noqa: BLE001 - the engine's fallback still serves the question
             units, unit_error = [], f"{type(exc).__name__}: {str(exc)[:120]}"
-        kind = UNIT_KINDS.get(pipeline, "units")
         for i, room in long:
-            q = questions[i]
-            reading = build_reading(q.text, units, docs, room, count, doc_n, kind) if units else None
-            if reading is None:
-                (a,) = run.ask(docs, [q.text], fallback="retrieval", max_tokens=MAX_TOKENS, top_k=TOP_K)
-                why = f"no {kind} from the {pipeline} pipeline" + (f" ({unit_error})" if unit_error else "")
-                line = f"{a.fallback} ({why}; the engine's retrieval chose)" if a.fallback else a.fallback
-                cells[i] = _cell(q, a, keys[i], _spans(a), line)
-                continue
-            (a,) = run.ask([reading.doc], [q.text], fallback="retrieval", max_tokens=MAX_TOKENS, top_k=TOP_K)
-            spans = []
-            for s in a.spans:
-                src = reading.source(s.char_start, s.char_end, docs)
-                if src is not None:
-                    spans.append(ReviewSpan(**src.model_dump(), score=s.score))
-            cells[i] = _cell(q, a, keys[i], spans, reading.line + (f"; then {a.fallback}" if a.fallback else ""))
-    return [c for c in cells if c is not None]
+            cells[k][i] = _long_cell(run, pipeline, docs, questions[i], keys[i], room, count, doc_n, units,
+                                     unit_error)
+    return [[c for c in row if c is not None] for row in cells]
+
+
+def _long_cell(run, pipeline: str, docs: list[Document], q: Question, key: str, room: int, count, doc_n: int,
+               units: list[Unit], unit_error: str | None) -> Cell:
+    """A question over an input longer than the context: over the pipeline's `units` chosen for it,
+    or the engine's retrieval fallback when the pipeline gives none (`unit_error`: why not)."""
+    kind = UNIT_KINDS.get(pipeline, "units")
+    reading = build_reading(q.text, units, docs, room, count, doc_n, kind) if units else None
+    if reading is None:
+        (a,) = run.ask(docs, [q.text], fallback="retrieval", max_tokens=MAX_TOKENS, top_k=TOP_K)
+        why = f"no {kind} from the {pipeline} pipeline" + (f" ({unit_error})" if unit_error else "")
+        line = f"{a.fallback} ({why}; the engine's retrieval chose)" if a.fallback else a.fallback
+        return _cell(q, a, key, _spans(a), line)
+    (a,) = run.ask([reading.doc], [q.text], fallback="retrieval", max_tokens=MAX_TOKENS, top_k=TOP_K)
+    spans = []
+    for s in a.spans:
+        src = reading.source(s.char_start, s.char_end, docs)
+        if src is not None:
+            spans.append(ReviewSpan(**src.model_dump(), score=s.score))
+    return _cell(q, a, key, spans, reading.line + (f"; then {a.fallback}" if a.fallback else ""))
 
 
 def row_path(out_dir: Path, pipeline: str, input_id: str) -> Path:
@@ -456,6 +481,7 @@ class RowResult:
     computed: int
     reused: int
     seconds: float
+    batched_with: int = 0  # other inputs whose questions went to the engine in the same call
 
 
 EMPTY = "the model gave an empty answer"  # the model's own outcome: kept like an answer
@@ -483,31 +509,53 @@ def compute_row(pipeline: str, inp, questions: list[Question], run, old: RowFile
     """The row of one input, writing nothing: cells of `old` (its earlier row file) under the same
     key are kept, the others computed (in one call to the engine where the input fits). A file
     that cannot be read is a row with its error (IngestError/OSError are not raised)."""
+    return compute_rows([(pipeline, inp, questions, old)], run, limits)[0]
+
+
+def compute_rows(entries: list[tuple[str, Any, list[Question], RowFile | None]], run, limits=None) -> list[RowResult]:
+    """`compute_row` for several inputs, each (pipeline, input, questions, old row file): the cells
+    to compute, of every input, go to the engine together (`answer_inputs`). Each RowResult's
+    seconds is the input's own reading plus the whole shared call."""
     from pipelines.registry import get_pipeline
 
-    t0 = time.perf_counter()
-    files = [p.name for p in inp.paths]
-    model = run.settings.describe()
-    base = {"input_id": inp.input_id, "source_pipeline": pipeline, "files": files, "model": model}
-    try:
-        sha = inp.content_sha256()
-    except OSError as exc:
-        return RowResult(RowFile(**base, input_sha256="", error=f"{inp.input_id}: {exc.strerror or exc}"), 0, 0,
-                         time.perf_counter() - t0)
-    keys = [cell_key(sha, q.text, model) for q in questions]
-    kept = _kept(old, sha)
-    todo = [(q, k) for q, k in zip(questions, keys, strict=True) if k not in kept]
-    try:
-        docs = get_pipeline(pipeline).load(inp, limits)
-    except (IngestError, OSError) as exc:
-        reason = str(exc) if isinstance(exc, IngestError) else f"{inp.input_id}: {exc.strerror or exc}"
-        return RowResult(RowFile(**base, input_sha256=sha, error=reason), 0, 0, time.perf_counter() - t0)
-    new = answer_questions(run, pipeline, docs, [q for q, _ in todo], [k for _, k in todo]) if todo else []
-    by_key = {**kept, **{c.key: c for c in new}}
-    # the asked questions first, in their order, then cells of earlier questions kept for later runs
-    cells = [by_key[k] for k in keys] + [c for k, c in kept.items() if k not in keys]
-    row = RowFile(**base, input_sha256=sha, documents=[d.info() for d in docs], cells=cells)
-    return RowResult(row, len(new), len(questions) - len(new), time.perf_counter() - t0)
+    done: list[RowResult | None] = [None] * len(entries)
+    pending = []  # (index, base, sha, keys, kept, todo, docs, seconds so far)
+    for n, (pipeline, inp, questions, old) in enumerate(entries):
+        t0 = time.perf_counter()
+        model = run.settings.describe()
+        base = {"input_id": inp.input_id, "source_pipeline": pipeline, "files": [p.name for p in inp.paths],
+                "model": model}
+        try:
+            sha = inp.content_sha256()
+        except OSError as exc:
+            done[n] = RowResult(RowFile(**base, input_sha256="", error=f"{inp.input_id}: {exc.strerror or exc}"), 0,
+                                0, time.perf_counter() - t0)
+            continue
+        keys = [cell_key(sha, q.text, model) for q in questions]
+        kept = _kept(old, sha)
+        todo = [(q, k) for q, k in zip(questions, keys, strict=True) if k not in kept]
+        try:
+            docs = get_pipeline(pipeline).load(inp, limits)
+        except (IngestError, OSError) as exc:
+            reason = str(exc) if isinstance(exc, IngestError) else f"{inp.input_id}: {exc.strerror or exc}"
+            done[n] = RowResult(RowFile(**base, input_sha256=sha, error=reason), 0, 0, time.perf_counter() - t0)
+            continue
+        pending.append((n, base, sha, keys, kept, todo, docs, time.perf_counter() - t0))
+    asked = [p for p in pending if p[5]]
+    t1 = time.perf_counter()
+    new_cells = answer_inputs(run, [(entries[n][0], docs, [q for q, _ in todo], [k for _, k in todo])
+                                    for n, _, _, _, _, todo, docs, _ in asked]) if asked else []
+    call_s = time.perf_counter() - t1
+    new_by_n = {p[0]: cells for p, cells in zip(asked, new_cells, strict=True)}
+    for n, base, sha, keys, kept, todo, docs, own_s in pending:
+        new = new_by_n.get(n, [])
+        by_key = {**kept, **{c.key: c for c in new}}
+        # the asked questions first, in their order, then cells of earlier questions kept for later runs
+        cells = [by_key[k] for k in keys] + [c for k, c in kept.items() if k not in keys]
+        row = RowFile(**base, input_sha256=sha, documents=[d.info() for d in docs], cells=cells)
+        done[n] = RowResult(row, len(new), len(keys) - len(new), own_s + (call_s if n in new_by_n else 0.0),
+                            len(asked) - 1 if n in new_by_n else 0)
+    return [r for r in done if r is not None]
 
 
 def review_input(pipeline: str, inp, questions: list[Question], run, out_path: Path, *, force: bool = False,
@@ -556,23 +604,45 @@ def compute_review(task):
     """A review row's work, writing nothing (app.batch.compute_task): the row file's text and the
     Outcome: ok, or failed when the input cannot be read or no asked cell has an answer (its row
     file is still written, with the errors)."""
+    return compute_reviews([task])[0]
+
+
+def compute_reviews(tasks: list) -> list:
+    """`compute_review` for several review rows at once (app.batch.TaskWork.compute_many): their
+    questions go to the engine together (`compute_rows`). Rows of different LLM settings are
+    computed apart. One Computed per task, in order."""
     from app.batch import Computed
 
-    out, text = _review(task)
-    return Computed(out, text)
+    by_llm: dict = {}
+    for n, task in enumerate(tasks):
+        by_llm.setdefault(task.llm, []).append(n)
+    out: list = [None] * len(tasks)
+    for group in by_llm.values():
+        for n, (outcome, text) in zip(group, _reviews([tasks[n] for n in group]), strict=True):
+            out[n] = Computed(outcome, text)
+    return out
 
 
-def _review(task):
+def _reviews(tasks: list) -> list[tuple]:
+    """(Outcome, row text or None) per task; the tasks share one LLMRun (their llm settings are equal)."""
     from app.batch import Outcome
     from pipelines.llm import LLMRun
 
     t0 = time.perf_counter()
-    out = Outcome(task.input.input_id, task.pipeline, "failed", files=[p.name for p in task.input.paths])
-    text = None
+    outs = [Outcome(t.input.input_id, t.pipeline, "failed", files=[p.name for p in t.input.paths]) for t in tasks]
+    texts: list[str | None] = [None] * len(tasks)
     try:
-        run = LLMRun(task.llm.mode, task.llm.settings, budget_s=task.llm.budget_s)
-        old = None if task.force else read_row(task.output)
-        res = compute_row(task.pipeline, task.input, task_questions(task), run, old)
+        first = tasks[0].llm
+        run = LLMRun(first.mode, first.settings, budget_s=first.budget_s)
+        entries = [(t.pipeline, t.input, task_questions(t), None if t.force else read_row(t.output)) for t in tasks]
+        results = compute_rows(entries, run)
+    except Exception as exc:  # noqa: BLE001 - a bug must not stop the batch
+        for t, out in zip(tasks, outs, strict=True):
+            out.reason = f"{t.input.input_id}: internal error ({type(exc).__name__}: {str(exc)[:200]})"
+            out.traceback = traceback.format_exc(limit=8)
+            out.seconds = round(time.perf_counter() - t0, 4)
+        return list(zip(outs, texts, strict=True))
+    for n, (task, out, res) in enumerate(zip(tasks, outs, results, strict=True)):
         row = res.row
         asked = [row.cell(q.text) for q in task_questions(task)]
         errors = [c.error for c in asked if c is not None and c.error]
@@ -580,19 +650,18 @@ def _review(task):
             out.reason = row.error
         elif errors and len(errors) == len(asked):
             out.reason = f"{task.input.input_id}: no answer ({errors[0]})"
-            text = row.model_dump_json(indent=2) + "\n"
+            texts[n] = row.model_dump_json(indent=2) + "\n"
         else:
             out.status = "ok"
             out.summary = f"{res.computed} cells computed, {res.reused} reused"
+            if res.batched_with:
+                k = res.batched_with
+                out.summary += f" (in one engine batch with {k} other input{'s' if k > 1 else ''})"
             if errors:
                 out.note = f"{len(errors)} of {len(asked)} cells without an answer: {errors[0]}"
-            text = row.model_dump_json(indent=2) + "\n"
-    except Exception as exc:  # noqa: BLE001 - a bug must not stop the batch
-        out.reason = f"{task.input.input_id}: internal error ({type(exc).__name__}: {str(exc)[:200]})"
-        out.traceback = traceback.format_exc(limit=8)
-    finally:
-        out.seconds = round(time.perf_counter() - t0, 4)
-    return out, text
+            texts[n] = row.model_dump_json(indent=2) + "\n"
+        out.seconds = round(res.seconds, 4)
+    return list(zip(outs, texts, strict=True))
 
 
 def review_task(task):
@@ -601,7 +670,7 @@ def review_task(task):
     done = check_review(task)
     if done is not None:
         return done
-    out, text = _review(task)
+    ((out, text),) = _reviews([task])
     if text is not None:
         write_atomic(task.output, text)
         out.output = str(task.output)
@@ -794,3 +863,19 @@ def _write_bytes_atomic(path: Path, data: bytes) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+# Inputs a batch worker takes at once for a review table (`longdoc batch --group`), by device:
+# BENCHMARKS.md, "Review tables: inputs grouped per worker".
+DEFAULT_GROUP = {"cpu": 4, "cuda": 8}
+
+
+def default_group(settings) -> int:
+    """How many review rows a worker computes together on the settings' device (auto: CUDA when
+    torch sees a GPU)."""
+    device = settings.device
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return DEFAULT_GROUP.get(str(device).split(":")[0], 1)

@@ -22,6 +22,7 @@ from pipelines.llm.requests import (
     Item,
     Progress,
     ask_document,
+    ask_documents,
 )
 from pipelines.llm.run import LLMReport, LLMRun, StepContext, StepRecord
 from pipelines.llm.settings import (
@@ -54,6 +55,7 @@ __all__ = [
     "StepDecision",
     "StepRecord",
     "ask_document",
+    "ask_documents",
     "attribute_answer",
     "choose",
     "choose_batch",

@@ -1,4 +1,5 @@
-"""The request API: a batch of questions that share one `Document`, submitted together.
+"""The request API: a batch of questions that share one `Document`, submitted together
+(`ask_documents`: several documents, each with its questions, in one batch).
 
 `ask_document(llm, doc, questions, ...)` lays out every prompt as instructions + document +
 question, submits the questions together so the scheduler batches them, and computes the
@@ -24,7 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipelines.documents import Document
@@ -189,69 +190,119 @@ def ask_document(llm, doc: Document, questions: Sequence[str], *, instructions: 
     Greedy decoding. attribute: each answer's top_k spans among `candidates` (character ranges of
     doc.text; default its sentences). fallback: an engine FallbackPolicy for items whose prompt does
     not fit (None: such items get the context error)."""
+    return ask_documents(llm, [(doc, questions)], instructions=instructions, question_template=question_template,
+                         max_tokens=max_tokens, stop=stop, strategy=strategy, attribute=attribute,
+                         candidates=[candidates], top_k=top_k, logprobs=logprobs, on_progress=on_progress,
+                         cancel=cancel, budget=budget, fallback=fallback)[0]
+
+
+def ask_documents(llm, jobs: Sequence[tuple[Document, Sequence[str]]], *, instructions: str = INSTRUCTIONS,
+                  question_template: str = QUESTION, max_tokens: int = 64, stop: Sequence[str] = STOP,
+                  strategy: str = "auto", attribute: bool = False,
+                  candidates: Sequence[Sequence[tuple[int, int]] | None] | None = None, top_k: int = 3,
+                  logprobs: bool = False, on_progress: Callable[[Progress], None] | None = None,
+                  cancel: threading.Event | None = None, budget: Budget | None = None,
+                  fallback=None) -> list[BatchResult]:
+    """`ask_document` for several documents at once, each with its questions: one BatchResult per
+    (document, questions) job, in order. With the "prefix" strategy every question that fits, of
+    every document, is submitted in one `LLM.generate_shared_batch`, so the documents' heads are
+    prefilled together and all the decodes are batched (a review table's worker hands its inputs in
+    here together); "placement" runs the documents one after the other. Progress, cancellation and
+    the budget span the whole call; each result's status, message, seconds and `reuse` are the
+    call's, except `reuse`, which the first result carries (the others' counts are 0), so results
+    summed count it once. candidates: one entry per job (None: the document's sentences)."""
     with engine_lock(llm):
-        return _ask_document(llm, doc, questions, instructions, question_template, max_tokens, stop, strategy,
-                             attribute, candidates, top_k, logprobs, on_progress, cancel, budget, fallback)
+        return _ask_documents(llm, list(jobs), instructions, question_template, max_tokens, stop, strategy,
+                              attribute, candidates, top_k, logprobs, on_progress, cancel, budget, fallback)
 
 
-def _ask_document(llm, doc, questions, instructions, question_template, max_tokens, stop, strategy, attribute,
-                  candidates, top_k, logprobs, on_progress, cancel, budget, fallback) -> BatchResult:
+@dataclass
+class _Job:
+    """One document's part of a call: its items, their suffixes, which fit and which go long."""
+
+    doc: Document
+    items: list[Item]
+    suffixes: list[str]
+    head_n: int  # the instructions' and the document's tokens
+    fit: list[int] = field(default_factory=list)
+    long: list[int] = field(default_factory=list)
+    candidates: Sequence[tuple[int, int]] | None = None
+
+
+def _ask_documents(llm, jobs, instructions, question_template, max_tokens, stop, strategy, attribute,
+                   candidates, top_k, logprobs, on_progress, cancel, budget, fallback) -> list[BatchResult]:
     from engine import ContextLengthError, EngineError, SamplingParams
 
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     strategy = resolve_strategy(strategy)
-    items = [Item(q) for q in questions]
-    suffixes = [question_template.format(question=q) for q in questions]
     params = SamplingParams(max_tokens=max_tokens, stop=list(stop))
     instr_n = len(llm.encode(instructions))
-    doc_n = len(llm.encode(doc.text, add_special_tokens=False))
-    fit, long = [], []
-    for i, suf in enumerate(suffixes):
-        n = instr_n + doc_n + len(llm.encode(suf, add_special_tokens=False))
-        items[i].metrics["prompt_tokens"] = n
-        try:
-            llm.check_len(n)
-            fit.append(i)
-        except EngineError as exc:
-            if fallback is not None and isinstance(exc, ContextLengthError):
-                long.append(i)
-            else:
-                items[i].error = str(exc)
-    work = sum(items[i].metrics["prompt_tokens"] + max_tokens for i in fit) + len(long) * (doc_n + max_tokens)
-    if strategy == "prefix" and fit:
-        work += instr_n + doc_n
-    if attribute or logprobs:
-        work += (int(attribute) + int(logprobs)) * len(fit) * (instr_n + doc_n + max_tokens)
-    track = _Tracker(work, len(items), on_progress, cancel, budget)
+    cands = list(candidates) if candidates is not None else [None] * len(jobs)
+    if len(cands) != len(jobs):
+        raise ValueError(f"candidates: {len(cands)} entries for {len(jobs)} documents")
+    work_list: list[_Job] = []
+    work = 0
+    for (doc, questions), cand in zip(jobs, cands, strict=True):
+        doc_n = len(llm.encode(doc.text, add_special_tokens=False))
+        job = _Job(doc, [Item(q) for q in questions], [question_template.format(question=q) for q in questions],
+                   instr_n + doc_n, candidates=cand)
+        for i, suf in enumerate(job.suffixes):
+            n = job.head_n + len(llm.encode(suf, add_special_tokens=False))
+            job.items[i].metrics["prompt_tokens"] = n
+            try:
+                llm.check_len(n)
+                job.fit.append(i)
+            except EngineError as exc:
+                if fallback is not None and isinstance(exc, ContextLengthError):
+                    job.long.append(i)
+                else:
+                    job.items[i].error = str(exc)
+        work += sum(job.items[i].metrics["prompt_tokens"] + max_tokens for i in job.fit)
+        work += len(job.long) * (doc_n + max_tokens)
+        if strategy == "prefix" and job.fit:
+            work += job.head_n
+        if attribute or logprobs:
+            work += (int(attribute) + int(logprobs)) * len(job.fit) * (job.head_n + max_tokens)
+        work_list.append(job)
+    all_items = [it for job in work_list for it in job.items]
+    track = _Tracker(work, len(all_items), on_progress, cancel, budget)
     before = _reuse(llm)
     track.report(0)
-    if fit:
-        _run_fit(llm, doc, items, fit, instructions, suffixes, params, strategy, track, instr_n + doc_n)
-    for i in long:
-        if track.report(0):
-            break
-        _run_long(llm, doc, items[i], instructions, suffixes[i], params, fallback)
-        track.phase_end(doc_n + max_tokens)
-        track.report(0, sum(it.finish_reason is not None for it in items))
-    for i in fit:
-        it = items[i]
-        if it.error is not None or track.report(0):
-            continue
-        prompt_n = instr_n + doc_n + max_tokens
-        if logprobs and it.token_ids:
-            it.logprobs = llm.score(instructions + doc.text + suffixes[i], it.token_ids).logprobs
-        track.phase_end(prompt_n if logprobs else 0)
-        if attribute and it.text.strip() and not track.report(0):
-            it.spans = attribute_answer(llm, doc, instructions, suffixes[i], it.text, candidates, top_k)
-        track.phase_end(prompt_n if attribute else 0)
-    for it in items:
+    fitting = [job for job in work_list if job.fit]
+    if fitting:
+        _run_fit(llm, fitting, instructions, params, strategy, track, all_items)
+    for job in work_list:
+        for i in job.long:
+            if track.report(0):
+                break
+            _run_long(llm, job.doc, job.items[i], instructions, job.suffixes[i], params, fallback)
+            track.phase_end(job.head_n - instr_n + max_tokens)
+            track.report(0, sum(it.finish_reason is not None for it in all_items))
+    for job in work_list:
+        for i in job.fit:
+            it = job.items[i]
+            if it.error is not None or track.report(0):
+                continue
+            prompt_n = job.head_n + max_tokens
+            if logprobs and it.token_ids:
+                it.logprobs = llm.score(instructions + job.doc.text + job.suffixes[i], it.token_ids).logprobs
+            track.phase_end(prompt_n if logprobs else 0)
+            if attribute and it.text.strip() and not track.report(0):
+                it.spans = attribute_answer(llm, job.doc, instructions, job.suffixes[i], it.text, job.candidates,
+                                            top_k)
+            track.phase_end(prompt_n if attribute else 0)
+    for it in all_items:
         if it.error is None and it.finish_reason in (None, "abort"):
             it.error = f"no answer: {track.message or 'stopped'}"
-    track.finish(sum(it.error is None for it in items))
+    track.finish(sum(it.error is None for it in all_items))
     after = _reuse(llm)
-    return BatchResult(items, strategy, track.status, _message(track, items), time.perf_counter() - track.t0,
-                       {k: after[k] - before[k] for k in after})
+    reuse = {k: after[k] - before[k] for k in after}
+    seconds = time.perf_counter() - track.t0
+    # the call's reuse goes on the first result, so results summed (StepContext.add) count it once
+    return [BatchResult(job.items, strategy, track.status, _message(track, job.items), seconds,
+                        dict(reuse) if k == 0 else {k2: 0 for k2 in reuse})
+            for k, job in enumerate(work_list)]
 
 
 def _message(track: _Tracker, items: list[Item]) -> str | None:
@@ -268,48 +319,63 @@ def _reuse(llm) -> dict[str, int]:
             "prefix_hit_tokens": ps.hit_tokens + ps.cold_hit_tokens}
 
 
-def _run_fit(llm, doc: Document, items: list[Item], fit: list[int], instructions: str, suffixes: list[str],
-             params, strategy: str, track: _Tracker, head_n: int) -> None:
-    """The items that fit, submitted together; one by one when the batch as a whole hits a cache error.
-    head_n: the instructions' and the document's tokens (counted by the caller), the shared head's
-    work in the progress."""
+def _run_fit(llm, jobs: list[_Job], instructions: str, params, strategy: str, track: _Tracker,
+             all_items: list[Item]) -> None:
+    """The items that fit, of every job, submitted together ("prefix": one generate_shared_batch;
+    "placement": one call per document). When a batch as a whole hits a cache error, its documents
+    are run one at a time, then a document's items one at a time."""
     from engine import CacheFullError, EngineError, RequestCancelled
 
-    done_before = sum(it.finish_reason is not None for it in items)
+    def finished() -> int:
+        return sum(it.finish_reason is not None for it in all_items)
 
-    def on_step(p) -> bool:
-        return track.report(p.tokens_done, done_before + p.finished)
-
+    if strategy != "prefix" and len(jobs) > 1:
+        for job in jobs:
+            _run_fit(llm, [job], instructions, params, strategy, track, all_items)
+        return
+    heads_n = sum(job.head_n for job in jobs)
+    done_before = finished()
     try:
         if strategy == "prefix":
             def on_shared(p) -> bool:
                 if p.phase == "document":
                     return track.report(p.document_tokens_done)
-                return track.report(head_n + p.tokens_done, done_before + p.finished)
+                return track.report(heads_n + p.tokens_done, done_before + p.finished)
 
-            outs = llm.generate_shared(instructions + doc.text, [suffixes[i] for i in fit], params, on_step=on_shared)
-            track.phase_end(head_n)
+            groups = [(instructions + job.doc.text, [job.suffixes[i] for i in job.fit]) for job in jobs]
+            outs = llm.generate_shared_batch(groups, params, on_step=on_shared)
+            track.phase_end(heads_n)
         else:
-            outs = llm.generate_with_document_batch(instructions, doc.text, [suffixes[i] for i in fit], params,
-                                                    on_step=on_step)
-    except RequestCancelled:  # stopped by on_step during the document's prefill: the tracker says why
+            (job,) = jobs
+            outs = [llm.generate_with_document_batch(
+                instructions, job.doc.text, [job.suffixes[i] for i in job.fit], params,
+                on_step=lambda p: track.report(p.tokens_done, done_before + p.finished))]
+    except RequestCancelled:  # stopped by on_step during the heads' prefill: the tracker says why
         return
     except CacheFullError:
-        if len(fit) == 1:
-            items[fit[0]].error = "the KV cache is too small for this request (cache full)"
+        if len(jobs) > 1:
+            for job in jobs:
+                _run_fit(llm, [job], instructions, params, strategy, track, all_items)
             return
-        for i in fit:
-            _run_fit(llm, doc, items, [i], instructions, suffixes, params, strategy, track, head_n)
+        (job,) = jobs
+        if len(job.fit) == 1:
+            job.items[job.fit[0]].error = "the KV cache is too small for this request (cache full)"
+            return
+        for i in job.fit:
+            _run_fit(llm, [replace(job, fit=[i])], instructions, params, strategy, track, all_items)
         return
     except EngineError as exc:
-        for i in fit:
-            items[i].error = str(exc)
+        for job in jobs:
+            for i in job.fit:
+                job.items[i].error = str(exc)
         return
-    for i, out in zip(fit, outs, strict=True):
-        it = items[i]
-        it.text, it.finish_reason, it.token_ids = out.text.strip(), out.finish_reason, list(out.token_ids)
-        it.metrics.update(out.metrics, cached_prompt_tokens=out.cached_tokens, prompt_tokens=len(out.prompt_token_ids))
-    track.phase_end(sum(items[i].metrics["prompt_tokens"] + params.max_tokens for i in fit))
+    for job, job_outs in zip(jobs, outs, strict=True):
+        for i, out in zip(job.fit, job_outs, strict=True):
+            it = job.items[i]
+            it.text, it.finish_reason, it.token_ids = out.text.strip(), out.finish_reason, list(out.token_ids)
+            it.metrics.update(out.metrics, cached_prompt_tokens=out.cached_tokens,
+                              prompt_tokens=len(out.prompt_token_ids))
+    track.phase_end(sum(job.items[i].metrics["prompt_tokens"] + params.max_tokens for job in jobs for i in job.fit))
 
 
 def _run_long(llm, doc: Document, item: Item, instructions: str, suffix: str, params, fallback) -> None:

@@ -263,28 +263,39 @@ class LLMRun:
         answers kept for the report and returned. An engine that cannot load or fails gives every
         question that one-line error. fallback: a strategy name ("retrieval", "truncate:middle",
         ...) or an engine FallbackPolicy."""
-        from pipelines.llm.requests import INSTRUCTIONS, STOP, ask_document
+        return self.ask_many([(docs, questions)], fallback=fallback, max_tokens=max_tokens, attribute=attribute,
+                             top_k=top_k)[0]
 
-        docs = [docs] if isinstance(docs, Document) else list(docs)
-        joined, parts = join_documents(docs)
+    def ask_many(self, jobs: list[tuple[Document | list[Document], list[str]]], *, fallback="retrieval",
+                 max_tokens: int = 128, attribute: bool = True, top_k: int = 3) -> list[list[Answer]]:
+        """`ask` for several inputs at once, each (documents, questions): one step "ask" whose
+        questions, over every input, go to the engine together (`ask_documents`: the inputs' KV
+        computed together and the decodes batched across them). One list of answers per input."""
+        from pipelines.llm.requests import INSTRUCTIONS, STOP, ask_documents
+
+        joined = [join_documents([d] if isinstance(d, Document) else list(d)) for d, _ in jobs]
         policy = fallback_policy(fallback) if isinstance(fallback, str) else fallback
-        answers = None
+        out = None
         with self.step("ask", explicit=True) as st:
             if st is not None:
                 t0 = time.perf_counter()
                 # one paragraph: a base model copying the document runs on past its answer
-                res = ask_document(st.llm, joined, list(questions), instructions=INSTRUCTIONS, max_tokens=max_tokens,
-                                   stop=(*STOP, "\n\n"), attribute=attribute, top_k=top_k, on_progress=st.progress, cancel=self.cancel,
-                                   fallback=policy)
-                st.add(res)
+                results = ask_documents(st.llm, [(j, list(qs)) for (j, _), (_, qs) in zip(joined, jobs, strict=True)],
+                                        instructions=INSTRUCTIONS, max_tokens=max_tokens, stop=(*STOP, "\n\n"),
+                                        attribute=attribute, top_k=top_k, on_progress=st.progress, cancel=self.cancel,
+                                        fallback=policy)
+                for res in results:
+                    st.add(res)
                 seconds = round(time.perf_counter() - t0, 3)
-                answers = [_answer(it, parts, seconds) for it in res.items]
-        if answers is None:  # no engine, or it failed: the record holds the one line
+                out = [[_answer(it, parts, seconds) for it in res.items]
+                       for res, (_, parts) in zip(results, joined, strict=True)]
+        if out is None:  # no engine, or it failed: the record holds the one line
             rec = self.records[-1]
             why = rec.error or rec.reason or "no answer"
-            answers = [Answer(question=q, text="", error=why) for q in questions]
-        self.answers.extend(answers)
-        return answers
+            out = [[Answer(question=q, text="", error=why) for q in qs] for _, qs in jobs]
+        for answers in out:
+            self.answers.extend(answers)
+        return out
 
 
 def fallback_policy(spec: str):

@@ -134,7 +134,8 @@ def test_kill_9_leaves_a_summary_that_says_running_and_no_worker(tmp_path):
     stale.write_text('{"half": ', encoding="utf-8")
     res = CliRunner().invoke(app, ["batch", str(folder), "-p", "count", "-o", str(out), "--json"], catch_exceptions=False)
     rerun = json.loads(res.stdout)
-    assert not stale.exists() and rerun["stale_temp_files_removed"] == 1
+    # (the killed run may have left its own: a worker or the summary killed mid-write)
+    assert not stale.exists() and rerun["stale_temp_files_removed"] >= 1 and not list(out.rglob("*.tmp"))
     assert rerun["previous_run"]["pid"] == proc.pid
     assert rerun["counts"]["skipped"] == written and rerun["counts"]["ok"] == N_INPUTS - written
     assert rerun["state"] == "finished"

@@ -96,11 +96,12 @@ def test_samples_give_byte_identical_outputs_local_and_ray(tmp_path):
     assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
 
 
-def test_an_actor_killed_mid_task_loses_nothing_and_its_output_is_written_once(tmp_path):
+@pytest.mark.parametrize("group", [1, 2])
+def test_an_actor_killed_mid_task_loses_nothing_and_its_output_is_written_once(tmp_path, group):
     folder = count_folder(tmp_path, 8)  # each input sleeps 1 s in the count pipeline
     out = tmp_path / "out"
     tasks = plan(folder, out, "count")
-    ex = RayExecutor(2)
+    ex = RayExecutor(2, group=group)  # group 2: an actor holds two inputs, both run again
     work, writes = counting_work()
     outcomes: list = []
     runner = threading.Thread(target=lambda: outcomes.extend(ex.run(work, tasks)))
@@ -113,8 +114,9 @@ def test_an_actor_killed_mid_task_loses_nothing_and_its_output_is_written_once(t
                 seen[input_id] = time.monotonic()
             # mid-task: 0.3 s after it was handed over, well before its 1 s sleep ends
             if pid is not None and input_id in seen and time.monotonic() - seen[input_id] > 0.3 and len(seen) > 2:
+                held = sorted(i for i, p in ex.pids().items() if p == pid)
                 os.kill(pid, signal.SIGKILL)
-                killed = (input_id, pid)
+                killed = (held, pid)
                 break
         time.sleep(0.01)
     runner.join(timeout=90)
@@ -124,7 +126,8 @@ def test_an_actor_killed_mid_task_loses_nothing_and_its_output_is_written_once(t
     assert {o.status for o in outcomes} == {"ok"}
     assert ex.deaths == 1
     again = [o for o in outcomes if o.note]
-    assert [o.input_id for o in again] == [killed[0]] and f"pid {killed[1]} " in again[0].note
+    assert len(killed[0]) == group and sorted(o.input_id for o in again) == killed[0]
+    assert all(f"pid {killed[1]} " in o.note for o in again)
     assert writes == Counter({t.input.input_id: 1 for t in tasks})
     assert sorted(p.name for p in (out / "count").glob("*.json")) == [f"f{i:02d}.txt.json" for i in range(8)]
     assert all(json.loads(p.read_text())["lines"] for p in (out / "count").glob("*.json"))

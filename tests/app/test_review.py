@@ -131,8 +131,8 @@ def test_table_csv_xlsx_bad_file_and_resume(tiny_model, patent_folder, tmp_path)
                    "--ask", "Who is the inventor?", *engine_args(tiny_model), "--quiet", "--json")
     summary = json.loads(again.stdout)
     lines = {i["input_id"]: i for i in summary["inputs"]}
-    for name in texts:
-        assert lines[name]["summary"] == "1 cells computed, 2 reused", lines[name]
+    for name in texts:  # the two readable patents' new questions went to the engine together
+        assert lines[name]["summary"] == "1 cells computed, 2 reused (in one engine batch with 1 other input)", lines[name]
     after = json.loads(row_file.read_text(encoding="utf-8"))["cells"]
     assert [c["question"] for c in after] == ["Who is the inventor?", "What is claimed?", "What is the first element?"]
     assert after[1:] == before  # same seconds, same everything: not recomputed
@@ -140,6 +140,33 @@ def test_table_csv_xlsx_bad_file_and_resume(tiny_model, patent_folder, tmp_path)
     third = invoke("batch", str(patent_folder), "--pipeline", "patents", "--out", str(out), "--questions", str(qfile),
                    "--ask", "Who is the inventor?", *engine_args(tiny_model), "--quiet", "--json")
     assert json.loads(third.stdout)["counts"]["skipped"] == 2
+
+
+def test_grouped_rows_share_one_engine_batch_and_equal_rows_computed_alone(tiny_model, patent_folder, tmp_path,
+                                                                           monkeypatch):
+    from engine import LLM
+
+    calls = []
+    real = LLM.generate_shared_batch
+
+    def spy(self, groups, *a, **k):
+        calls.append(len(groups))
+        return real(self, groups, *a, **k)
+
+    monkeypatch.setattr(LLM, "generate_shared_batch", spy)
+    rows = {}
+    for group in (1, 3):
+        out = tmp_path / f"out{group}"
+        res = invoke("batch", str(patent_folder), "--pipeline", "patents", "--out", str(out), "--ask", "What is claimed?",
+                     "--ask", "Who is the inventor?", "--group", str(group), *engine_args(tiny_model), "--quiet")
+        assert res.exit_code == 1, res.output  # broken.pdf
+        table = json.loads((out / "review.json").read_text(encoding="utf-8"))
+        rows[group] = {r["input_id"]: [(c["answer"], c["error"], [(s["char_start"], s["char_end"]) for s in c["spans"]])
+                                       for c in r["cells"]] for r in table["rows"]}
+    # group 1: one call per readable patent; group 3: both patents (and the broken file, which fails
+    # before the engine) in one call of two heads
+    assert calls == [1, 1, 2]
+    assert rows[1] == rows[3] and len(rows[3]["US7156074.txt"]) == 2
 
 
 def test_over_the_context_the_pipeline_units_are_read(tiny_model, tmp_path):

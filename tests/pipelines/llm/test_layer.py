@@ -17,6 +17,7 @@ from pipelines.llm import (
     Measurement,
     StepDecision,
     ask_document,
+    ask_documents,
     choose,
     decision,
     get_engine,
@@ -86,6 +87,36 @@ def test_a_batch_over_one_document_computes_it_once(chunked, doc, strategy):
         assert again.reuse["documents_computed"] == 0 and again.reuse["documents_loaded"] == 1
     assert batched < len(QUESTIONS) * 4 + 40
     assert [it.text for it in res.items[:1]] == [again.items[0].text]
+
+
+def test_several_documents_in_one_call_answer_as_each_alone(chunked, doc):
+    other = Document.from_text("The tenant pays the rent monthly. The landlord repairs the roof.\n"
+                               "This lease ends on 1 May 2027.", doc_id="lease")
+    long_q = "Why " * 300
+    alone = [ask_document(chunked, d, qs, max_tokens=5, attribute=True, top_k=2)
+             for d, qs in ((doc, QUESTIONS), (other, ["Who repairs?", long_q]))]
+    chunked.clear_prefix_cache()
+    calls = []
+    real = chunked.generate_shared_batch
+    chunked.generate_shared_batch = lambda groups, *a, **k: calls.append(len(groups)) or real(groups, *a, **k)
+    seen = []
+    try:
+        both = ask_documents(chunked, [(doc, QUESTIONS), (other, ["Who repairs?", long_q])], max_tokens=5,
+                             attribute=True, top_k=2, on_progress=seen.append)
+    finally:
+        del chunked.generate_shared_batch
+    assert calls == [2]  # every question that fits, of both documents, in one batch
+    assert [len(r.items) for r in both] == [3, 2]
+    for one, many in zip(alone, both, strict=True):
+        assert [(it.text, it.error, it.token_ids) for it in many.items] == [
+            (it.text, it.error, it.token_ids) for it in one.items]
+        assert [[(a.source.doc_id, a.source.char_start) for a in it.spans] for it in many.items] == [
+            [(a.source.doc_id, a.source.char_start) for a in it.spans] for it in one.items]
+    assert not both[1].items[1].ok and "longer than the configured context" in both[1].items[1].error
+    # the call's reuse counted once (on the first result), progress monotone to the end over both
+    assert both[0].reuse["prefix_hit_tokens"] > 0 and set(both[1].reuse.values()) == {0}
+    done = [p.tokens_done for p in seen]
+    assert done == sorted(done) and done[-1] == seen[-1].tokens_total and seen[-1].items_total == 5
 
 
 def test_attribution_points_at_the_exact_characters(tiny_llm, doc):
