@@ -867,7 +867,7 @@ def _write_bytes_atomic(path: Path, data: bytes) -> Path:
 
 # Inputs a batch worker takes at once for a review table (`longdoc batch --group`), by device:
 # BENCHMARKS.md, "Review tables: inputs grouped per worker".
-DEFAULT_GROUP = {"cpu": 4, "cuda": 8}
+DEFAULT_GROUP = {"cpu": 1, "cuda": 8}
 
 
 def default_group(settings) -> int:

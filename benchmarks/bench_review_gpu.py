@@ -7,7 +7,8 @@ questions submitted together with its KV computed once, against one `generate` c
 Models: random bf16 weights in real shapes (benchmarks/bench_engine_gpu.py's configs; default the
 Llama-3-8B shape), saved as an HF folder with the word-level tokenizer of
 benchmarks/bench_pipeline_batch_gpu.py (a text of N words is N tokens), loaded through
-`pipelines.llm.get_engine` with max_num_seqs = max(8, Q).
+`pipelines.llm.get_engine` with the default settings (`--max-num-seqs` to set it; the default on
+CUDA is 64).
 
 Ways, each timed after a warm-up on other documents of the same shapes:
   batched        for each document, `ask_document(llm, doc, Q questions, strategy="placement")`: one
@@ -23,8 +24,10 @@ Ways, each timed after a warm-up on other documents of the same shapes:
                  defaults (the prefix cache on: a document's later questions reuse its full chunks);
   per_cell_no_reuse  the same with the prefix cache cleared before each cell (every cell computes
                  its document);
-  review         the review path itself: `LLMRun.ask([doc], questions)` with attribution (one more
-                 pass over the document per answer for the spans and the confidence).
+  review         the review path itself: `LLMRun.ask([doc], questions)` with attribution (the
+                 answer's attention over the document's sentences, for the spans and the confidence);
+  review_xG      the review path of `longdoc batch --ask` with G inputs to a worker (`--group`):
+                 `LLMRun.ask_many` over G documents at a time, with attribution.
 per_cell, per_cell_no_reuse and review run on the first --baseline-docs / --review-docs documents
 (their cost per cell does not depend on how many documents there are); every way is reported as
 cells per second and seconds per document, and batched's speed-up over each is the ratio of cells
@@ -64,7 +67,15 @@ def serve(llm, docs: list[str], questions: list[str], max_tokens: int, how: str)
         for lo in range(0, len(docs), g):
             outs = llm.generate_shared_batch([(INSTRUCTIONS + text, suffixes) for text in docs[lo:lo + g]], params)
             gen += sum(len(o.token_ids) for group in outs for o in group)
-    for k, text in enumerate(docs if not how.startswith("shared_x") else []):
+    if how.startswith("review_x"):  # the batch's review path: G inputs per worker call, with attribution
+        g = int(how[len("review_x"):])
+        run = LLMRun("off", engine=llm)
+        for lo in range(0, len(docs), g):
+            jobs = [(Document.from_text(text, doc_id=f"doc{lo + k}"), questions) for k, text in enumerate(docs[lo:lo + g])]
+            for answers in run.ask_many(jobs, max_tokens=max_tokens):
+                errors += sum(a.error is not None and "empty answer" not in a.error for a in answers)
+                gen += sum(len(llm.encode(a.text, add_special_tokens=False)) for a in answers)
+    for k, text in enumerate(docs if not how.startswith(("shared_x", "review_x")) else []):
         doc = Document.from_text(text, doc_id=f"doc{k}")
         if how in ("batched", "shared"):
             res = ask_document(llm, doc, questions, max_tokens=max_tokens,
@@ -98,16 +109,17 @@ def run_model(name: str, cfg, dev: str, args, log) -> dict:
         folder = Path(tmp) / name
         save_folder(cfg, folder, dev)
         t0 = time.perf_counter()
-        llm = get_engine(EngineSettings(model=str(folder), device=dev,
-                                        max_num_seqs=max(8, args.questions * args.group)))
+        llm = get_engine(EngineSettings(model=str(folder), device=dev, max_num_seqs=args.max_num_seqs))
         res["load_s"] = time.perf_counter() - t0
         rng = random.Random(0)
         docs = [words(rng, args.doc_tokens, cfg.vocab_size) for _ in range(args.docs)]
         warm = [words(rng, args.doc_tokens, cfg.vocab_size) for _ in range(2)]
         qs = [f"question {k} {words(rng, 12, cfg.vocab_size)}" for k in range(args.questions)]
         plan = {"batched": docs, "shared": docs, f"shared_x{args.group}": docs, "per_cell": docs[: args.baseline_docs],
-                "per_cell_no_reuse": docs[: args.baseline_docs], "review": docs[: args.review_docs]}
-        chosen = {f"shared_x{args.group}" if w == "shared_x" else w for w in args.ways.split(",")} if args.ways else set(plan)
+                "per_cell_no_reuse": docs[: args.baseline_docs], "review": docs[: args.review_docs],
+                f"review_x{args.group}": docs[: max(args.review_docs, args.group)]}
+        alias = {"shared_x": f"shared_x{args.group}", "review_x": f"review_x{args.group}"}
+        chosen = {alias.get(w, w) for w in args.ways.split(",")} if args.ways else set(plan)
         for how, subset in plan.items():
             if not subset or how not in chosen:
                 continue
@@ -118,9 +130,9 @@ def run_model(name: str, cfg, dev: str, args, log) -> dict:
             res[how] = r
             log(f"  {name} {how}: {r['documents']} documents x {len(qs)} questions in {r['seconds']:.2f} s: "
                 f"{r['cells_per_s']:.2f} cells/s, {r['seconds_per_document']:.3f} s/document, errors {r['errors']}")
-        for way in ("batched", "shared", f"shared_x{args.group}"):
+        for way in ("batched", "shared", f"shared_x{args.group}", "review", f"review_x{args.group}"):
             for base in ("per_cell", "per_cell_no_reuse", "review"):
-                if base in res and way in res:
+                if base in res and way in res and base != way:
                     res[f"{way}_speedup_vs_{base}"] = res[way]["cells_per_s"] / res[base]["cells_per_s"]
                     log(f"  {name} {way} vs {base}: {res[f'{way}_speedup_vs_{base}']:.1f}x cells/s")
         res["settings"] = {"max_num_seqs": llm.scheduler_config.max_num_seqs,
@@ -144,7 +156,8 @@ def main() -> None:
     ap.add_argument("--baseline-docs", type=int, default=20)
     ap.add_argument("--review-docs", type=int, default=10)
     ap.add_argument("--ways", default="", help="comma-separated ways to run (default all; shared_x for shared_xG)")
-    ap.add_argument("--group", type=int, default=8, help="documents per submission in the shared_xG way")
+    ap.add_argument("--group", type=int, default=8, help="documents per submission in the shared_xG and review_xG ways")
+    ap.add_argument("--max-num-seqs", type=int, default=None, help="the engine's; default EngineSettings' (64 on CUDA)")
     ap.add_argument("--tiny", action="store_true")
     args = ap.parse_args()
     dev = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"

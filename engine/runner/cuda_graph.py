@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BATCH_BUCKETS = (1, 2, 4, 8, 16, 32)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128)  # capture_all takes those <= max_num_seqs
 MIN_LEN_BUCKET = 1024
 
 

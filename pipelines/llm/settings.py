@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+# Requests the scheduler runs at once when the settings leave it open, by device (EngineSettings.num_seqs)
+DEFAULT_NUM_SEQS = {"cpu": 8, "cuda": 64}
 ENV = {"model": "LONGDOC_MODEL", "device": "LONGDOC_DEVICE", "dtype": "LONGDOC_DTYPE",
        "max_model_len": "LONGDOC_MAX_MODEL_LEN"}
 
@@ -30,7 +32,9 @@ class EngineSettings:
     """model: a GGUF file or HF folder, None for the packaged default. device: "cpu", "cuda" or None
     (CUDA when available). dtype: float32 / bfloat16 / float16 or None (the engine's default for the
     device). max_model_len: context limit in tokens, None for the model's. max_num_seqs: requests
-    the scheduler runs at once (a pipeline's batch). max_prefill_chunk: prompt tokens per prefill
+    the scheduler runs at once (a pipeline's batch); None: `DEFAULT_NUM_SEQS` for the device (64 on
+    CUDA, where a review group of 8 documents x 5 questions decodes in one batch; 8 on the CPU,
+    where a step already takes seconds), `num_seqs()` resolves it. max_prefill_chunk: prompt tokens per prefill
     step (None: the engine's default). disk_cache_dir / disk_cache_bytes: keep prefixes' and
     documents' KV on disk there (a later process reuses them), capped at that many bytes."""
 
@@ -38,7 +42,7 @@ class EngineSettings:
     device: str | None = None
     dtype: str | None = None
     max_model_len: int | None = None
-    max_num_seqs: int = 8
+    max_num_seqs: int | None = None
     max_prefill_chunk: int | None = None
     disk_cache_dir: str | None = None
     disk_cache_bytes: int | None = None
@@ -56,6 +60,17 @@ class EngineSettings:
         vals.update({k: (str(v) if k == "model" and isinstance(v, Path) else v) for k, v in over.items()
                      if v is not None})
         return cls(**vals)
+
+    def num_seqs(self) -> int:
+        """max_num_seqs, or the device's default (auto: CUDA when torch sees a GPU)."""
+        if self.max_num_seqs is not None:
+            return self.max_num_seqs
+        device = self.device
+        if device is None:
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        return DEFAULT_NUM_SEQS.get(str(device).split(":")[0], DEFAULT_NUM_SEQS["cpu"])
 
     def describe(self) -> str:
         """One line: model, device, dtype, context."""
@@ -113,9 +128,9 @@ def _load(settings: EngineSettings):
     except ImportError as exc:  # pragma: no cover - a broken install
         raise EngineUnavailable(f"the engine cannot be imported: {exc}") from exc
     try:
-        sched = SchedulerConfig(max_num_seqs=settings.max_num_seqs)
+        sched = SchedulerConfig(max_num_seqs=settings.num_seqs())
         if settings.max_prefill_chunk is not None:
-            sched = SchedulerConfig(max_num_seqs=settings.max_num_seqs, max_prefill_chunk=settings.max_prefill_chunk)
+            sched = SchedulerConfig(max_num_seqs=settings.num_seqs(), max_prefill_chunk=settings.max_prefill_chunk)
         cache = CacheConfig()
         if settings.disk_cache_dir is not None:
             cache = CacheConfig(disk_cache_dir=settings.disk_cache_dir,

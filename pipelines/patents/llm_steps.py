@@ -183,7 +183,7 @@ def summarise_claims(result: PatentResult, doc: Document, run: LLMRun, strategy:
     # ~4 characters a token (English), ~1.3 for Chinese; decode steps in waves of the engine's batch
     per_tok = 1.3 if zh else 4.0
     prompt_tokens = int((len(instructions) + len(context.text) + sum(len(p) for p in prompts)) / per_tok)
-    waves = -(-len(live) // max(1, run.settings.max_num_seqs))
+    waves = -(-len(live) // max(1, run.settings.num_seqs()))
     out: list[ClaimSummary] | None = None
     with run.step(STEP, estimated_s=run.estimate_s(prompt_tokens, waves * max_tokens)) as st:
         if st is not None and live:
