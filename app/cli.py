@@ -98,7 +98,15 @@ def batch(
         TimeRemainingColumn,
     )
 
-    from app.batch import BatchBusyError, BatchUsageError, LLMConfig, LocalExecutor, OutputLock, plan, run_batch
+    from app.batch import (
+        BatchBusyError,
+        BatchUsageError,
+        LLMConfig,
+        LocalExecutor,
+        OutputLock,
+        plan,
+        run_batch,
+    )
 
     run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, cache_dir=cache_dir)  # validates: exit 2
     executor = None

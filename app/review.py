@@ -547,7 +547,7 @@ def compute_rows(entries: list[tuple[str, Any, list[Question], RowFile | None]],
                                     for n, _, _, _, _, todo, docs, _ in asked]) if asked else []
     call_s = time.perf_counter() - t1
     new_by_n = {p[0]: cells for p, cells in zip(asked, new_cells, strict=True)}
-    for n, base, sha, keys, kept, todo, docs, own_s in pending:
+    for n, base, sha, keys, kept, _todo, docs, own_s in pending:
         new = new_by_n.get(n, [])
         by_key = {**kept, **{c.key: c for c in new}}
         # the asked questions first, in their order, then cells of earlier questions kept for later runs

@@ -29,13 +29,14 @@ from engine.core.sampling import SamplingParams
 from engine.core.scheduler import SchedulerCounters, next_prefill_end, resolve_prefill_chunk
 from engine.core.scoring import ScoreOutput, continuation_logprobs
 from engine.core.sequence import Sequence
-from engine.errors import EngineError, RequestCancelled
+from engine.errors import CacheFullError, EngineError, RequestCancelled
 from engine.fallback.planner import FallbackPolicy, FallbackReport, LongRequest, run_with_fallback
 from engine.fallback.tools import TextTools
 from engine.kv.cold import ColdTier
 from engine.kv.document_cache import DocumentCache, DocumentKV
 from engine.kv.paged_cache import PagedKVCache
 from engine.kv.prefix_cache import PrefixCache
+from engine.model.tokenizer import Encoding
 from engine.runner.model_runner import ModelRunner
 
 __all__ = ["LLM", "AttributionOutput", "GenerationOutput", "ScoreOutput", "StepProgress", "StreamDelta",
@@ -424,27 +425,69 @@ class LLM:
 
     # ------------------------------------------------------------------ attribution
     @torch.inference_mode()
-    def attribute(self, prompt: str, answer: Prompt, spans: list[tuple[int, int]]) -> AttributionOutput:
+    def attribute(self, prompt: str | tuple[str, str], answer: Prompt, spans: list[tuple[int, int]]) -> AttributionOutput:
         """Attention mass that the answer puts on each character span (start, end) of the prompt:
         prompt and answer run through the model as one sequence, and each answer token's attention
         over the prompt at the global-attention layers is summed per span (engine/attention/attribution.py).
         The prompt's KV comes from the prefix cache as far as it holds it (a document the answer's
-        batch just read is not computed again); only the rest and the answer are computed."""
+        batch just read is not computed again); only the rest and the answer are computed. A prompt
+        given as (head, suffix) is tokenized as `generate_shared` tokenizes it (the head with BOS, the
+        suffix without special tokens), so the answer is attributed over the very tokens it was
+        generated from; spans then index head + suffix."""
+        return self.attribute_many([(prompt, answer, spans)])[0]
+
+    def attribute_many(self, items: Seq[tuple[str | tuple[str, str], Prompt, list[tuple[int, int]]]],
+                       batch: int = 64) -> list[AttributionOutput]:
+        """`attribute` for several (prompt, answer, spans) at once, in one forward per `batch`
+        items (`EngineCore.prefill_collect_many`: each prompt's cached prefix taken from the prefix
+        cache, the remainders and answers computed together), a head shared by several items
+        tokenized once. A batch the pool cannot hold together runs one item at a time."""
         self._need_tokenizer()
-        enc = self.tokenizer.encode_with_offsets(prompt)
-        a_ids = self.encode(answer, add_special_tokens=False)
-        if not a_ids:
-            raise EngineError("attribute() needs a non-empty answer")
-        p_len = len(enc.ids)
         layers = self.config.global_layers
         if not layers:
             raise EngineError("attribution needs global-attention layers; every layer of this model is sliding-window")
-        seq, _, caps = self.core.prefill_collect(enc.ids + a_ids, p_len - 1, set(layers), reuse=True)
+        heads: dict[str, Encoding] = {}
+        prepared = []  # (prompt ids, offsets, answer ids, spans)
+        for prompt, answer, spans in items:
+            if isinstance(prompt, tuple):
+                head, suffix = prompt
+                if head not in heads:
+                    heads[head] = self.tokenizer.encode_with_offsets(head)
+                h = heads[head]
+                tail = self.tokenizer.encode_with_offsets(suffix, add_special_tokens=False)
+                shift = len(head)
+                ids, offsets = h.ids + tail.ids, h.offsets + [(a + shift, b + shift) for a, b in tail.offsets]
+            else:
+                enc = self.tokenizer.encode_with_offsets(prompt)
+                ids, offsets = enc.ids, enc.offsets
+            a_ids = self.encode(answer, add_special_tokens=False) if isinstance(answer, str) else list(answer)
+            if not a_ids:
+                raise EngineError("attribute() needs a non-empty answer")
+            prepared.append((ids, offsets, a_ids, spans))
+        outs: list[AttributionOutput] = []
+        for lo in range(0, len(prepared), max(1, batch)):
+            part = prepared[lo : lo + max(1, batch)]
+            try:
+                runs = self.core.prefill_collect_many([(ids + a, len(ids) - 1) for ids, _, a, _ in part], set(layers),
+                                                      reuse=True)
+            except CacheFullError:
+                if len(part) == 1:
+                    raise
+                for item in part:
+                    outs += self._attribute_runs([item], self.core.prefill_collect_many(
+                        [(item[0] + item[2], len(item[0]) - 1)], set(layers), reuse=True), layers)
+                continue
+            outs += self._attribute_runs(part, runs, layers)
+        return outs
+
+    def _attribute_runs(self, part: list, runs: list, layers: list[int]) -> list[AttributionOutput]:
         try:
-            token_mass = attention_mass(self.config, self.kv, seq.tables, caps, layers, p_len, len(a_ids))
+            return [attribute_spans(attention_mass(self.config, self.kv, seq.tables, caps, layers, len(ids), len(a_ids)),
+                                    offsets, spans, a_ids, layers)
+                    for (ids, offsets, a_ids, spans), (seq, _, caps) in zip(part, runs, strict=True)]
         finally:
-            self.core.free(seq)
-        return attribute_spans(token_mass, enc.offsets, spans, a_ids, layers)
+            for seq, _, _ in runs:
+                self.core.free(seq)
 
     # ------------------------------------------------------------------ requests that do not fit
     def generate_long(self, request: LongRequest | str | list[int], params: SamplingParams | None = None,

@@ -178,36 +178,71 @@ class EngineCore:
         those positions. The caller frees the sequence (`free`). reuse: take the longest prefix
         before rows_from from the prefix cache (any registered cut: a document a batch just read)
         instead of computing it; the hidden states then start at rows_from."""
-        self.check_len(len(ids))
-        seq = Sequence(self.new_id(), ids, SamplingParams(max_tokens=0))
-        seq.tables = self.kv.new_tables()
-        seq.rope_seq_len = len(ids)
-        need = self.kv.blocks_needed(len(ids))
-        if any(n > f for n, f in zip(need, self.kv.num_free(), strict=True)):
-            self.free(seq)
-            raise CacheFullError(f"KV cache has no room for {len(ids)} tokens; raise the cache memory budget")
-        hiddens, captures = [], []
-        chunk = chunk or self.chunk
-        if reuse and self.scheduler.prefix_caching and rows_from > 0:
-            self.prefix.match_and_attach(seq, upto=rows_from, any_cut=True)
+        return self.prefill_collect_many([(ids, rows_from)], capture_layers, chunk, reuse)[0]
+
+    def prefill_collect_many(
+        self, items: list[tuple[list[int], int]], capture_layers: set[int] | None = None, chunk: int | None = None,
+        reuse: bool = False,
+    ) -> list[tuple[Sequence, torch.Tensor, list[Capture]]]:
+        """`prefill_collect` for several (ids, rows_from) at once: every forward carries the next
+        piece of each sequence still prefilling, up to `chunk` tokens in all, so many short
+        remainders (attribution's answers over documents the prefix cache holds) share one forward
+        instead of one each. Per item: its sequence (the caller frees it), hidden states of rows
+        rows_from.., captures. CacheFullError (every sequence freed) when the pool cannot hold them
+        together."""
+        seqs: list[Sequence] = []
         try:
-            while seq.prefilling:
-                start = seq.num_cached
-                n = min(chunk, len(ids) - start)
-                lo = max(rows_from - start, 0)
+            need = [0] * len(self.kv.groups)
+            for ids, rows_from in items:
+                self.check_len(len(ids))
+                seq = Sequence(self.new_id(), ids, SamplingParams(max_tokens=0))
+                seq.tables = self.kv.new_tables()
+                seq.rope_seq_len = len(ids)
+                seqs.append(seq)
+                if reuse and self.scheduler.prefix_caching and rows_from > 0:
+                    self.prefix.match_and_attach(seq, upto=rows_from, any_cut=True)
+                for g, (n, table) in enumerate(zip(self.kv.blocks_needed(len(ids)), seq.tables, strict=True)):
+                    need[g] += max(0, n - sum(e != -1 for e in table))
+            if any(n > f for n, f in zip(need, self.kv.num_free(), strict=True)):
+                raise CacheFullError(f"KV cache has no room for {sum(len(i) for i, _ in items)} tokens in "
+                                     f"{len(items)} sequences; raise the cache memory budget")
+            hiddens: list[list[torch.Tensor]] = [[] for _ in items]
+            captures: list[list[Capture]] = [[] for _ in items]
+            chunk = chunk or self.chunk
+            while any(s.num_cached < len(ids) for s, (ids, _) in zip(seqs, items, strict=True)):
+                step, rows, off = [], [], 0  # rows: (item, first batch row, end row) to keep
+                for k, (seq, (ids, rows_from)) in enumerate(zip(seqs, items, strict=True)):
+                    left = chunk - off
+                    if seq.num_cached >= len(ids) or left <= 0:
+                        continue
+                    start = seq.num_cached
+                    n = min(left, len(ids) - start)
+                    step.append((seq, n))
+                    if start + n > rows_from:
+                        rows.append((k, off + max(rows_from - start, 0), off + n))
+                    off += n
                 cap = None
-                if capture_layers is not None and start + n > rows_from:
-                    cap = Capture(capture_layers, slice(lo, n))
-                h = self.runner.forward([(seq, n)], [], capture=cap)
-                self.kv.demote(seq.tables, seq.num_cached if capture_layers is None else 0)  # attribution reads hot K
-                if start + n > rows_from:
-                    hiddens.append(h[lo:])
-                if cap is not None:
-                    captures.append(cap)
+                if capture_layers is not None and rows:
+                    index = torch.cat([torch.arange(a, b) for _, a, b in rows]).to(self.runner.device)
+                    cap = Capture(capture_layers, index)
+                h = self.runner.forward(step, [], capture=cap)
+                for seq, _ in step:
+                    self.kv.demote(seq.tables, seq.num_cached if capture_layers is None else 0)  # attribution reads hot K
+                at = 0
+                for k, a, b in rows:
+                    hiddens[k].append(h[a:b])
+                    if cap is not None:
+                        m = b - a
+                        captures[k].append(Capture(capture_layers, slice(0, m),
+                                                   {layer: q[at:at + m] for layer, q in cap.q.items()},
+                                                   {layer: x[at:at + m] for layer, x in cap.lse.items()}))
+                        at += m
         except BaseException:
-            self.free(seq)
+            for seq in seqs:
+                self.free(seq)
             raise
-        return seq, torch.cat(hiddens) if hiddens else torch.empty(0), captures
+        return [(seq, torch.cat(hs) if hs else torch.empty(0), caps)
+                for seq, hs, caps in zip(seqs, hiddens, captures, strict=True)]
 
     def place_document(self, seq: Sequence) -> None:
         """The sequence's cached tokens reached its document's offset: write the document's KV."""

@@ -38,10 +38,11 @@ class PrefillItem:
 
 @dataclass
 class Capture:
-    """Attribution: keep q and the log-sum-exp of rows `rows` (batch rows) at layers `layers`."""
+    """Attribution: keep q and the log-sum-exp of rows `rows` (batch rows: a slice, or a tensor of
+    row indices on the device when several sequences' rows are kept) at layers `layers`."""
 
     layers: set[int]
-    rows: slice
+    rows: slice | torch.Tensor
     q: dict[int, torch.Tensor] = field(default_factory=dict)
     lse: dict[int, torch.Tensor] = field(default_factory=dict)
 

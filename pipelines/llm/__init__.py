@@ -33,7 +33,7 @@ from pipelines.llm.settings import (
     get_engine,
     loaded_engines,
 )
-from pipelines.llm.spans import AttributedSpan, attribute_answer, sentence_spans
+from pipelines.llm.spans import AttributedSpan, attribute_answer, attribute_answers, sentence_spans
 
 __all__ = [
     "INSTRUCTIONS",
@@ -57,6 +57,7 @@ __all__ = [
     "ask_document",
     "ask_documents",
     "attribute_answer",
+    "attribute_answers",
     "choose",
     "choose_batch",
     "engine_lock",

@@ -30,12 +30,13 @@ from typing import Any
 
 from pipelines.documents import Document
 from pipelines.llm.settings import engine_lock
-from pipelines.llm.spans import AttributedSpan, attribute_answer
+from pipelines.llm.spans import AttributedSpan, attribute_answers
 
 INSTRUCTIONS = "Read the document and answer the question after it.\n\nDocument:\n"
 QUESTION = "\n\nQuestion: {question}\nAnswer:"
 STOP = ("\nQuestion:", "\nAnswer:")  # a base model runs on into the next "Question:"/"Answer:" of the format
 STRATEGIES = ("auto", "placement", "prefix")
+ATTRIBUTE_BATCH = 32  # answers attributed per engine call (LLM.attribute_many), progress and cancel between
 
 
 def resolve_strategy(strategy: str = "auto") -> str:
@@ -279,19 +280,24 @@ def _ask_documents(llm, jobs, instructions, question_template, max_tokens, stop,
             _run_long(llm, job.doc, job.items[i], instructions, job.suffixes[i], params, fallback)
             track.phase_end(job.head_n - instr_n + max_tokens)
             track.report(0, sum(it.finish_reason is not None for it in all_items))
-    for job in work_list:
-        for i in job.fit:
-            it = job.items[i]
-            if it.error is not None or track.report(0):
-                continue
-            prompt_n = job.head_n + max_tokens
-            if logprobs and it.token_ids:
-                it.logprobs = llm.score(instructions + job.doc.text + job.suffixes[i], it.token_ids).logprobs
-            track.phase_end(prompt_n if logprobs else 0)
-            if attribute and it.text.strip() and not track.report(0):
-                it.spans = attribute_answer(llm, job.doc, instructions, job.suffixes[i], it.text, job.candidates,
-                                            top_k)
-            track.phase_end(prompt_n if attribute else 0)
+    if logprobs:
+        for job in work_list:
+            for i in job.fit:
+                it = job.items[i]
+                if it.error is None and not track.report(0) and it.token_ids:
+                    it.logprobs = llm.score(instructions + job.doc.text + job.suffixes[i], it.token_ids).logprobs
+                track.phase_end(job.head_n + max_tokens)
+    if attribute:  # every answer of the call in a few forwards (ATTRIBUTE_BATCH answers each)
+        todo = [(job, i) for job in work_list for i in job.fit]
+        for lo in range(0, len(todo), ATTRIBUTE_BATCH):
+            part = todo[lo:lo + ATTRIBUTE_BATCH]
+            if not track.report(0):
+                live = [(job, i) for job, i in part if job.items[i].error is None and job.items[i].text.strip()]
+                spans = attribute_answers(llm, [(job.doc, instructions, job.suffixes[i], job.items[i].text,
+                                                 job.candidates) for job, i in live], top_k)
+                for (job, i), got in zip(live, spans, strict=True):
+                    job.items[i].spans = got
+            track.phase_end(sum(job.head_n + max_tokens for job, _ in part))
     for it in all_items:
         if it.error is None and it.finish_reason in (None, "abort"):
             it.error = f"no answer: {track.message or 'stopped'}"

@@ -45,10 +45,31 @@ def attribute_answer(llm, doc: Document, prefix: str, suffix: str, answer: str,
                      candidates: Sequence[tuple[int, int]] | None = None, top_k: int = 3) -> list[AttributedSpan]:
     """The `top_k` candidate spans of `doc` (default: its sentences) that the answer attends to
     most, best first, for the prompt prefix + doc.text + suffix."""
-    spans = list(candidates) if candidates is not None else sentence_spans(doc)
-    if not spans or not answer.strip():
-        return []
-    shift = len(prefix)
-    out = llm.attribute(prefix + doc.text + suffix, answer, [(s + shift, e + shift) for s, e in spans])
-    ranked = sorted(zip(spans, out.spans, strict=True), key=lambda p: (-p[1].share, p[0][0]))
-    return [AttributedSpan(doc.span(s, e), float(a.share), float(a.mass)) for (s, e), a in ranked[:top_k]]
+    return attribute_answers(llm, [(doc, prefix, suffix, answer, candidates)], top_k)[0]
+
+
+def attribute_answers(llm, items: Sequence[tuple[Document, str, str, str, Sequence[tuple[int, int]] | None]],
+                      top_k: int = 3) -> list[list[AttributedSpan]]:
+    """`attribute_answer` for several (doc, prefix, suffix, answer, candidates) at once, through
+    `LLM.attribute_many` (one forward for their remainders and answers, each document's KV from the
+    prefix cache); the prompt goes as (prefix + doc.text, suffix), tokenized as `generate_shared`
+    tokenized it, and a document's sentences are cut once."""
+    sentences: dict[int, list[tuple[int, int]]] = {}
+    asked, calls = [], []
+    for n, (doc, prefix, suffix, answer, candidates) in enumerate(items):
+        if candidates is not None:
+            spans = list(candidates)
+        else:
+            if id(doc) not in sentences:
+                sentences[id(doc)] = sentence_spans(doc)
+            spans = sentences[id(doc)]
+        if not spans or not answer.strip():
+            continue
+        shift = len(prefix)
+        asked.append((n, doc, spans))
+        calls.append(((prefix + doc.text, suffix), answer, [(s + shift, e + shift) for s, e in spans]))
+    out: list[list[AttributedSpan]] = [[] for _ in items]
+    for (n, doc, spans), res in zip(asked, llm.attribute_many(calls) if calls else [], strict=True):
+        ranked = sorted(zip(spans, res.spans, strict=True), key=lambda p: (-p[1].share, p[0][0]))
+        out[n] = [AttributedSpan(doc.span(s, e), float(a.share), float(a.mass)) for (s, e), a in ranked[:top_k]]
+    return out

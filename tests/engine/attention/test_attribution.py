@@ -83,3 +83,37 @@ def test_attribution_over_a_cached_document_reads_it_from_the_cache(tmp_path, ch
     mass = torch.stack([x[0, :, p - 1:p + len(answer) - 1, :p].mean(0) for x in att]).mean(0)
     expect = torch.stack([mass[:, s:e].sum(1) for s, e in [(0, 17), (18, 37), (38, p)]], 1)
     torch.testing.assert_close(res.per_token, expect, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("chunk", [1024, 8])
+def test_attribute_many_equals_each_alone_in_fewer_forwards(tmp_path, chunk):
+    """Several answers over two cached heads: attribute_many gives each the masses attribute gives
+    it alone (the (head, suffix) form tokenized as generate_shared tokenizes it), in one forward
+    for all of them when they fit one chunk, and leaves no block behind; with 8-token chunks the
+    items' pieces share each forward's 8 tokens, cutting across items."""
+    _, llm = tiny_llama(tmp_path, chunk)
+    heads = [PROMPT, "Kappa lambda mu. Nu xi omicron? Pi rho"]
+    suffixes = [" Q: which?", " Q: why not?"]
+    for h in heads:
+        llm.generate_shared(h, suffixes)
+    items = [((h, s), ans, [(0, 5), (6, 17), (18, len(h) + len(s))])
+             for h in heads for s in suffixes for ans in (" beta", " rho xi")]
+    alone = [llm.attribute(*item) for item in items]
+    free_before = [g.allocator.num_free for g in llm.kv.groups]
+    calls = []
+    real = llm.runner.forward
+    llm.runner.forward = lambda *a, **k: calls.append(1) or real(*a, **k)
+    try:
+        together = llm.attribute_many(items)
+    finally:
+        del llm.runner.forward
+    for one, many in zip(alone, together, strict=True):
+        torch.testing.assert_close(many.per_token, one.per_token, rtol=1e-5, atol=1e-6)
+        assert many.per_token.abs().sum() > 0
+        assert [(s.token_start, s.token_end) for s in many.spans] == [(s.token_start, s.token_end) for s in one.spans]
+    if chunk == 1024:
+        assert len(calls) == 1  # eight answers' remainders in one forward
+    # the (head, suffix) form is the concatenated prompt's tokenization here (characters)
+    flat = llm.attribute(heads[0] + suffixes[0], " beta", items[0][2])
+    torch.testing.assert_close(flat.per_token, alone[0].per_token, rtol=1e-5, atol=1e-6)
+    assert [g.allocator.num_free for g in llm.kv.groups] == free_before  # every temporary sequence freed
