@@ -131,8 +131,8 @@ def test_table_csv_xlsx_bad_file_and_resume(tiny_model, patent_folder, tmp_path)
                    "--ask", "Who is the inventor?", *engine_args(tiny_model), "--quiet", "--json")
     summary = json.loads(again.stdout)
     lines = {i["input_id"]: i for i in summary["inputs"]}
-    for name in texts:  # the two readable patents' new questions went to the engine together
-        assert lines[name]["summary"] == "1 cells computed, 2 reused (in one engine batch with 1 other input)", lines[name]
+    for name in texts:  # one input at a time on the CPU by default (--group 1)
+        assert lines[name]["summary"] == "1 cells computed, 2 reused", lines[name]
     after = json.loads(row_file.read_text(encoding="utf-8"))["cells"]
     assert [c["question"] for c in after] == ["Who is the inventor?", "What is claimed?", "What is the first element?"]
     assert after[1:] == before  # same seconds, same everything: not recomputed
@@ -167,6 +167,9 @@ def test_grouped_rows_share_one_engine_batch_and_equal_rows_computed_alone(tiny_
     # before the engine) in one call of two heads
     assert calls == [1, 1, 2]
     assert rows[1] == rows[3] and len(rows[3]["US7156074.txt"]) == 2
+    summary = json.loads((tmp_path / "out3" / "summary.json").read_text(encoding="utf-8"))
+    grouped = {i["input_id"]: i.get("summary") for i in summary["inputs"]}
+    assert grouped["US7156074.txt"] == "2 cells computed, 0 reused (in one engine batch with 1 other input)"
 
 
 def test_over_the_context_the_pipeline_units_are_read(tiny_model, tmp_path):
