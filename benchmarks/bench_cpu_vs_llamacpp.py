@@ -54,7 +54,11 @@ TEXTS = [
 
 # ----------------------------------------------------------------------------------------- workers
 def worker_longdoc(weights: str) -> None:
+    """weights: "int8", "float", or "int8-full-head": int8 with the output layer's GreedyHead
+    switched off by hand (every logit computed, as before it), for the comparison."""
     sys.path.insert(0, str(ROOT))
+    full_head = weights == "int8-full-head"
+    weights = "int8" if full_head else weights
     import torch
 
     from engine import SamplingParams
@@ -64,7 +68,10 @@ def worker_longdoc(weights: str) -> None:
     t = time.perf_counter()
     llm = LLM(config=EngineConfig(LoadConfig(device="cpu", weights=weights), CacheConfig(memory_budget=2**30),
                                   SchedulerConfig(max_model_len=9216)))
-    reply({"ready": True, "load_s": time.perf_counter() - t, "weights": llm.weights})
+    if full_head:
+        llm.model.greedy_head = None
+    reply({"ready": True, "load_s": time.perf_counter() - t, "weights": llm.weights,
+           "greedy_head": llm.model.greedy_head is not None})
     for req in requests():
         torch.set_num_threads(req["threads"])
         stamps, t = [], time.perf_counter()
@@ -205,6 +212,7 @@ def main() -> None:
     spawn = {
         "longdoc-int8": lambda: Worker("longdoc-int8", [*me, "--worker", "longdoc:int8"]),
         "longdoc-float32": lambda: Worker("longdoc-float32", [*me, "--worker", "longdoc:float"]),
+        "longdoc-int8-full-head": lambda: Worker("longdoc-int8-full-head", [*me, "--worker", "longdoc:int8-full-head"]),
         "llama.cpp": lambda: Worker("llama.cpp", [args.llama_python, str(Path(__file__).resolve()),
                                                   "--worker", f"llama:{gguf}", *thr]),
         "transformers": lambda: Worker("transformers", [*me, "--worker", "hf"]),

@@ -146,10 +146,14 @@ class EngineCore:
             self.kv.demote(s.tables, s.num_cached)
         if not stepped:
             return []
-        logits = self.model.logits(hidden[rows])
-        toks = sample_batch(logits, [s.params for s in stepped],  # all_ids copies O(context): only if used
-                            [s.all_ids if s.params.repetition_penalty != 1.0 else [] for s in stepped],
-                            [s.generator for s in stepped])
+        toks = None
+        if all(s.params.greedy and s.params.repetition_penalty == 1.0 for s in stepped):
+            toks = self.model.greedy(hidden[rows])  # int8 weights on the CPU: the argmax without every logit
+        if toks is None:
+            logits = self.model.logits(hidden[rows])
+            toks = sample_batch(logits, [s.params for s in stepped],  # all_ids copies O(context): only if used
+                                [s.all_ids if s.params.repetition_penalty != 1.0 else [] for s in stepped],
+                                [s.generator for s in stepped])
         t = time.perf_counter()
         outs = []
         for s, tok in zip(stepped, toks, strict=True):

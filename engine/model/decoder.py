@@ -14,7 +14,7 @@ from torch import nn
 
 from engine.model.config import ModelConfig
 from engine.model.layers import DecoderLayer, RMSNorm
-from engine.model.quant import Int8Weight, linear
+from engine.model.quant import GreedyHead, Int8Weight, linear
 from engine.model.rope import RotaryEmbedding
 from engine.runner.forward_context import ForwardContext
 
@@ -40,6 +40,7 @@ class CausalLM(nn.Module):
             self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.qembed: Int8Weight | None = None  # int8 embedding table (and tied output layer), quantize_embeddings()
         self.qhead: Int8Weight | None = None  # int8 output layer
+        self.greedy_head: GreedyHead | None = None  # exact argmax of qhead at about half the bytes (CPU)
         self.ropes: list[RotaryEmbedding] = []
         self.layer_rope: list[int] = []
 
@@ -62,6 +63,10 @@ class CausalLM(nn.Module):
         self.model.embed_tokens.weight = None
         if not self.config.tie_word_embeddings:
             self.lm_head.weight = None
+        try:
+            self.greedy_head = GreedyHead(self.qhead) if self.qhead.shape[1] % 32 == 0 else None
+        except (RuntimeError, AttributeError, NotImplementedError):  # a torch without the CPU int4 kernel
+            self.greedy_head = None
 
     @property
     def lm_head_weight(self) -> torch.Tensor:
@@ -80,6 +85,14 @@ class CausalLM(nn.Module):
             cos, sin = tables[self.layer_rope[i]]
             x = layer(x, cos, sin, ctx)
         return self.model.norm(x)
+
+    def greedy(self, hidden: torch.Tensor) -> list[int] | None:
+        """The argmax token of each row of hidden [N, hidden] (what `logits` then argmax gives), or
+        None when this model has no GreedyHead (float or GPU weights) or soft-caps its logits (a
+        saturated cap can tie logits that differ, and torch.argmax then picks the lower index)."""
+        if self.greedy_head is None or self.config.final_softcap is not None:
+            return None
+        return self.greedy_head.argmax(hidden)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Vocabulary logits (float32) of hidden rows [N, hidden]."""

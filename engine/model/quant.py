@@ -58,6 +58,88 @@ class Int8Weight:
         return self.q.numel() + 6 * self.scale.numel()
 
 
+class Int4Weight:
+    """A [out, in] weight as asymmetric int4 in groups of `group` inputs (a bfloat16 scale and zero
+    per row and group, `w ~= (q - 8) * scale + zero`, q in 0..15), packed for torch's CPU kernel
+    `torch._weight_int4pack_mm_for_cpu` (bfloat16 activations; torchao's tinygemm layout). Half the
+    bytes of Int8Weight, but too coarse to replace it (below): GreedyHead uses it as a filter."""
+
+    def __init__(self, w: torch.Tensor, group: int = 32) -> None:
+        w = w.detach().float()
+        n, k = w.shape
+        if k % group:
+            raise ValueError(f"int4 groups of {group} do not divide {k} inputs")
+        wg = w.reshape(n, k // group, group)
+        lo, hi = wg.amin(-1), wg.amax(-1)
+        scale = ((hi - lo) / 15.0).clamp(min=1e-12)  # [out, groups]
+        q = torch.round((wg - lo[..., None]) / scale[..., None]).clamp_(0, 15)
+        scale_b, zero_b = scale.to(torch.bfloat16), (lo + 8 * scale).to(torch.bfloat16)
+        self.packed = torch._convert_weight_to_int4pack_for_cpu(q.reshape(n, k).to(torch.int32).contiguous(), 1)
+        self.scale_zeros = torch.stack([scale_b, zero_b], -1).transpose(0, 1).contiguous()  # [groups, out, 2]
+        # the weights the kernel multiplies by (its scales and zeros are bfloat16)
+        self.dequantized = ((q - 8) * scale_b.float()[..., None] + zero_b.float()[..., None]).reshape(n, k)
+        self.group = group
+        self.shape = (n, k)
+
+    def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., in] @ w.T -> [..., out] in float32 (the kernel's bfloat16 result)."""
+        lead = x.shape[:-1]
+        y = torch._weight_int4pack_mm_for_cpu(x.reshape(-1, x.shape[-1]).to(torch.bfloat16), self.packed, self.group,
+                                              self.scale_zeros)
+        return y.float().reshape(*lead, self.shape[0])
+
+
+# bfloat16 keeps 8 significant bits: a kernel's bfloat16 result is within 2^-8 of its float value
+_BF16_REL = 2.0**-7  # both kernels' roundings, with room for the float32 accumulation
+_SLACK = 1e-3
+
+
+class GreedyHead:
+    """The argmax of an Int8Weight output layer for greedy decoding, exactly, at about half the
+    bytes read: an int4 copy of the layer gives every row's logit within a bound, and only the rows
+    whose bound reaches the best row's exact logit are computed with the int8 weights.
+
+    For a row j, |x.w8_j - x.w4_j| <= ||x|| * ||w8_j - w4_j|| (Cauchy-Schwarz; the per-row norms of
+    the weight gap are computed once, against the weights each kernel really multiplies by), plus
+    both kernels' bfloat16 rounding. So the int8 logit of j is at most its int4 logit plus that
+    bound; a row whose ceiling is below the int8 logit of the int4 argmax cannot be the argmax and
+    is skipped. The candidates' int8 logits come from the same kernel on the gathered rows, which
+    on this torch computes each row exactly as the whole product does (tests/engine/model/
+    test_greedy_head.py checks it), and ties go to the lowest index as torch.argmax's do. Gemma 3
+    270M on the 2-core host, one token: 11 ms for the int4 pass and ~3 ms for a median of 341
+    candidates (at most 8,433) against 25-31 ms for the int8 product; the argmax was the int8
+    product's at every one of 147 positions of a contract (BENCHMARKS.md, "CPU decode: the output
+    layer")."""
+
+    def __init__(self, head: Int8Weight, group: int = 32) -> None:
+        self.head = head
+        self.int4 = Int4Weight(head.q.float() * head.scale_bf16.float()[:, None], group)
+        w8 = head.q.float() * head.scale_bf16.float()[:, None]
+        self.gap = (w8 - self.int4.dequantized).norm(dim=1)  # [out]
+        del self.int4.dequantized
+        self.last_candidates = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.int4.packed.numel() + 4 * self.int4.scale_zeros.shape[0] * self.int4.scale_zeros.shape[1] + \
+            4 * self.gap.numel()
+
+    def argmax(self, x: torch.Tensor) -> list[int]:
+        """The int8 output layer's argmax for every row of x [B, in] (the final hidden states)."""
+        xb = x.to(torch.bfloat16)
+        coarse = self.int4.matmul(xb)  # [B, V]
+        best = coarse.argmax(-1)  # [B]
+        floor = torch._weight_int8pack_mm(xb, self.head.q[best], self.head.scale_bf16[best]).float()
+        floor = floor.diagonal()  # each row's exact logit at its int4 argmax
+        ceiling = coarse + coarse.abs() * _BF16_REL + _SLACK + xb.float().norm(dim=1, keepdim=True) * self.gap
+        keep = ceiling >= (floor - floor.abs() * _BF16_REL - _SLACK)[:, None]  # [B, V]
+        rows = torch.nonzero(keep.any(0)).flatten()  # union over the batch, ascending
+        self.last_candidates = int(rows.numel())
+        exact = torch._weight_int8pack_mm(xb, self.head.q[rows].contiguous(), self.head.scale_bf16[rows].contiguous())
+        exact = exact.float().masked_fill(~keep[:, rows], float("-inf"))
+        return rows[exact.argmax(-1)].tolist()
+
+
 def linear(x: torch.Tensor, w: torch.Tensor | Int8Weight, b: torch.Tensor | None = None) -> torch.Tensor:
     """F.linear for a float weight or an Int8Weight."""
     if isinstance(w, Int8Weight):
