@@ -86,18 +86,24 @@ def _prefill_tile(
 @triton.jit
 def _prefill_kernel(
     Q, K, V, TABLE, OUT, LSE,
-    q_offset, kv_len, n_rows, scale, window,
+    q_offset, kv_len, n_rows, scale, window, n_splits,
     stride_qt, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
     stride_ot, stride_oh,
     stride_lt,
+    stride_os, stride_ls,
     GROUP: tl.constexpr, BS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
 ):
+    """One (query tile, head, key split) program. With n_splits > 1 the key range a query tile sees
+    is cut into n_splits runs of whole tiles, each program writes its run's normalised output and
+    log-sum-exp at OUT + split * stride_os / LSE + split * stride_ls, and the caller merges them (a
+    few query rows over a long context: one program per head would read the whole context alone)."""
     pid_m = tl.program_id(0)
     head = tl.program_id(1)
+    split = tl.program_id(2)
     kvh = head // GROUP
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < n_rows
@@ -120,27 +126,32 @@ def _prefill_kernel(
     if HAS_WINDOW:
         lo = (tl.maximum(first_q - window + 1, 0) // BLOCK_N) * BLOCK_N
         full_lo = tl.minimum(tl.cdiv(tl.maximum(last_q - window + 1, 0), BLOCK_N) * BLOCK_N, full_hi)
-        for start in range(lo, full_lo, BLOCK_N):
+    # this split's run of tiles [s_lo, s_hi) of the tiles [lo, hi) the query tile sees
+    per = tl.cdiv(tl.cdiv(hi - lo, BLOCK_N), n_splits) * BLOCK_N
+    s_lo = lo + split * per
+    s_hi = tl.minimum(hi, s_lo + per)
+    if HAS_WINDOW:
+        for start in range(s_lo, tl.minimum(full_lo, s_hi), BLOCK_N):
             acc, m_i, l_i = _prefill_tile(
                 acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
                 stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
                 BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST)
-    for start in range(full_lo, full_hi, BLOCK_N):
+    for start in range(tl.maximum(full_lo, s_lo), tl.minimum(full_hi, s_hi), BLOCK_N):
         acc, m_i, l_i = _prefill_tile(
             acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
             stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
             BS, BLOCK_N, False, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST)
-    for start in range(tl.maximum(full_hi, full_lo), hi, BLOCK_N):
+    for start in range(tl.maximum(tl.maximum(full_hi, full_lo), s_lo), s_hi, BLOCK_N):
         acc, m_i, l_i = _prefill_tile(
             acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
             stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
             BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST)
     l_safe = tl.where(l_i > 0, l_i, 1.0)
     out = acc / l_safe[:, None]
-    tl.store(OUT + rows[:, None] * stride_ot + head * stride_oh + dims[None, :], out.to(OUT.dtype.element_ty),
-             mask=row_ok[:, None] & dim_ok[None, :])
+    tl.store(OUT + split * stride_os + rows[:, None] * stride_ot + head * stride_oh + dims[None, :],
+             out.to(OUT.dtype.element_ty), mask=row_ok[:, None] & dim_ok[None, :])
     lse = (m_i + tl.log2(l_safe)) / 1.4426950408889634
-    tl.store(LSE + rows * stride_lt + head, lse, mask=row_ok)
+    tl.store(LSE + split * stride_ls + rows * stride_lt + head, lse, mask=row_ok)
 
 
 PREFILL_CONFIGS = {  # head_dim bucket -> (BLOCK_M, BLOCK_N, num_warps, num_stages); see BENCHMARKS.md
@@ -164,9 +175,12 @@ def paged_prefill(
     block_m: int | None = None,
     block_n: int | None = None,
     config: tuple[int, int, int, int] | None = None,
+    n_splits: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """q [Tq, H, D] at positions q_offset.. over one sequence's cache (its own keys already
-    written). Returns out [Tq, H, D] (q's dtype) and lse [Tq, H] float32."""
+    written). Returns out [Tq, H, D] (q's dtype) and lse [Tq, H] float32. n_splits: key splits per
+    query tile (None: `prefill_splits`, more than one only for a few query rows over a long
+    context on a GPU, where one program per head would read the whole context alone)."""
     tq, h, d = q.shape
     kvh = k_cache.shape[2]
     bs = k_cache.shape[1]
@@ -179,25 +193,50 @@ def paged_prefill(
     cfg_m, cfg_n, warps, stages = PREFILL_CONFIGS[min(max(block_d, 64), 256)]
     if config is not None:
         cfg_m, cfg_n, warps, stages = config
-    bm = block_m or (16 if interp else cfg_m)
+    # a few query rows: a query tile no taller than they need (tl.dot takes 16 rows at least)
+    bm = block_m or (16 if interp else min(cfg_m, max(16, triton.next_power_of_2(tq))))
     bn = block_n or (16 if interp else cfg_n)
     q = q.contiguous()
     table = block_table.to(torch.int32).contiguous()
-    grid = (triton.cdiv(tq, bm), h)
+    q_tiles = triton.cdiv(tq, bm)
+    seen = min(kv_len, (window or kv_len) + tq)  # keys one query tile may read, at most
+    splits = n_splits if n_splits is not None else prefill_splits(q_tiles * h, seen, bn, q.device)
+    parts_out, parts_lse = out, lse
+    if splits > 1:
+        parts_out = torch.empty((splits, tq, h, d), dtype=torch.float32, device=q.device)
+        parts_lse = torch.empty((splits, tq, h), dtype=torch.float32, device=q.device)
+    grid = (q_tiles, h, splits)
     _prefill_kernel[grid](
-        q, k_cache, v_cache, table, out, lse,
-        q_offset, kv_len, tq, scale, window or 0,
+        q, k_cache, v_cache, table, parts_out, parts_lse,
+        q_offset, kv_len, tq, scale, window or 0, splits,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        out.stride(0), out.stride(1),
-        lse.stride(0),
+        parts_out.stride(-3), parts_out.stride(-2),
+        parts_lse.stride(-2),
+        parts_out.stride(0) if splits > 1 else 0, parts_lse.stride(0) if splits > 1 else 0,
         GROUP=h // kvh, BS=bs, D=d, BLOCK_D=block_d, BLOCK_M=bm, BLOCK_N=bn,
         HAS_WINDOW=window is not None, SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None,
         UPCAST=interp or q.dtype == torch.float32,
         num_warps=warps, num_stages=stages,
     )
+    if splits > 1:  # merge the runs: weights exp(lse_s - lse); an empty run has lse -inf, weight 0
+        lse = torch.logsumexp(parts_lse, dim=0)
+        w = torch.exp(parts_lse - lse[None]).nan_to_num_(0.0)
+        out = (parts_out * w[..., None]).sum(0).to(q.dtype)
     return out, lse
+
+
+def prefill_splits(programs: int, keys: int, block_n: int, device: torch.device) -> int:
+    """Key splits for a prefill launch of `programs` (query tile, head) programs over up to `keys`
+    keys: enough programs to fill the GPU twice over, each run at least 8 tiles of keys; 1 when the
+    launch fills the GPU already or the context is short (a fresh long chunk, the CPU)."""
+    if device.type != "cuda":
+        return 1
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    if programs >= sms:
+        return 1
+    return max(1, min(-(-2 * sms // programs), keys // (8 * block_n), 64))
 
 
 @triton.jit

@@ -63,6 +63,37 @@ def test_prefill_matches_reference(h, kvh, d, bs, tq, q_offset, window, softcap)
     torch.testing.assert_close(lse, r_lse, atol=ATOL, rtol=0)
 
 
+@pytest.mark.parametrize(
+    "h, kvh, d, bs, tq, q_offset, window, softcap, splits",
+    [
+        (4, 1, 64, 8, 3, 90, None, None, 3),  # a question's few rows over a long cached document
+        (4, 2, 64, 4, 20, 70, None, None, 5),  # two query tiles, more splits than some tiles have
+        (2, 2, 80, 8, 9, 60, 24, None, 2),  # a sliding window: the runs start at the window
+        (4, 1, 64, 8, 5, 40, None, 30.0, 7),  # soft-capping; splits past the tiles there are (empty runs)
+    ],
+)
+def test_prefill_split_over_the_keys_matches_reference(h, kvh, d, bs, tq, q_offset, window, softcap, splits):
+    """Key splits (a few rows over a long context) give the one-program result after the merge."""
+    from longdoc_kernels.paged_attention import paged_prefill
+
+    gen = torch.Generator().manual_seed(h * 10 + tq + splits)
+    kv_len = q_offset + tq
+    n_blocks = (kv_len + bs - 1) // bs + 4
+    k_cache, v_cache = make_cache(n_blocks, bs, kvh, d, gen)
+    freed = max(0, q_offset - window) if window else 0
+    table = table_for(kv_len, bs, n_blocks, gen, freed_before=freed)
+    q = torch.randn(tq, h, d, generator=gen)
+    scale = 1 / math.sqrt(d)
+    kw = dict(q_offset=q_offset, kv_len=kv_len, scale=scale, window=window, softcap=softcap)
+    out, lse = paged_prefill(q, k_cache, v_cache, table, n_splits=splits, **kw)
+    one, one_lse = paged_prefill(q, k_cache, v_cache, table, n_splits=1, **kw)
+    r_out, r_lse = ref.paged_prefill(q, k_cache, v_cache, table, **kw)
+    assert torch.isfinite(out).all() and torch.isfinite(lse).all()
+    torch.testing.assert_close(out, r_out, atol=ATOL, rtol=0)
+    torch.testing.assert_close(lse, r_lse, atol=ATOL, rtol=0)
+    torch.testing.assert_close(out, one, atol=ATOL, rtol=0)
+
+
 def test_chunked_prefill_equals_one_shot():
     from longdoc_kernels.paged_attention import paged_prefill
 
