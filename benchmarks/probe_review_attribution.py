@@ -1,8 +1,10 @@
 """Where the review path's time goes on a GPU: `LLMRun.ask_many` over G documents x Q questions
 with the attribution pass, against the same without it, then one profiled group (cProfile, top
-functions by cumulative and own time).
+functions by cumulative and own time). With --steps: one `LLM.generate_shared_batch` of the group
+(the review table's engine call) step by step instead, each engine step timed with a CUDA sync
+around it and described (prefill tokens, decode sequences, whether a CUDA graph replayed).
 
-    python3 benchmarks/probe_review_attribution.py [--model llama8b] [--group 8] [--doc-tokens 8000] [--tiny]
+    python3 benchmarks/probe_review_attribution.py [--steps] [--model llama8b] [--group 8] [--doc-tokens 8000] [--tiny]
 
 Random bf16 weights in the model's real shape (benchmarks/bench_engine_gpu.py's configs), the
 word-level tokenizer of bench_pipeline_batch_gpu.py; documents are sentences of 20 words, so the
@@ -12,6 +14,7 @@ attribution has about doc_tokens / 20 candidate sentences, as a real document wo
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import pstats
 import random
@@ -36,12 +39,13 @@ def main() -> None:
     ap.add_argument("--doc-tokens", type=int, default=8000)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--steps", action="store_true", help="time the shared batch's engine steps instead")
     args = ap.parse_args()
     dev = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"
     if args.tiny:
         args.group, args.doc_tokens, args.max_tokens = 2, 600, 8
     from pipelines.documents import Document
-    from pipelines.llm import EngineSettings, LLMRun, get_engine
+    from pipelines.llm import INSTRUCTIONS, EngineSettings, LLMRun, get_engine
 
     cfg = hf_configs(args.tiny)[args.model]
     rng = random.Random(0)
@@ -59,6 +63,9 @@ def main() -> None:
         save_folder(cfg, folder, dev)
         llm = get_engine(EngineSettings(model=str(folder), device=dev))
         qs = [f"question {k} {words(rng, 12, cfg.vocab_size)}" for k in range(args.questions)]
+        if args.steps:
+            shared_steps(llm, [INSTRUCTIONS + doc(args.doc_tokens) for _ in range(2 * args.group)], qs, args, sync)
+            return
         run = LLMRun("off", engine=llm)
 
         def group() -> list:
@@ -84,6 +91,59 @@ def main() -> None:
         st = pstats.Stats(pr)
         st.sort_stats("cumulative").print_stats(45)
         st.sort_stats("tottime").print_stats(25)
+
+
+def shared_steps(llm, heads: list[str], questions: list[str], args, sync) -> None:
+    """One warm-up shared batch over the first half of `heads`, then one over the second half with
+    every engine step timed and described."""
+    from engine import SamplingParams
+    from pipelines.llm import QUESTION, STOP
+
+    suffixes = [QUESTION.format(question=q) for q in questions]
+    params = SamplingParams(max_tokens=args.max_tokens, stop=list(STOP))
+    half = len(heads) // 2
+    llm.generate_shared_batch([(h, suffixes) for h in heads[:half]], params)  # warm-up
+    core, graphs = llm.core, llm.runner.graphs
+    real_step, real_sched = core.step, core.scheduler.schedule
+    rows: list[dict] = []
+
+    def schedule():
+        out = real_sched()
+        rows.append({"prefill_tokens": sum(n for _, n in out.prefills), "prefills": len(out.prefills),
+                     "decodes": len(out.decodes)})
+        return out
+
+    def step():
+        replays = graphs.replays if graphs is not None else 0
+        sync()
+        t = time.perf_counter()
+        res = real_step()
+        sync()
+        rows[-1]["ms"] = (time.perf_counter() - t) * 1e3
+        rows[-1]["graph"] = (graphs.replays if graphs is not None else 0) > replays
+        return res
+
+    core.step, core.scheduler.schedule = step, schedule
+    try:
+        sync()
+        t0 = time.perf_counter()
+        llm.generate_shared_batch([(h, suffixes) for h in heads[half:]], params)
+        sync()
+        total = time.perf_counter() - t0
+    finally:
+        core.step, core.scheduler.schedule = real_step, real_sched
+    kinds = collections.defaultdict(lambda: [0, 0.0])
+    for r in rows:
+        kind = ("prefill" if r["prefills"] and not r["decodes"] else "mixed" if r["prefills"] else
+                "decode (graph)" if r.get("graph") else "decode (eager)")
+        kinds[kind][0] += 1
+        kinds[kind][1] += r.get("ms", 0.0)
+    print(f"{half} documents x {len(questions)} questions: {total:.2f} s, {len(rows)} steps, "
+          f"{sum(r.get('ms', 0) for r in rows) / 1e3:.2f} s inside steps")
+    for kind, (n, ms) in kinds.items():
+        print(f"  {kind}: {n} steps, {ms / 1e3:.3f} s, {ms / max(n, 1):.1f} ms a step")
+    for r in rows[:12] + [{"...": ""}] + rows[-4:]:
+        print("  ", r)
 
 
 if __name__ == "__main__":
