@@ -562,10 +562,18 @@ def review_input(pipeline: str, inp, questions: list[Question], run, out_path: P
                  limits=None) -> RowResult:
     """compute_row with the input's row file at `out_path` read first (unless `force`) and the new
     row written there atomically."""
-    old = None if force else read_row(out_path)
-    res = compute_row(pipeline, inp, questions, run, old, limits)
-    write_atomic(out_path, res.row.model_dump_json(indent=2) + "\n")
-    return res
+    return review_inputs(pipeline, [(inp, out_path)], questions, run, force=force, limits=limits)[0]
+
+
+def review_inputs(pipeline: str, items: list[tuple[Any, Path]], questions: list[Question], run, *,
+                  force: bool = False, limits=None) -> list[RowResult]:
+    """review_input for several (input, row file) at once: their questions go to the engine
+    together (`compute_rows`), each row written atomically to its file."""
+    entries = [(pipeline, inp, questions, None if force else read_row(path)) for inp, path in items]
+    results = compute_rows(entries, run, limits)
+    for (_, path), res in zip(items, results, strict=True):
+        write_atomic(path, res.row.model_dump_json(indent=2) + "\n")
+    return results
 
 
 # ---------------------------------------------------------------------------------------------

@@ -84,10 +84,16 @@ def build(pipeline: str, folder: Path | None, uploads: list[tuple[str, bytes]], 
     current = st.empty()
     table = st.empty()
 
-    for k, inp in enumerate(inputs):
-        bar = current.progress(0.0, text=f"{inp.input_id}: starting")
+    # inputs in groups whose questions go to the engine together (`longdoc batch --group`'s default
+    # for the device: 8 on a GPU, 1 on the CPU, where the bar then moves per input)
+    size = review.default_group(asking.engine_settings())
+    done = 0
+    for lo in range(0, len(inputs), size):
+        group = inputs[lo:lo + size]
+        name = group[0].input_id if len(group) == 1 else f"inputs {lo + 1}-{lo + len(group)}"
+        bar = current.progress(0.0, text=f"{name}: starting")
 
-        def progress(step: str, p, bar=bar, name=inp.input_id) -> None:
+        def progress(step: str, p, bar=bar, name=name) -> None:
             if p is None:
                 bar.progress(0.0, text=f"{name}: loading the model…")
             elif p is not False:
@@ -96,10 +102,13 @@ def build(pipeline: str, folder: Path | None, uploads: list[tuple[str, bytes]], 
         run = asking.make_run("off", on_progress=progress)
         if run is None:
             return
-        res = review.review_input(pipeline, inp, questions, run, review.row_path(out, pipeline, inp.input_id))
-        state["rows"][inp.input_id] = res.row
-        how = f"{res.computed} computed, {res.reused} reused" if res.row.error is None else "could not be read"
-        overall.progress((k + 1) / len(inputs), text=f"{k + 1} of {len(inputs)} inputs · {inp.input_id}: {how}")
+        results = review.review_inputs(pipeline, [(inp, review.row_path(out, pipeline, inp.input_id)) for inp in group],
+                                       questions, run)
+        for inp, res in zip(group, results, strict=True):
+            state["rows"][inp.input_id] = res.row
+            done += 1
+            how = f"{res.computed} computed, {res.reused} reused" if res.row.error is None else "could not be read"
+            overall.progress(done / len(inputs), text=f"{done} of {len(inputs)} inputs · {inp.input_id}: {how}")
         with table.container():
             _grid(state)
     current.empty()

@@ -113,3 +113,29 @@ def test_an_unpaired_contract_upload_is_named_not_dropped():
     warnings = [w.value for w in at.warning]
     assert any("orphan.v1.txt" in w and "no other version to pair with" in w for w in warnings), warnings
     assert list(at.session_state[review_page.STATE]["inputs"]) == ["deal"]
+
+
+def test_inputs_in_groups_fill_the_same_table(monkeypatch):
+    """With a group of 2 (a GPU's default is 8) the two readable patents' questions go to the engine
+    together and the rows equal those computed one input at a time."""
+    from app.ui import review_page
+    from engine import LLM
+
+    uploads = [(p.name, p.read_text(encoding="utf-8")[:1500].encode("utf-8")) for p in PATENTS]
+    rows = {}
+    for size in (1, 2):
+        calls = []
+        real = LLM.generate_shared_batch
+        monkeypatch.setattr(LLM, "generate_shared_batch",
+                            lambda self, groups, *a, _real=real, _calls=calls, **k: _calls.append(len(groups))
+                            or _real(self, groups, *a, **k))
+        monkeypatch.setitem(review_page.review.DEFAULT_GROUP, "cpu", size)
+        at = AppTest.from_function(_page_script, default_timeout=120)
+        at.session_state[review_page.PENDING] = ("patents", None, uploads, "What is claimed?")
+        at.run()
+        assert not at.exception, at.exception
+        state = at.session_state[review_page.STATE]
+        rows[size] = {k: [(c.answer, c.error) for c in r.cells] for k, r in state["rows"].items()}
+        assert calls == ([1, 1] if size == 1 else [2])
+        monkeypatch.setattr(LLM, "generate_shared_batch", real)
+    assert rows[1] == rows[2] and len(rows[2]) == 2
