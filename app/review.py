@@ -24,7 +24,8 @@ Where it is written (DIR is --out):
   the engine loads the document's KV from disk instead of computing it. Cells whose engine failed
   (no model, cancelled, over budget) are computed again on the next run; an empty answer is kept.
   A cell's `seconds` is the wall time of the engine call that answered it, shared by the questions
-  answered together.
+  answered together: with `--group N` that is every question of the group's inputs, so it is the
+  group's time, not one input's.
 - `DIR/review.json` (the table: header, questions, one row per input with the cells of the asked
   questions), `DIR/review.csv` (the grid: one line per input, the answer text in each question's
   column), `DIR/review-sources.csv` (one line per cell: answer, confidence, what it rests on,
