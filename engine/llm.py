@@ -436,6 +436,7 @@ class LLM:
         generated from; spans then index head + suffix."""
         return self.attribute_many([(prompt, answer, spans)])[0]
 
+    @torch.inference_mode()
     def attribute_many(self, items: Seq[tuple[str | tuple[str, str], Prompt, list[tuple[int, int]]]],
                        batch: int = 64) -> list[AttributionOutput]:
         """`attribute` for several (prompt, answer, spans) at once, in one forward per `batch`

@@ -65,22 +65,35 @@ class Int4Weight:
     """A [out, in] weight as asymmetric int4 in groups of `group` inputs (a bfloat16 scale and zero
     per row and group, `w ~= (q - 8) * scale + zero`, q in 0..15), packed for torch's CPU kernel
     `torch._weight_int4pack_mm_for_cpu` (bfloat16 activations; torchao's tinygemm layout). Half the
-    bytes of Int8Weight, but too coarse to replace it (below): GreedyHead uses it as a filter."""
+    bytes of Int8Weight, but too coarse to replace it (below): GreedyHead uses it as a filter.
+    `w`: float rows, or an Int8Weight (its weights as its kernel multiplies by them: q x the
+    bfloat16 scale). Quantised in runs of `chunk` rows, so no float copy of the whole layer is
+    made. `err_norm[r]`: ||w_r - the int4 row r the kernel multiplies by||."""
 
-    def __init__(self, w: torch.Tensor, group: int = 32) -> None:
-        w = w.detach().float()
+    def __init__(self, w: torch.Tensor | Int8Weight, group: int = 32, chunk: int = 16384) -> None:
         n, k = w.shape
         if k % group:
             raise ValueError(f"int4 groups of {group} do not divide {k} inputs")
-        wg = w.reshape(n, k // group, group)
-        lo, hi = wg.amin(-1), wg.amax(-1)
-        scale = ((hi - lo) / 15.0).clamp(min=1e-12)  # [out, groups]
-        q = torch.round((wg - lo[..., None]) / scale[..., None]).clamp_(0, 15)
-        scale_b, zero_b = scale.to(torch.bfloat16), (lo + 8 * scale).to(torch.bfloat16)
-        self.packed = torch._convert_weight_to_int4pack_for_cpu(q.reshape(n, k).to(torch.int32).contiguous(), 1)
-        self.scale_zeros = torch.stack([scale_b, zero_b], -1).transpose(0, 1).contiguous()  # [groups, out, 2]
-        # the weights the kernel multiplies by (its scales and zeros are bfloat16)
-        self.dequantized = ((q - 8) * scale_b.float()[..., None] + zero_b.float()[..., None]).reshape(n, k)
+        packed, scale_zeros, err = [], [], []
+        for a in range(0, n, chunk):
+            b = min(n, a + chunk)
+            if isinstance(w, Int8Weight):
+                rows = w.q[a:b].float() * w.scale_bf16[a:b].float()[:, None]
+            else:
+                rows = w[a:b].detach().float()
+            wg = rows.reshape(b - a, k // group, group)
+            lo, hi = wg.amin(-1), wg.amax(-1)
+            scale = ((hi - lo) / 15.0).clamp(min=1e-12)  # [rows, groups]
+            q = torch.round((wg - lo[..., None]) / scale[..., None]).clamp_(0, 15)
+            scale_b, zero_b = scale.to(torch.bfloat16), (lo + 8 * scale).to(torch.bfloat16)
+            # the weights the kernel multiplies by (its scales and zeros are bfloat16)
+            deq = (q - 8) * scale_b.float()[..., None] + zero_b.float()[..., None]
+            err.append((wg - deq).reshape(b - a, k).norm(dim=1))
+            packed.append(torch._convert_weight_to_int4pack_for_cpu(q.reshape(b - a, k).to(torch.int32).contiguous(), 1))
+            scale_zeros.append(torch.stack([scale_b, zero_b], -1))  # [rows, groups, 2]
+        self.packed = torch.cat(packed)
+        self.scale_zeros = torch.cat(scale_zeros).transpose(0, 1).contiguous()  # [groups, out, 2]
+        self.err_norm = torch.cat(err)
         self.group = group
         self.shape = (n, k)
 
@@ -116,10 +129,8 @@ class GreedyHead:
 
     def __init__(self, head: Int8Weight, group: int = 32) -> None:
         self.head = head
-        self.int4 = Int4Weight(head.q.float() * head.scale_bf16.float()[:, None], group)
-        w8 = head.q.float() * head.scale_bf16.float()[:, None]
-        self.gap = (w8 - self.int4.dequantized).norm(dim=1)  # [out]
-        del self.int4.dequantized
+        self.int4 = Int4Weight(head, group)
+        self.gap = self.int4.err_norm  # [out]: ||int8 row - int4 row||
         self.last_candidates = 0
 
     @property
