@@ -145,7 +145,8 @@ class GreedyHead:
         best = coarse.argmax(-1)  # [B]
         floor = torch._weight_int8pack_mm(xb, self.head.q[best], self.head.scale_bf16[best]).float()
         floor = floor.diagonal()  # each row's exact logit at its int4 argmax
-        ceiling = coarse + coarse.abs() * _BF16_REL + _SLACK + xb.float().norm(dim=1, keepdim=True) * self.gap
+        gap = xb.float().norm(dim=1, keepdim=True) * self.gap * (1 + _BF16_REL)  # the int8 result's rounding too
+        ceiling = coarse + coarse.abs() * _BF16_REL + _SLACK + gap
         keep = ceiling >= (floor - floor.abs() * _BF16_REL - _SLACK)[:, None]  # [B, V]
         rows = torch.nonzero(keep.any(0)).flatten()  # union over the batch, ascending
         self.last_candidates = int(rows.numel())
