@@ -1,7 +1,8 @@
-"""CPU decode, one sequence: the torch backend's single-query attention as two matrix products
+"""CPU decode: the torch backend's single-query attention as two matrix products
 (`engine.attention.backend._one_query`, the default) against torch's fused SDPA, swapped in and out
-of one loaded engine and interleaved (3 repetitions each), after a 1K and an 8K prompt of contract
-text. The packaged Gemma 3 270M, int8 weights, one thread; median seconds per decode step.
+of one loaded engine and interleaved (3 repetitions each): one sequence after a 1K and an 8K prompt
+of contract text, and 3 sequences (a document's 3 questions) after 2K-token prompts. The packaged
+Gemma 3 270M, int8 weights, one thread; median seconds per decode step.
 
     OMP_NUM_THREADS=1 python benchmarks/probe_cpu_decode_attention.py
 """
@@ -26,8 +27,8 @@ TEXTS = ["en-commonpaper-csa-1.0-to-1.1/v1.txt", "en-commonpaper-dpa-1.0-to-1.1/
          "en-commonpaper-csa-1.0-to-1.1/v2.txt", "en-commonpaper-dpa-1.0-to-1.1/v2.txt"]
 
 
-def sdpa(q, k, v, scale):
-    return F.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=k.shape[1] != q.shape[1])
+def sdpa(q, k, v, scale, mask=None):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1])
 
 
 def main() -> None:
@@ -37,20 +38,23 @@ def main() -> None:
     ways = {"sdpa": sdpa, "two matmuls": backend._one_query}
     res: dict = {}
     try:
-        for n in (1024, 8192):
-            prompt = ids[:n]
-            list(llm.stream([prompt], SamplingParams(max_tokens=2, ignore_eos=True)))  # the prompt cached once
+        cases = {"1 x 1K": [ids[:1024]], "1 x 8K": [ids[:8192]],
+                 "3 x 2K": [ids[:2048] + ids[9000 + 50 * k:9000 + 50 * k + 20] for k in range(3)]}
+        for case, prompts in cases.items():
+            list(llm.stream(prompts, SamplingParams(max_tokens=2, ignore_eos=True)))  # the prompts cached once
             for _ in range(3):
                 for name, fn in ways.items():
                     backend._one_query = fn
-                    stamps = [time.perf_counter() for _ in llm.stream([prompt], SamplingParams(max_tokens=17,
-                                                                                               ignore_eos=True))]
-                    steps = [b - a for a, b in zip(stamps[1:], stamps[2:], strict=False)]
-                    res.setdefault((n, name), []).append(statistics.median(steps))
+                    stamps = [time.perf_counter() for _ in llm.stream(prompts, SamplingParams(max_tokens=17,
+                                                                                              ignore_eos=True))]
+                    # one stamp per token of each sequence, a step's tokens back to back: every n-th stamp
+                    n = len(prompts)
+                    steps = [b - a for a, b in zip(stamps[n::n], stamps[2 * n::n], strict=False)]
+                    res.setdefault((case, name), []).append(statistics.median(steps))
     finally:
         backend._one_query = ways["two matmuls"]
     for (n, name), v in res.items():
-        print(f"{n} tokens, {name}: decode tok/s per repetition {[round(1 / x, 2) for x in v]}")
+        print(f"{n}, {name}: decode steps/s per repetition {[round(1 / x, 2) for x in v]}")
 
 
 if __name__ == "__main__":

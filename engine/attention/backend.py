@@ -113,16 +113,21 @@ def gather_blocks(
     return k, v
 
 
-def _one_query(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """One query row per head over every key, no mask: q [B, H, 1, D], k/v [B, KVH, L, D] ->
-    [B, H, 1, D], as two matrix products per kv head (its query heads stacked as rows). On the CPU
-    torch's fused SDPA is slow for a single query: one thread, 4 heads of 256 over 8,192 keys,
-    6.4 ms against 2.4 ms here, 37.6 against 13.2 ms over 32,768 (BENCHMARKS.md, "CPU decode")."""
+def _one_query(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
+               mask: torch.Tensor | None = None) -> torch.Tensor:
+    """One query row per head and sequence: q [B, H, 1, D], k/v [B, KVH, L, D], mask None or
+    [B, 1, 1, L] (True = allowed; every row allows one key at least) -> [B, H, 1, D], as two matrix
+    products per kv head (its query heads stacked as rows). On the CPU torch's fused SDPA is slow
+    for a single query: one thread, 4 heads of 256 over 8,192 keys, 6.4 ms against 2.4 ms here,
+    37.6 against 13.2 ms over 32,768; 3 sequences over 8,192 keys with a mask 19.3 against 8.5 ms
+    (BENCHMARKS.md, "CPU decode")."""
     b, h, _, d = q.shape
     kvh = k.shape[1]
     qg = q.float().reshape(b, kvh, h // kvh, d)  # head i reads kv head i // (h // kvh); float32 (a no-op in float32)
-    p = torch.softmax(torch.matmul(qg, k.float().transpose(-1, -2)) * scale, dim=-1)  # [B, KVH, G, L]
-    return torch.matmul(p, v.float()).reshape(b, h, 1, d).to(q.dtype)
+    s = torch.matmul(qg, k.float().transpose(-1, -2)) * scale  # [B, KVH, G, L]
+    if mask is not None:
+        s = s.masked_fill(~mask.reshape(b, 1, 1, -1), float("-inf"))
+    return torch.matmul(torch.softmax(s, dim=-1), v.float()).reshape(b, h, 1, d).to(q.dtype)
 
 
 def _explicit(
@@ -293,5 +298,7 @@ class TorchAttentionBackend(AttentionBackend):
         gqa = kh.shape[1] != qh.shape[1]
         if b == 1 and bool(mask.all()):
             mask = None
+        if dev.type == "cpu":
+            return AttentionOutput(_one_query(qh, kh, vh, scale, mask)[:, :, 0])
         out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=scale, enable_gqa=gqa)
         return AttentionOutput(out[:, :, 0])
