@@ -4,8 +4,8 @@ Ray is an optional extra (`pip install 'longdoc[ray]'`); app.batch and the CLI i
 only when Ray is asked for.
 
 - Each task is one input (one pipeline run, or one review row). An actor gets up to `group` inputs
-  at once (`app.batch.group_size`; a review table's rows then share one engine batch). Workers are Ray actors that keep what they load for
-  their whole life: the pipelines (loaded when the actor starts) and, for `--llm`, the engine
+  at once (`app.batch.group_size`; a review table's rows then share one engine batch). Workers are
+  Ray actors that keep what they load for their whole life: the pipelines (loaded when the actor starts) and, for `--llm`, the engine
   (`pipelines.llm.get_engine`, loaded by the first LLM step and kept). `jobs` actors, one CPU each;
   on a cluster with GPUs, a batch that uses the LLM on a GPU gets one actor per GPU (`num_gpus=1`).
 - Actors only compute (`TaskWork.compute`: the pipeline run and its export text). The driver runs
@@ -46,6 +46,7 @@ import ray  # noqa: E402
 from ray.exceptions import RayActorError, RayError, WorkerCrashedError  # noqa: E402
 
 from app.batch import (  # noqa: E402
+    BATCH_WORK,
     GRACE_S,
     Computed,
     Executor,
@@ -53,7 +54,6 @@ from app.batch import (  # noqa: E402
     Task,
     TaskWork,
     _pipeline,
-    compute_task,
     group_size,
 )
 
@@ -129,7 +129,7 @@ class RayExecutor(Executor):
         self.own_ray = False
         self.actors: dict = {}  # actor handle -> info (pid, host, versions)
         self.in_flight: dict = {}  # ObjectRef -> (tasks, actor, attempt, note)
-        self._compute: Callable[[list[Task]], list[Computed]] = TaskWork(compute=compute_task).computed
+        self._compute: Callable[[list[Task]], list[Computed]] = BATCH_WORK.computed
         self._pipelines: list[str] = []
         self._actor_options: dict = {}
         self._info_refs: dict = {}  # actor handle -> ObjectRef of its info()
@@ -160,7 +160,7 @@ class RayExecutor(Executor):
         if self.actors:
             return
         tasks = list(tasks)
-        self._compute = fn.computed if fn is not None else TaskWork(compute=compute_task).computed
+        self._compute = (fn or BATCH_WORK).computed
         self._pipelines = sorted({t.pipeline for t in tasks})
         self._connect()
         gpus = self.num_gpus

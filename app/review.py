@@ -880,11 +880,5 @@ DEFAULT_GROUP = {"cpu": 1, "cuda": 8}
 
 
 def default_group(settings) -> int:
-    """How many review rows a worker computes together on the settings' device (auto: CUDA when
-    torch sees a GPU)."""
-    device = settings.device
-    if device is None:
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return DEFAULT_GROUP.get(str(device).split(":")[0], 1)
+    """How many review rows a worker computes together on the settings' device (EngineSettings)."""
+    return DEFAULT_GROUP.get(settings.device_kind(), 1)

@@ -61,16 +61,20 @@ class EngineSettings:
                      if v is not None})
         return cls(**vals)
 
-    def num_seqs(self) -> int:
-        """max_num_seqs, or the device's default (auto: CUDA when torch sees a GPU)."""
-        if self.max_num_seqs is not None:
-            return self.max_num_seqs
-        device = self.device
-        if device is None:
+    def device_kind(self) -> str:
+        """"cuda" or "cpu" (or another torch device type): the device named, or auto's (CUDA when
+        torch sees a GPU)."""
+        if self.device is None:
             import torch
 
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        return DEFAULT_NUM_SEQS.get(str(device).split(":")[0], DEFAULT_NUM_SEQS["cpu"])
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        return str(self.device).split(":")[0]
+
+    def num_seqs(self) -> int:
+        """max_num_seqs, or the device's default."""
+        if self.max_num_seqs is not None:
+            return self.max_num_seqs
+        return DEFAULT_NUM_SEQS.get(self.device_kind(), DEFAULT_NUM_SEQS["cpu"])
 
     def describe(self) -> str:
         """One line: model, device, dtype, context."""
