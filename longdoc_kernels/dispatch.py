@@ -46,6 +46,15 @@ def paged_prefill(q, k_cache, v_cache, block_table, **kw):
     return fn(q, k_cache, v_cache, block_table, **kw)
 
 
+def paged_prefill_varlen(q, k_cache, v_cache, tables, items, **kw):
+    if use_triton(q.device):
+        from longdoc_kernels.paged_attention import paged_prefill_varlen as fn
+    else:
+        kw.pop("n_splits", None)
+        fn = reference.paged_prefill_varlen
+    return fn(q, k_cache, v_cache, tables, items, **kw)
+
+
 _STATIC_MAX_KV_LEN: list[int] = []
 
 

@@ -84,9 +84,9 @@ def _prefill_tile(
 
 
 @triton.jit
-def _prefill_kernel(
+def _prefill_program(
     Q, K, V, TABLE, OUT, LSE,
-    q_offset, kv_len, n_rows, scale, window, n_splits,
+    q_offset, kv_len, n_rows, row0, head, split, scale, window, n_splits,
     stride_qt, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
@@ -97,15 +97,13 @@ def _prefill_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
 ):
-    """One (query tile, head, key split) program. With n_splits > 1 the key range a query tile sees
-    is cut into n_splits runs of whole tiles, each program writes its run's normalised output and
-    log-sum-exp at OUT + split * stride_os / LSE + split * stride_ls, and the caller merges them (a
-    few query rows over a long context: one program per head would read the whole context alone)."""
-    pid_m = tl.program_id(0)
-    head = tl.program_id(1)
-    split = tl.program_id(2)
+    """The query rows row0..row0+BLOCK_M-1 of one sequence's chunk (Q, OUT and LSE point at the
+    chunk's first row; n_rows rows at positions q_offset..), one head, one key split. With n_splits > 1
+    the key range the query tile sees is cut into n_splits runs of whole tiles, and the program
+    writes its run's normalised output and log-sum-exp at OUT + split * stride_os /
+    LSE + split * stride_ls for the caller to merge."""
     kvh = head // GROUP
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = row0 + tl.arange(0, BLOCK_M)
     row_ok = rows < n_rows
     qpos = q_offset + rows
     dims = tl.arange(0, BLOCK_D)
@@ -116,7 +114,7 @@ def _prefill_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    first_q = q_offset + pid_m * BLOCK_M
+    first_q = q_offset + row0
     last_q = tl.minimum(q_offset + n_rows - 1, first_q + BLOCK_M - 1)
     hi = tl.minimum(last_q + 1, kv_len)
     # tiles wholly visible to every query of the tile need no mask: [full_lo, full_hi)
@@ -152,6 +150,62 @@ def _prefill_kernel(
              out.to(OUT.dtype.element_ty), mask=row_ok[:, None] & dim_ok[None, :])
     lse = (m_i + tl.log2(l_safe)) / 1.4426950408889634
     tl.store(LSE + split * stride_ls + rows * stride_lt + head, lse, mask=row_ok)
+
+
+@triton.jit
+def _prefill_kernel(
+    Q, K, V, TABLE, OUT, LSE,
+    q_offset, kv_len, n_rows, scale, window, n_splits,
+    stride_qt, stride_qh,
+    stride_kb, stride_ks, stride_kh,
+    stride_vb, stride_vs, stride_vh,
+    stride_ot, stride_oh,
+    stride_lt,
+    stride_os, stride_ls,
+    GROUP: tl.constexpr, BS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
+):
+    """One sequence's chunk: program (query tile, head, key split)."""
+    _prefill_program(
+        Q, K, V, TABLE, OUT, LSE,
+        q_offset, kv_len, n_rows, tl.program_id(0) * BLOCK_M, tl.program_id(1), tl.program_id(2), scale, window,
+        n_splits, stride_qt, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
+        stride_ot, stride_oh, stride_lt, stride_os, stride_ls,
+        GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST)
+
+
+@triton.jit
+def _prefill_varlen_kernel(
+    Q, K, V, TABLES, OUT, LSE, ITEMS, TILES,
+    scale, window, n_splits,
+    stride_tb,
+    stride_qt, stride_qh,
+    stride_kb, stride_ks, stride_kh,
+    stride_vb, stride_vs, stride_vh,
+    stride_ot, stride_oh,
+    stride_lt,
+    stride_os, stride_ls,
+    GROUP: tl.constexpr, BS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
+):
+    """Several sequences' chunks in one launch: program (tile, head, key split), where tile t is
+    query tile TILES[t, 1] of chunk TILES[t, 0], and chunk i is ITEMS[i] = (first batch row,
+    rows, q_offset) reading block table row i of TABLES."""
+    t = tl.program_id(0)
+    item = tl.load(TILES + 2 * t)
+    row0 = tl.load(TILES + 2 * t + 1) * BLOCK_M
+    start = tl.load(ITEMS + 3 * item).to(tl.int64)
+    n_rows = tl.load(ITEMS + 3 * item + 1)
+    q_offset = tl.load(ITEMS + 3 * item + 2)
+    _prefill_program(
+        Q + start * stride_qt, K, V, TABLES + item.to(tl.int64) * stride_tb,
+        OUT + start * stride_ot, LSE + start * stride_lt,
+        q_offset, q_offset + n_rows, n_rows, row0, tl.program_id(1), tl.program_id(2), scale, window,
+        n_splits, stride_qt, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
+        stride_ot, stride_oh, stride_lt, stride_os, stride_ls,
+        GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST)
 
 
 PREFILL_CONFIGS = {  # head_dim bucket -> (BLOCK_M, BLOCK_N, num_warps, num_stages); see BENCHMARKS.md
@@ -224,6 +278,82 @@ def paged_prefill(
         lse = torch.logsumexp(parts_lse, dim=0)
         w = torch.exp(parts_lse - lse[None]).nan_to_num_(0.0)
         out = (parts_out * w[..., None]).sum(0).to(q.dtype)
+    return out, lse
+
+
+def paged_prefill_varlen(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    tables: torch.Tensor,
+    items: list[tuple[int, int, int]],
+    *,
+    scale: float,
+    window: int | None = None,
+    softcap: float | None = None,
+    out: torch.Tensor | None = None,
+    lse: torch.Tensor | None = None,
+    n_splits: int | None = None,
+    meta: dict | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Several sequences' prefill chunks in one launch. q [T, H, D] holds the batch's rows; chunk i
+    = items[i] = (first row, rows, q_offset) reads block table row i of tables [n, max_blocks]
+    (-1 padded) and attends over its positions 0..q_offset+rows-1. Writes the chunks' rows of out
+    [T, H, D] and lse [T, H] (allocated when None; other rows are left as they are) and returns
+    both. `meta`: a dict kept by the caller across the layers of one forward, in which the
+    launch's small index tensors are built once. n_splits as in `paged_prefill`."""
+    t, h, d = q.shape
+    kvh = k_cache.shape[2]
+    bs = k_cache.shape[1]
+    out = torch.empty_like(q) if out is None else out
+    lse = torch.empty((t, h), dtype=torch.float32, device=q.device) if lse is None else lse
+    if not any(n for _, n, _ in items):  # (an empty chunk has no tile, and keeps its table row)
+        return out, lse
+    block_d = triton.next_power_of_2(d)
+    interp = _interpreting()
+    cfg_m, cfg_n, warps, stages = PREFILL_CONFIGS[min(max(block_d, 64), 256)]
+    longest = max(n for _, n, _ in items)
+    bm = 16 if interp else min(cfg_m, max(16, triton.next_power_of_2(longest)))
+    bn = 16 if interp else cfg_n
+    meta = {} if meta is None else meta
+    if bm not in meta:
+        tiles = [(i, j) for i, (_, n, _) in enumerate(items) for j in range(triton.cdiv(n, bm))]
+        rows = [r for s0, n, _ in items for r in range(s0, s0 + n)]
+        meta[bm] = (
+            torch.tensor(items, dtype=torch.int32).to(q.device),
+            torch.tensor(tiles, dtype=torch.int32).to(q.device),
+            torch.tensor(rows, dtype=torch.long).to(q.device),
+        )
+    items_t, tiles_t, rows_t = meta[bm]
+    q = q.contiguous()
+    tables = tables.to(torch.int32).contiguous()
+    seen = max(min(off + n, (window or off + n) + n) for _, n, off in items if n)
+    splits = n_splits if n_splits is not None else prefill_splits(tiles_t.shape[0] * h, seen, bn, q.device)
+    parts_out, parts_lse = out, lse
+    if splits > 1:
+        parts_out = torch.empty((splits, t, h, d), dtype=torch.float32, device=q.device)
+        parts_lse = torch.empty((splits, t, h), dtype=torch.float32, device=q.device)
+    _prefill_varlen_kernel[(tiles_t.shape[0], h, splits)](
+        q, k_cache, v_cache, tables, parts_out, parts_lse, items_t, tiles_t,
+        scale, window or 0, splits,
+        tables.stride(0),
+        q.stride(0), q.stride(1),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        parts_out.stride(-3), parts_out.stride(-2),
+        parts_lse.stride(-2),
+        parts_out.stride(0) if splits > 1 else 0, parts_lse.stride(0) if splits > 1 else 0,
+        GROUP=h // kvh, BS=bs, D=d, BLOCK_D=block_d, BLOCK_M=bm, BLOCK_N=bn,
+        HAS_WINDOW=window is not None, SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None,
+        UPCAST=interp or q.dtype == torch.float32,
+        num_warps=warps, num_stages=stages,
+    )
+    if splits > 1:  # merge the runs of the chunks' rows (as in paged_prefill)
+        p_lse = parts_lse[:, rows_t]
+        m = torch.logsumexp(p_lse, dim=0)
+        w = torch.exp(p_lse - m[None]).nan_to_num_(0.0)
+        out[rows_t] = (parts_out[:, rows_t] * w[..., None]).sum(0).to(out.dtype)
+        lse[rows_t] = m
     return out, lse
 
 

@@ -65,6 +65,23 @@ def paged_prefill(
     return attention_rows(q, k, v, qpos, scale, window, softcap)
 
 
+def paged_prefill_varlen(
+    q, k_cache, v_cache, tables, items, *, scale: float, window=None, softcap=None, out=None, lse=None, meta=None,
+):
+    """`paged_prefill` of each chunk (first row, rows, q_offset) of items over block table row i,
+    written into the chunk's rows of out and lse (float32 here; out in q's dtype)."""
+    out = torch.empty_like(q) if out is None else out
+    lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if lse is None else lse
+    for i, (start, n, off) in enumerate(items):
+        if n == 0:
+            continue
+        o, l_ = paged_prefill(q[start : start + n], k_cache, v_cache, tables[i], q_offset=off, kv_len=off + n,
+                              scale=scale, window=window, softcap=softcap)
+        out[start : start + n] = o.to(out.dtype)
+        lse[start : start + n] = l_
+    return out, lse
+
+
 def paged_decode(
     q, k_cache, v_cache, block_tables, kv_lens, *, scale: float, window=None, softcap=None,
     k_cache_int8=None, v_cache_int8=None, k_scale=None, v_scale=None,

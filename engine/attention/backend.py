@@ -84,6 +84,34 @@ class AttentionBackend(ABC):
         """One query per sequence: q [B, heads, head_dim], block_tables [B, max_blocks] (-1 padded),
         kv_lens [B] (including the token being decoded, whose K/V is already in the cache)."""
 
+    def prefill_many(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        tables: torch.Tensor,
+        items: list[tuple[int, int, int]],
+        out: torch.Tensor,
+        lse: torch.Tensor | None,
+        *,
+        scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
+        meta: dict | None = None,
+    ) -> None:
+        """The chunks of several sequences in one call: chunk i = items[i] = (first row of q, rows,
+        q_offset) reads block table row i of tables [n, max_blocks] (-1 padded); its rows of `out`
+        (and of `lse` when given) are written, other rows left alone. No warm entries. `meta`: a dict
+        the caller keeps across the layers of one forward for what a backend derives from `items`.
+        This default runs `prefill` chunk by chunk; the Triton backend runs one launch."""
+        for i, (start, n, off) in enumerate(items):
+            if n:
+                r = self.prefill(q[start : start + n], k_cache, v_cache, tables[i], q_offset=off, kv_len=off + n,
+                                 scale=scale, window=window, softcap=softcap, return_lse=lse is not None)
+                out[start : start + n] = r.out
+                if lse is not None:
+                    lse[start : start + n] = r.lse
+
     def prefill_fresh(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, window: int | None = None,
         softcap: float | None = None,

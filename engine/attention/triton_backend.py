@@ -70,6 +70,15 @@ class TritonAttentionBackend(AttentionBackend):
                                           window=window, softcap=softcap)
         return AttentionOutput(out, lse if return_lse else None)
 
+    def prefill_many(self, q, k_cache, v_cache, tables, items, out, lse, *, scale, window=None, softcap=None,
+                     meta=None):
+        if not dispatch.use_triton(q.device):
+            return super().prefill_many(q, k_cache, v_cache, tables, items, out, lse, scale=scale, window=window,
+                                        softcap=softcap, meta=meta)
+        dispatch.paged_prefill_varlen(q, k_cache, v_cache, tables, items, scale=scale, window=window, softcap=softcap,
+                                      out=out, lse=lse, meta=meta)
+        return None
+
     def decode(self, q, k_cache, v_cache, block_tables, kv_lens, *, scale, window=None, softcap=None, return_lse=False,
                warm: WarmPages | None = None):
         if not dispatch.use_triton(q.device):

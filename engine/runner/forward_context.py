@@ -34,6 +34,7 @@ class PrefillItem:
     length: int
     q_offset: int
     block_tables: list[torch.Tensor]  # one per cache group
+    warm: list[bool] = field(default_factory=list)  # per group: the table has a warm entry (known on the host)
 
 
 @dataclass
@@ -53,6 +54,7 @@ class ForwardContext:
     backend: AttentionBackend
     slot_mappings: list[torch.Tensor]  # per group: slot id of every batch row
     prefills: list[PrefillItem]
+    prefill_tables: list[torch.Tensor] | None = None  # per group: [len(prefills), max_blocks], -1 padded
     decode_start: int = 0  # rows decode_start.. are decode rows, one per sequence
     decode_block_tables: list[torch.Tensor] | None = None  # per group: [B, max_blocks], -1 padded
     decode_kv_lens: torch.Tensor | None = None  # [B]
@@ -61,15 +63,43 @@ class ForwardContext:
     warm_always: bool = False  # decode: hand the backend the warm pages without looking at the tables
     _warm_prefill: dict[tuple[int, int], bool] = field(default_factory=dict, init=False, repr=False)
     _warm_decode: dict[int, bool] = field(default_factory=dict, init=False, repr=False)
+    _many: dict[tuple, object] = field(default_factory=dict, init=False, repr=False)
 
     def _prefill_warm(self, i: int, gi: int, warm: WarmPages | None) -> WarmPages | None:
         """`warm` if prefill item i's table of group gi has a warm entry, else None."""
         if warm is None:
             return None
+        p = self.prefills[i]
+        if p.warm:
+            return warm if p.warm[gi] else None
         key = (i, gi)
         if key not in self._warm_prefill:
-            self._warm_prefill[key] = bool((self.prefills[i].block_tables[gi] <= -2).any())
+            self._warm_prefill[key] = bool((p.block_tables[gi] <= -2).any())
         return warm if self._warm_prefill[key] else None
+
+    def _prefill_many(
+        self, gi: int, which: list[int], q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+        out: torch.Tensor, lse: torch.Tensor | None, scale: float, window: int | None, softcap: float | None,
+    ) -> None:
+        """Prefill items `which` (no warm entries) in one backend call: their block tables as rows
+        of one padded table, and their index tensors built once per forward (kept in `_many`)."""
+        key = tuple(which)
+        if (gi, key) not in self._many:
+            if self.prefill_tables is not None:
+                full = self.prefill_tables[gi]
+                tab = full if len(which) == len(self.prefills) else full[torch.tensor(which, device=full.device)]
+            else:
+                rows = [self.prefills[i].block_tables[gi] for i in which]
+                tab = torch.full((len(rows), max(r.numel() for r in rows)), -1, dtype=torch.long, device=q.device)
+                for j, r in enumerate(rows):
+                    tab[j, : r.numel()] = r
+            self._many[(gi, key)] = tab
+        if key not in self._many:
+            self._many[key] = ([(self.prefills[i].start, self.prefills[i].length, self.prefills[i].q_offset)
+                                for i in which], {})
+        items, meta = self._many[key]
+        self.backend.prefill_many(q, k_cache, v_cache, self._many[(gi, key)], items, out, lse, scale=scale,
+                                  window=window, softcap=softcap, meta=meta)
 
     def _decode(
         self, gi: int, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, warm: WarmPages | None,
@@ -143,6 +173,7 @@ class ForwardContext:
             return self._decode(gi, q, k_cache, v_cache, warm, scale, window, softcap, False).out
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if capture else None
+        together: list[int] = []  # items for one prefill_many call
         for i, p in enumerate(self.prefills):
             rows = slice(p.start, p.start + p.length)
             if p.q_offset == 0 and not capture:
@@ -150,14 +181,20 @@ class ForwardContext:
                 if fresh is not None:
                     out[rows] = fresh
                     continue
+            item_warm = self._prefill_warm(i, gi, warm)
+            if item_warm is None:
+                together.append(i)
+                continue
             r = self.backend.prefill(
                 q[rows], k_cache, v_cache, p.block_tables[gi], q_offset=p.q_offset,
                 kv_len=p.q_offset + p.length, scale=scale, window=window, softcap=softcap, return_lse=capture,
-                warm=self._prefill_warm(i, gi, warm),
+                warm=item_warm,
             )
             out[rows] = r.out
             if capture:
                 lse[rows] = r.lse
+        if together:
+            self._prefill_many(gi, together, q, k_cache, v_cache, out, lse, scale, window, softcap)
         if n_decode:
             r = self._decode(gi, q[self.decode_start :], k_cache, v_cache, warm, scale, window, softcap, capture)
             out[self.decode_start :] = r.out

@@ -57,7 +57,20 @@ class ModelRunner:
             rope_lens += [seq.rope_seq_len] * n
             for g, s in enumerate(self.cache.allocate_slots(seq.tables, start, n)):
                 slots[g].append(s)
-            items[-1].block_tables = [torch.tensor(t, dtype=torch.long, device=dev) for t in seq.tables]
+            items[-1].warm = [any(e <= -2 for e in t) for t in seq.tables]
+        # every prefill chunk's block table of a group as a row of one padded table: one copy to the
+        # device per group, the items' tables are views of it
+        pre_tables = None
+        if prefills:
+            pre_tables = []
+            for g in range(groups):
+                width = max(1, max(len(s.tables[g]) for s, _ in prefills))
+                t = torch.full((len(prefills), width), -1, dtype=torch.long)
+                for i, (s, _) in enumerate(prefills):
+                    t[i, : len(s.tables[g])] = torch.tensor(s.tables[g], dtype=torch.long)
+                pre_tables.append(t.to(dev))
+            for i, (s, _) in enumerate(prefills):
+                items[i].block_tables = [pre_tables[g][i, : len(s.tables[g])] for g in range(groups)]
         decode_start = len(ids)
         for seq in decodes:
             p = seq.num_tokens - 1
@@ -83,6 +96,7 @@ class ModelRunner:
             backend=self.backend,
             slot_mappings=[torch.cat(s).to(dev) for s in slots],
             prefills=items,
+            prefill_tables=pre_tables,
             decode_start=decode_start,
             decode_block_tables=dec_tables,
             decode_kv_lens=dec_lens,

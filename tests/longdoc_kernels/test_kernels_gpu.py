@@ -46,6 +46,29 @@ def test_prefill_real_shapes(h, kvh, d, t, q_offset, window):
     assert float((lse - r_lse).abs().max()) < 2e-2
 
 
+@pytest.mark.parametrize("h, kvh, d, window", [(32, 8, 128, None), (4, 1, 256, None), (4, 1, 256, 512)])
+def test_prefill_varlen_real_shapes(h, kvh, d, window):
+    """40 questions' chunks (17 to 300 rows) over 8K-token cached documents in one launch, and 3 in a
+    launch that splits the keys, against the float32 reference chunk by chunk."""
+    from longdoc_kernels.paged_attention import paged_prefill_varlen
+
+    gen = torch.Generator(device=DEV).manual_seed(3)
+    bs, ctx = 16, 8192
+    for n_items in (40, 3):
+        lens = torch.randint(17, 301, (n_items,), generator=gen, device=DEV).tolist()
+        k, v, table = paged(ctx + 320, bs, kvh, d, torch.bfloat16, gen, n_seqs=n_items)
+        items, start = [], 0
+        for i, n in enumerate(lens):
+            items.append((start, n, ctx + (i % 7)))
+            start += n
+        q = torch.randn(start, h, d, generator=gen, device=DEV).to(torch.bfloat16)
+        out, lse = paged_prefill_varlen(q, k, v, table, items, scale=d**-0.5, window=window)
+        r_out, r_lse = ref.paged_prefill_varlen(q.float(), k, v, table, items, scale=d**-0.5, window=window,
+                                                out=torch.empty(q.shape, device=DEV))
+        assert rel(out, r_out) < 1e-2, n_items
+        assert float((lse - r_lse).abs().max()) < 2e-2, n_items
+
+
 @pytest.mark.parametrize("int8", [False, True])
 @pytest.mark.parametrize("h, kvh, d", [(32, 8, 128), (4, 1, 256)])
 def test_decode_ragged_batch(int8, h, kvh, d):

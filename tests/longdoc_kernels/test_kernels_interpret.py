@@ -94,6 +94,63 @@ def test_prefill_split_over_the_keys_matches_reference(h, kvh, d, bs, tq, q_offs
     torch.testing.assert_close(out, one, atol=ATOL, rtol=0)
 
 
+@pytest.mark.parametrize(
+    "kvh, window, softcap, splits",
+    [
+        (1, None, None, 1),  # MQA, one program per (tile, head)
+        (2, None, None, 3),  # GQA, key splits merged over the chunks' rows
+        (2, 12, None, 2),  # a sliding window over freed blocks
+        (1, None, 30.0, 1),  # soft-capping
+    ],
+)
+def test_prefill_varlen_matches_reference(kvh, window, softcap, splits):
+    """Several sequences' chunks in one launch: a question's few rows over a long cached prefix, a
+    first chunk, a chunk of two query tiles, an empty chunk; each chunk equals its own reference,
+    rows outside the chunks are left as they were."""
+    from longdoc_kernels.paged_attention import paged_prefill_varlen
+
+    h, d, bs, n_blocks = 4, 64, 8, 64
+    gen = torch.Generator().manual_seed(kvh * 31 + splits + (window or 0))
+    k_cache, v_cache = make_cache(n_blocks, bs, kvh, d, gen)
+    # (rows, q_offset) per chunk; a padding row between chunks 1 and 2 belongs to no chunk
+    chunks = [(3, 90), (11, 0), (20, 37), (0, 12), (5, 0)]
+    items, tables, start = [], [], 0
+    perm = torch.randperm(n_blocks, generator=gen).to(torch.int32)
+    used = 0
+    width = max((off + n + bs - 1) // bs for n, off in chunks)
+    for i, (n, off) in enumerate(chunks):
+        kv_len = off + n
+        nb = (kv_len + bs - 1) // bs
+        row = torch.full((width,), -1, dtype=torch.int32)
+        row[:nb] = perm[used : used + nb] if used + nb <= n_blocks else torch.randperm(n_blocks, generator=gen)[:nb]
+        used += nb
+        if window:
+            for j in range(nb):
+                if (j + 1) * bs <= max(0, off - window):
+                    row[j] = -1
+        tables.append(row)
+        items.append((start, n, off))
+        start += n + (1 if i == 1 else 0)
+    tables = torch.stack(tables)
+    q = torch.randn(start, h, d, generator=gen)
+    scale = 1 / math.sqrt(d)
+    out = torch.full_like(q, 7.0)
+    lse = torch.full((start, h), 7.0)
+    paged_prefill_varlen(q, k_cache, v_cache, tables, items, scale=scale, window=window, softcap=softcap,
+                         out=out, lse=lse, n_splits=splits)
+    r_out, r_lse = ref.paged_prefill_varlen(q, k_cache, v_cache, tables, items, scale=scale, window=window,
+                                            softcap=softcap, out=torch.full_like(q, 7.0), lse=torch.full((start, h), 7.0))
+    torch.testing.assert_close(out, r_out, atol=ATOL, rtol=0)
+    torch.testing.assert_close(lse, r_lse, atol=ATOL, rtol=0)
+    pad = items[1][0] + items[1][1]
+    assert (out[pad] == 7.0).all() and (lse[pad] == 7.0).all()
+    for (s0, n, off), row in zip(items, tables):  # each chunk as its own one-sequence launch
+        if n:
+            one, one_lse = ref.paged_prefill(q[s0 : s0 + n], k_cache, v_cache, row, q_offset=off, kv_len=off + n,
+                                             scale=scale, window=window, softcap=softcap)
+            torch.testing.assert_close(out[s0 : s0 + n], one, atol=ATOL, rtol=0)
+
+
 def test_chunked_prefill_equals_one_shot():
     from longdoc_kernels.paged_attention import paged_prefill
 

@@ -58,6 +58,24 @@ def test_prefill_reads_the_last_blocks_of_a_large_pool():
     torch.testing.assert_close(lse, r_lse, atol=ATOL, rtol=0)
 
 
+def test_varlen_prefill_reads_the_last_blocks_of_a_large_pool():
+    """The several-chunk prefill launch addresses the pool's last blocks (two chunks after cached
+    prefixes over them, with different tables)."""
+    from longdoc_kernels.paged_attention import paged_prefill_varlen
+
+    gen = torch.Generator().manual_seed(2)
+    k, v = big_pool(torch.float32)
+    ids = last_blocks(6)
+    fill(k, v, ids, gen)
+    tables = torch.tensor([ids, ids[::-1]], dtype=torch.int32)
+    items = [(0, 3, 6 * BS - 3), (3, 5, 4 * BS)]
+    q = torch.randn(8, H, D, generator=gen)
+    out, lse = paged_prefill_varlen(q, k, v, tables, items, scale=D**-0.5)
+    r_out, r_lse = ref.paged_prefill_varlen(q, k, v, tables, items, scale=D**-0.5)
+    torch.testing.assert_close(out, r_out, atol=ATOL, rtol=0)
+    torch.testing.assert_close(lse, r_lse, atol=ATOL, rtol=0)
+
+
 @pytest.mark.parametrize("int8", [False, True])
 def test_decode_reads_the_last_blocks_of_a_large_pool(int8):
     from longdoc_kernels.paged_attention import paged_decode

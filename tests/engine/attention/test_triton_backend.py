@@ -91,3 +91,37 @@ def test_prefill_fresh_routing():
     layers = cfg.num_layers
     assert calls and max(calls) <= 16
     assert len(calls) == layers * (len(prompts) + 1)
+
+
+def test_several_chunks_in_one_prefill_launch(monkeypatch):
+    """A step that prefills several sequences' chunks after a cached prefix (questions over a shared
+    document) runs them as one varlen launch per layer on the Triton backend, with the tokens and
+    logits of the torch backend's chunk-by-chunk prefill (Gemma: sliding-window and global layers)."""
+    from engine.config import CacheConfig, SchedulerConfig
+    from engine.core.sampling import SamplingParams
+    from engine.model.loader.random_weights import hf_to_engine_config, llm_from_model, random_model
+    from longdoc_kernels import dispatch
+    from tests.engine.tiny_models import tiny_hf_config
+
+    launches: list[int] = []
+    real = dispatch.paged_prefill_varlen
+
+    def counted(q, k_cache, v_cache, tables, items, **kw):
+        launches.append(len(items))
+        return real(q, k_cache, v_cache, tables, items, **kw)
+
+    monkeypatch.setattr(dispatch, "paged_prefill_varlen", counted)
+    cfg = hf_to_engine_config(tiny_hf_config("gemma3"))
+    model = random_model(cfg, torch.device("cpu"), torch.float32, seed=5)
+    cache = CacheConfig(block_size=4, memory_budget=32 * 2**20)
+    sched = SchedulerConfig(max_num_seqs=4, max_prefill_chunk=64)
+    gen = torch.Generator().manual_seed(1)
+    head = torch.randint(3, cfg.vocab_size, (24,), generator=gen).tolist()
+    tails = [torch.randint(3, cfg.vocab_size, (n,), generator=gen).tolist() for n in (5, 9, 3)]
+    params = SamplingParams(max_tokens=3, ignore_eos=True)
+    outs = {}
+    for tag, be in (("triton", TritonAttentionBackend()), ("ref", TorchAttentionBackend())):
+        llm = llm_from_model(model, cfg, device="cpu", dtype=torch.float32, backend=be, cache=cache, scheduler=sched)
+        outs[tag] = [o.token_ids for o in llm.generate_shared(head, tails, params)]
+    assert outs["triton"] == outs["ref"]
+    assert launches and max(launches) == len(tails)  # the three questions' chunks in one launch per layer
