@@ -4,7 +4,7 @@ functions by cumulative and own time). With --steps: one `LLM.generate_shared_ba
 (the review table's engine call) step by step instead, each engine step timed with a CUDA sync
 around it and described (prefill tokens, decode sequences, whether a CUDA graph replayed).
 
-    python3 benchmarks/probe_review_attribution.py [--steps] [--model llama8b] [--group 8] [--doc-tokens 8000] [--tiny]
+    python3 benchmarks/probe_review_attribution.py [--steps [--per-chunk]] [--model llama8b] [--group 8] [--doc-tokens 8000] [--tiny]
 
 Random bf16 weights in the model's real shape (benchmarks/bench_engine_gpu.py's configs), the
 word-level tokenizer of bench_pipeline_batch_gpu.py; documents are sentences of 20 words, so the
@@ -40,6 +40,9 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--steps", action="store_true", help="time the shared batch's engine steps instead")
+    ap.add_argument("--per-chunk", action="store_true",
+                    help="with --steps: first a group whose several-chunk prefill steps run chunk by chunk (the "
+                         "backend's default prefill_many, as before the varlen launch), then the default")
     args = ap.parse_args()
     dev = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"
     if args.tiny:
@@ -64,7 +67,9 @@ def main() -> None:
         llm = get_engine(EngineSettings(model=str(folder), device=dev))
         qs = [f"question {k} {words(rng, 12, cfg.vocab_size)}" for k in range(args.questions)]
         if args.steps:
-            shared_steps(llm, [INSTRUCTIONS + doc(args.doc_tokens) for _ in range(2 * args.group)], qs, args, sync)
+            modes = ["per-chunk", "default"] if args.per_chunk else ["default"]
+            heads = [INSTRUCTIONS + doc(args.doc_tokens) for _ in range((1 + len(modes)) * args.group)]
+            shared_steps(llm, heads, qs, args, sync, modes)
             return
         run = LLMRun("off", engine=llm)
 
@@ -93,16 +98,30 @@ def main() -> None:
         st.sort_stats("tottime").print_stats(25)
 
 
-def shared_steps(llm, heads: list[str], questions: list[str], args, sync) -> None:
-    """One warm-up shared batch over the first half of `heads`, then one over the second half with
-    every engine step timed and described."""
+def shared_steps(llm, heads: list[str], questions: list[str], args, sync, modes: list[str]) -> None:
+    """One warm-up shared batch over the first group of `heads`, then one per mode over the next
+    groups with every engine step timed and described. Mode "per-chunk": the attention backend's
+    several-chunk prefill runs chunk by chunk (`AttentionBackend.prefill_many`, the base class's)."""
     from engine import SamplingParams
+    from engine.attention.backend import AttentionBackend
     from pipelines.llm import QUESTION, STOP
 
     suffixes = [QUESTION.format(question=q) for q in questions]
     params = SamplingParams(max_tokens=args.max_tokens, stop=list(STOP))
-    half = len(heads) // 2
-    llm.generate_shared_batch([(h, suffixes) for h in heads[:half]], params)  # warm-up
+    g = len(heads) // (1 + len(modes))
+    llm.generate_shared_batch([(h, suffixes) for h in heads[:g]], params)  # warm-up
+    for k, mode in enumerate(modes):
+        backend = llm.runner.backend
+        if mode == "per-chunk":
+            backend.prefill_many = AttentionBackend.prefill_many.__get__(backend)
+        try:
+            print(f"== {mode}")
+            _timed_batch(llm, heads[(k + 1) * g : (k + 2) * g], suffixes, params, sync)
+        finally:
+            backend.__dict__.pop("prefill_many", None)
+
+
+def _timed_batch(llm, heads: list[str], suffixes: list[str], params, sync) -> None:
     core, graphs = llm.core, llm.runner.graphs
     real_step, real_sched = core.step, core.scheduler.schedule
     rows: list[dict] = []
@@ -127,7 +146,7 @@ def shared_steps(llm, heads: list[str], questions: list[str], args, sync) -> Non
     try:
         sync()
         t0 = time.perf_counter()
-        llm.generate_shared_batch([(h, suffixes) for h in heads[half:]], params)
+        llm.generate_shared_batch([(h, suffixes) for h in heads], params)
         sync()
         total = time.perf_counter() - t0
     finally:
@@ -138,7 +157,7 @@ def shared_steps(llm, heads: list[str], questions: list[str], args, sync) -> Non
                 "decode (graph)" if r.get("graph") else "decode (eager)")
         kinds[kind][0] += 1
         kinds[kind][1] += r.get("ms", 0.0)
-    print(f"{half} documents x {len(questions)} questions: {total:.2f} s, {len(rows)} steps, "
+    print(f"{len(heads)} documents x {len(suffixes)} questions: {total:.2f} s, {len(rows)} steps, "
           f"{sum(r.get('ms', 0) for r in rows) / 1e3:.2f} s inside steps")
     for kind, (n, ms) in kinds.items():
         print(f"  {kind}: {n} steps, {ms / 1e3:.3f} s, {ms / max(n, 1):.1f} ms a step")
