@@ -27,13 +27,18 @@ class LoadConfig:
     bfloat16 on CUDA, float32 on CPU). cuda_graphs: replay decode steps from CUDA graphs (None: on
     where they can run; engine/runner/cuda_graph.py). weights: "int8" (CPU: weight-only int8
     linears, output layer and embeddings, engine/model/quant.py), "float" (every weight in `dtype`:
-    the reference), or None: int8 for the packaged default model on the CPU when `dtype` is None, float otherwise."""
+    the reference), or None: int8 for the packaged default model on the CPU when `dtype` is None, float otherwise.
+    tensor_parallel_size: ranks the model is split over (engine/parallel: one process per rank,
+    one GPU each on CUDA, gloo on the CPU). tp_check: compare the ranks' block tables and sequence
+    lengths after every step (a mismatch raises TensorParallelError)."""
 
     model: str | Path | None = None
     device: str | torch.device | None = None
     dtype: str | torch.dtype | None = None
     cuda_graphs: bool | None = None
     weights: str | None = None
+    tensor_parallel_size: int = 1
+    tp_check: bool = False
 
 
 @dataclass(frozen=True)

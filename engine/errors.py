@@ -29,3 +29,8 @@ class CacheDirError(EngineError):
 
 class RequestCancelled(EngineError):
     """The caller's progress callback asked to stop (e.g. during a document's prefill)."""
+
+
+class TensorParallelError(EngineError):
+    """A tensor-parallel engine cannot go on: a rank exited, or the ranks' block tables or sequence
+    lengths diverged (the consistency check)."""

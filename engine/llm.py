@@ -141,6 +141,7 @@ class LLM:
         cuda_graphs: bool | None = None,
         scheduler: SchedulerConfig | None = None,
         config: EngineConfig | None = None,
+        tensor_parallel_size: int | None = None,
     ) -> None:
         from engine.kv.block_hash import model_fingerprint, weights_digest
         from engine.model.loader import load_model
@@ -150,8 +151,11 @@ class LLM:
             sched = scheduler or SchedulerConfig()
             if max_model_len is not None:
                 sched = dataclasses.replace(sched, max_model_len=max_model_len)
-            config = EngineConfig(LoadConfig(model, device, dtype, cuda_graphs), cache or CacheConfig(), sched)
-        elif any(x is not None for x in (model, device, dtype, cache, max_model_len, cuda_graphs, scheduler)):
+            config = EngineConfig(LoadConfig(model, device, dtype, cuda_graphs,
+                                             tensor_parallel_size=tensor_parallel_size or 1),
+                                  cache or CacheConfig(), sched)
+        elif any(x is not None for x in (model, device, dtype, cache, max_model_len, cuda_graphs, scheduler,
+                                         tensor_parallel_size)):
             raise EngineError("pass either config=EngineConfig(...) or the separate settings, not both")
         load = config.load
         if config.cache.disk_cache_dir:  # before minutes of loading: a cache path that is a file
@@ -164,20 +168,61 @@ class LLM:
         from engine.model.quant import default_weights
 
         self.weights = default_weights(load.weights, self.device, load.model is None, load.dtype is not None)
-        self.model, self.config, self.tokenizer = load_model(self.model_path, self.device, self.dtype, self.weights)
+        world = load.tensor_parallel_size
+        self.tp = None
+        if world < 1:
+            raise EngineError(f"tensor_parallel_size must be at least 1, not {world}")
+        if world > 1:
+            self._check_tp(config, world)
+            from engine.parallel import runner as tp_runner
+
+            config = dataclasses.replace(config, load=dataclasses.replace(load, cuda_graphs=False))
+            self.model, self.config, self.tokenizer, self.tp, workers = tp_runner.start(
+                self.model_path, self.device, self.dtype, self.weights, world, load.tp_check)
+            if self.device.type == "cuda":
+                self.device = tp_runner.rank_device(self.device, 0)
+        else:
+            self.model, self.config, self.tokenizer = load_model(self.model_path, self.device, self.dtype, self.weights)
         self.max_model_len = config.scheduler.max_model_len or self.config.max_position_embeddings
         chunk = resolve_prefill_chunk(config.scheduler, config.cache, self.config, self.device,
                                       torch.tensor([], dtype=self.dtype).element_size())
         self.engine_config = dataclasses.replace(config, scheduler=dataclasses.replace(
             config.scheduler, max_model_len=self.max_model_len, max_prefill_chunk=chunk))
-        self.kv = PagedKVCache(self.config, self.cache_config, self.device, self.dtype, self.scheduler_config)
+        self.kv = PagedKVCache(self.model.config, self.cache_config, self.device, self.dtype, self.scheduler_config)
+        runner = None
+        if self.tp is not None:
+            tp_runner.finish(self.tp, self.cache_config, self.kv.budget_bytes, self.scheduler_config)
         self.backend = backend or default_backend(self.device)
         self.fingerprint = model_fingerprint(self.config, weights_digest(self.model_path),
                                              str(self.dtype) + ("" if self.weights == "float" else f"/{self.weights}"))
         self.output = OutputProcessor(self.tokenizer, self.config.eos_token_ids, self.max_model_len)
+        if self.tp is not None:
+            runner = tp_runner.TPModelRunner(self.model, self.kv, self.backend, self.device, tp=self.tp,
+                                             workers=workers, check=load.tp_check)
         self.core = EngineCore(self.model, self.kv, self.backend, self.device, self.engine_config,
-                               self.fingerprint, self.output)
+                               self.fingerprint, self.output, runner=runner)
         self.fallbacks = 0  # requests served through a fallback strategy (generate_long)
+
+    @staticmethod
+    def _check_tp(config: EngineConfig, world: int) -> None:
+        """What a tensor-parallel engine does not do yet, refused before anything loads."""
+        if config.cache.host_cache_bytes or config.cache.disk_cache_dir:
+            raise EngineError("the cold KV tier (host_cache_bytes, disk_cache_dir) is not supported with "
+                              f"tensor_parallel_size={world} yet")
+        dev = resolve_device(config.load.device)
+        if dev.type == "cuda" and torch.cuda.device_count() < world:
+            raise EngineError(f"tensor_parallel_size={world} needs {world} GPUs; {torch.cuda.device_count()} visible")
+
+    def close(self) -> None:
+        """Stop a tensor-parallel engine's worker ranks (a no-op for one rank); the LLM is unusable after."""
+        if self.tp is not None:
+            self.core.runner.close()
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ configuration and the core's parts
     @property

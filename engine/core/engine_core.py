@@ -70,10 +70,12 @@ class EngineCore:
     """The step loop over one model and its caches (see the module docstring).
 
     config: the engine's, resolved (its scheduler part's max_model_len set). fingerprint: the
-    model's, for the prefix and document caches."""
+    model's, for the prefix and document caches. runner: the model runner (None: a ModelRunner
+    over model, kv and backend)."""
 
     def __init__(self, model: CausalLM, kv: PagedKVCache, backend: AttentionBackend, device: torch.device,
-                 config: EngineConfig, fingerprint: str, output: OutputProcessor) -> None:
+                 config: EngineConfig, fingerprint: str, output: OutputProcessor,
+                 runner: ModelRunner | None = None) -> None:
         self.model, self.kv, self.device = model, kv, device
         self.config = config
         self.max_model_len = config.scheduler.max_model_len
@@ -81,7 +83,8 @@ class EngineCore:
         cache = config.cache
         self.output = output
         self.prefix = PrefixCache(kv, fingerprint, chunk, cold=make_cold_tier(cache, device))
-        self.runner = ModelRunner(model, kv, backend, device, on_computed=self.prefix.register)
+        self.runner = runner or ModelRunner(model, kv, backend, device)  # (a tensor-parallel rank 0's, engine/parallel)
+        self.runner.on_computed = self.prefix.register
         attach_graphs(self.runner, config.load.cuda_graphs)
         self._ids = itertools.count()
         self.documents = DocumentCache(kv, self.runner, fingerprint, chunk, self.prefix.cold,

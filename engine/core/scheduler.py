@@ -332,11 +332,11 @@ class Scheduler:
         for gi, (g, t) in enumerate(zip(self.kv.groups, seq.tables, strict=True)):
             hot = [(j, b) for j, b in enumerate(t) if b >= 0]
             if hot:  # to pinned host memory on the copy stream (engine/kv/tier_copy.py)
-                k, v = self.kv.copier.gather([g.k, g.v], 1, [b for _, b in hot])
-                saved["hot"].append((gi, [j for j, _ in hot], k, v))
+                saved["hot"].append((gi, [j for j, _ in hot], self.kv.save_blocks(gi, "hot", [b for _, b in hot])))
             warm = [(j, b) for j, b in enumerate(t) if b <= -2]
             if warm:
-                saved["warm"].append((gi, [j for j, _ in warm], self.kv.save_warm(gi, [-b - 2 for _, b in warm])))
+                saved["warm"].append((gi, [j for j, _ in warm],
+                                      self.kv.save_blocks(gi, "warm", [-b - 2 for _, b in warm])))
         self.kv.free(seq.tables)
         if self.prefix is not None:
             self.prefix.release(seq)
@@ -349,16 +349,14 @@ class Scheduler:
     def _swap_in(self, seq: Sequence) -> None:
         saved = seq.swapped
         tables = [[-1] * len(t) for t in saved["tables"]]
-        for gi, cols, k, v in saved["hot"]:
-            g = self.kv.groups[gi]
-            blocks = [g.allocator.allocate() for _ in cols]
-            self.kv.copier.scatter([g.k, g.v], 1, blocks, [k, v])
-            for j, b in zip(cols, blocks, strict=True):
+        for gi, cols, payload in saved["hot"]:
+            for j, b in zip(cols, self.kv.load_blocks(gi, "hot", payload), strict=True):
                 tables[gi][j] = b
         for gi, cols, payload in saved["warm"]:
-            for j, w in zip(cols, self.kv.load_warm(gi, payload), strict=True):
+            for j, w in zip(cols, self.kv.load_blocks(gi, "warm", payload), strict=True):
                 tables[gi][j] = -w - 2
         seq.tables = tables
+        saved["hot"], saved["warm"] = [], []  # loaded: nothing left to drop
         self._release_swap(seq)
         if self.prefix is not None:
             self.prefix.registered[seq.seq_id] = seq.num_cached // self.kv.block_size
@@ -366,6 +364,7 @@ class Scheduler:
 
     def _release_swap(self, seq: Sequence) -> None:
         if seq.swapped is not None:
+            self.kv.drop_saved([p["handle"] for part in ("hot", "warm") for *_, p in seq.swapped.get(part, [])])
             self.swap_bytes -= seq.swapped.get("bytes", 0)
             seq.swapped = None
 

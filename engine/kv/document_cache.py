@@ -137,6 +137,8 @@ class DocumentCache:
         on_chunk(tokens done, tokens total): called after every prefill chunk of the computation
         (once with (n, n) when the KV was loaded); returning True stops it: the blocks are freed,
         nothing is stored, and RequestCancelled is raised."""
+        if self.kv.ops is not None:  # its reads and writes of the pools are not replayed on the other ranks
+            raise EngineError("document reuse (stored document KV) is not supported with tensor_parallel_size > 1 yet")
         if self.runner.dynamic_rope:
             raise EngineError("document reuse needs a RoPE linear in the position; this model uses dynamic NTK scaling")
         if not ids:

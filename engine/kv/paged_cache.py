@@ -82,6 +82,8 @@ class PagedKVCache(WarmTier):
             budget_bytes = int(budget * free_memory_bytes(device))
         else:
             budget_bytes = int(budget)
+        self.budget_bytes = budget_bytes  # resolved: tensor-parallel ranks size their pools from rank 0's
+        self.ops: list[tuple] | None = None  # rank 0 of a tensor-parallel engine: recorded KV data operations
         # Sliding pools first: their need per sequence is bounded, so give them room for as many
         # sequences as may run (but at most half the budget); the global pool takes the rest.
         sliding_seq = sum(b for b, w in zip(group_bytes, windows, strict=True) if w is not None)

@@ -165,7 +165,7 @@ class WarmTier:
         `demote_watermark` (and not `force`), only the oldest blocks whose release brings the
         group's hot pool down to the watermark move. No-op without a warm pool."""
         moved = 0
-        for g, table in zip(self.groups, tables, strict=True):
+        for gi, (g, table) in enumerate(zip(self.groups, tables, strict=True)):
             if g.warm is None:
                 continue
             blocks = self.demotable(table, num_tokens)[: g.warm.allocator.num_free]
@@ -180,21 +180,8 @@ class WarmTier:
                 blocks = picked
             if not blocks:
                 continue
-            wp = g.warm
-            warm_ids = [wp.allocator.allocate() for _ in blocks]
-            dev = g.k.device
-            hot = torch.tensor([table[b] for b in blocks], dtype=torch.long, device=dev)
-            dst = torch.tensor(warm_ids, dtype=torch.long, device=dev)
-            nl = len(g.layers)
-            for src, q_pool, s_pool in ((g.k, wp.kq, wp.ks), (g.v, wp.vq, wp.vs)):
-                x = src.index_select(1, hot).flatten(0, 1)  # [layers * n, bs, kvh, d]
-                q, sc = dispatch.quantize_blocks(x)
-                q = q.view(nl, len(blocks), *q.shape[1:])
-                q_pool.index_copy_(1, dst, q)
-                s_pool.index_copy_(1, dst, sc.view(nl, len(blocks), -1))
-                if src is g.k:
-                    wp.kmin.index_copy_(1, dst, q.amin(dim=2))
-                    wp.kmax.index_copy_(1, dst, q.amax(dim=2))
+            warm_ids = [g.warm.allocator.allocate() for _ in blocks]
+            self.demote_copy(gi, [table[b] for b in blocks], warm_ids)
             for b, w in zip(blocks, warm_ids, strict=True):
                 g.allocator.decref(table[b])
                 table[b] = warm_entry(w)
@@ -202,18 +189,89 @@ class WarmTier:
         return moved
 
 
-    # --- swap (scheduler preemption) -------------------------------------------------------------
-    def save_warm(self, gi: int, warm_ids: list[int]) -> dict[str, torch.Tensor]:
-        """Host copies of warm blocks `warm_ids` of group gi (INT8 pages, scales, key summaries),
-        which are then freed by the caller's `free`."""
-        wp = self.groups[gi].warm
-        names = ("kq", "vq", "ks", "vs", "kmin", "kmax")
-        return dict(zip(names, self.copier.gather([getattr(wp, n) for n in names], 1, warm_ids), strict=True))
+    def demote_copy(self, gi: int, hot_ids: list[int], warm_ids: list[int]) -> None:
+        """The data half of `demote`: quantise hot blocks `hot_ids` of group gi into warm blocks
+        `warm_ids` (a KV data operation: recorded for the other tensor-parallel ranks)."""
+        self._record(("demote", gi, hot_ids, warm_ids))
+        g = self.groups[gi]
+        wp = g.warm
+        dev = g.k.device
+        hot = torch.tensor(hot_ids, dtype=torch.long, device=dev)
+        dst = torch.tensor(warm_ids, dtype=torch.long, device=dev)
+        nl, n = len(g.layers), len(hot_ids)
+        for src, q_pool, s_pool in ((g.k, wp.kq, wp.ks), (g.v, wp.vq, wp.vs)):
+            x = src.index_select(1, hot).flatten(0, 1)  # [layers * n, bs, kvh, d]
+            q, sc = dispatch.quantize_blocks(x)
+            q = q.view(nl, n, *q.shape[1:])
+            q_pool.index_copy_(1, dst, q)
+            s_pool.index_copy_(1, dst, sc.view(nl, n, -1))
+            if src is g.k:
+                wp.kmin.index_copy_(1, dst, q.amin(dim=2))
+                wp.kmax.index_copy_(1, dst, q.amax(dim=2))
 
-    def load_warm(self, gi: int, saved: dict[str, torch.Tensor]) -> list[int]:
-        """Copy saved warm blocks back into newly allocated warm blocks; return their ids."""
-        wp = self.groups[gi].warm
-        n = saved["kq"].shape[1]
-        ids = [wp.allocator.allocate() for _ in range(n)]
-        self.copier.scatter([getattr(wp, name) for name in saved], 1, ids, list(saved.values()))
+    # --- swap (scheduler preemption) -------------------------------------------------------------
+    # Each save returns {"handle": h, "data": host tensors}; the tensor-parallel ranks keep their own
+    # shard's copy under the same handle (engine/parallel), which load and `drop_saved` name.
+    WARM_NAMES = ("kq", "vq", "ks", "vs", "kmin", "kmax")
+
+    def _pools(self, gi: int, kind: str) -> list[torch.Tensor]:
+        g = self.groups[gi]
+        return [g.k, g.v] if kind == "hot" else [getattr(g.warm, n) for n in self.WARM_NAMES]
+
+    def save_blocks(self, gi: int, kind: str, ids: list[int]) -> dict:
+        """Host copies of blocks `ids` of group gi's "hot" pool (K, V) or "warm" pool (INT8 pages,
+        scales, key summaries), which the caller then frees."""
+        handle = self._new_handle()
+        self._record(("save", gi, kind, ids, handle))
+        return {"handle": handle, "data": self.copier.gather(self._pools(gi, kind), 1, ids)}
+
+    def load_blocks(self, gi: int, kind: str, saved: dict) -> list[int]:
+        """Copy saved blocks back into newly allocated blocks of the same pool; return their ids."""
+        g = self.groups[gi]
+        alloc = g.allocator if kind == "hot" else g.warm.allocator
+        ids = [alloc.allocate() for _ in range(saved["data"][0].shape[1])]
+        self._record(("load", gi, kind, ids, saved["handle"]))
+        self.copier.scatter(self._pools(gi, kind), 1, ids, saved["data"])
         return ids
+
+    def drop_saved(self, handles: list[int]) -> None:
+        """Saved copies that will not be loaded back (an aborted swapped-out request)."""
+        if handles:
+            self._record(("drop", handles))
+
+    # --- KV data operations, for tensor parallelism ----------------------------------------------
+    def _new_handle(self) -> int:
+        self._handles = getattr(self, "_handles", 0) + 1
+        return self._handles
+
+    def _record(self, op: tuple) -> None:
+        """Rank 0 of a tensor-parallel engine records every operation on the pools' data outside
+        the forward (`ops` is a list there, None elsewhere); the other ranks replay them in order
+        on their shards before the next step (`apply_ops`)."""
+        ops = getattr(self, "ops", None)
+        if ops is not None:
+            ops.append(op)
+
+    def take_ops(self) -> list[tuple]:
+        """The operations recorded since the last call (and a fresh list for the next ones)."""
+        ops, self.ops = self.ops, []
+        return ops
+
+    def apply_ops(self, ops: list[tuple], host: dict[int, list[torch.Tensor]]) -> None:
+        """Replay rank 0's recorded operations on this rank's shard; `host` holds this rank's saved
+        copies by handle."""
+        for op in ops:
+            name = op[0]
+            if name == "demote":
+                self.demote_copy(*op[1:])
+            elif name == "save":
+                _, gi, kind, ids, handle = op
+                host[handle] = self.copier.gather(self._pools(gi, kind), 1, ids)
+            elif name == "load":
+                _, gi, kind, ids, handle = op
+                self.copier.scatter(self._pools(gi, kind), 1, ids, host.pop(handle))
+            elif name == "drop":
+                for h in op[1]:
+                    host.pop(h, None)
+            else:
+                raise ValueError(f"unknown KV operation {name!r}")

@@ -41,6 +41,10 @@ class CausalLM(nn.Module):
         self.qembed: Int8Weight | None = None  # int8 embedding table (and tied output layer), quantize_embeddings()
         self.qhead: Int8Weight | None = None  # int8 output layer
         self.greedy_head: GreedyHead | None = None  # exact argmax of qhead at about half the bytes (CPU)
+        # tensor parallelism (engine/parallel): this rank's TPGroup; embed_tokens / lm_head then hold
+        # rows vocab_lo..vocab_lo+config.vocab_size of the full vocabulary (config is the rank's)
+        self.tp = None
+        self.vocab_lo = 0
         self.ropes: list[RotaryEmbedding] = []
         self.layer_rope: list[int] = []
 
@@ -74,10 +78,7 @@ class CausalLM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
         """Hidden states [T, hidden] after the final norm, for the flat batch `input_ids` [T]."""
-        if self.qembed is not None:
-            x = self.qembed.rows(input_ids, self.model.norm.weight.dtype)
-        else:
-            x = self.model.embed_tokens(input_ids)
+        x = self.embed(input_ids)
         if self.config.embed_scale is not None:
             x = x * torch.tensor(self.config.embed_scale, dtype=x.dtype)
         tables = [r.cos_sin(positions, x.dtype, ctx.rope_seq_lens) for r in self.ropes]
@@ -86,17 +87,39 @@ class CausalLM(nn.Module):
             x = layer(x, cos, sin, ctx)
         return self.model.norm(x)
 
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Embedding rows of `input_ids` (unscaled). Tensor-parallel: each rank looks up the ids of
+        its vocabulary slice (zeros for the others) and an all-reduce sums the ranks' rows."""
+        ids = input_ids
+        if self.tp is not None:
+            local = ids - self.vocab_lo
+            mine = (local >= 0) & (local < self.config.vocab_size)
+            ids = torch.where(mine, local, torch.zeros_like(local))
+        if self.qembed is not None:
+            x = self.qembed.rows(ids, self.model.norm.weight.dtype)
+        else:
+            x = self.model.embed_tokens(ids)
+        if self.tp is not None:
+            x = self.tp.all_reduce(x * mine.unsqueeze(-1).to(x.dtype))
+        return x
+
     def greedy(self, hidden: torch.Tensor) -> list[int] | None:
         """The argmax token of each row of hidden [N, hidden] (what `logits` then argmax gives), or
         None when this model has no GreedyHead (float or GPU weights) or soft-caps its logits (a
         saturated cap can tie logits that differ, and torch.argmax then picks the lower index)."""
-        if self.greedy_head is None or self.config.final_softcap is not None:
+        if self.greedy_head is None or self.config.final_softcap is not None or self.tp is not None:
             return None
         return self.greedy_head.argmax(hidden)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Vocabulary logits (float32) of hidden rows [N, hidden]."""
+        """Vocabulary logits (float32) of hidden rows [N, hidden]. Tensor-parallel: rank 0 first
+        calls the other ranks in (they run this too, on the same rows), each computes its vocabulary
+        slice and an all-gather joins them."""
+        if self.tp is not None:
+            self.tp.call_in("logits", hidden)
         logits = linear(hidden, self.qhead if self.qhead is not None else self.lm_head_weight)
+        if self.tp is not None:
+            logits = self.tp.gather_vocab(logits)
         cap = self.config.final_softcap
         if cap is not None:
             logits = torch.tanh(logits / cap) * cap

@@ -75,7 +75,7 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(h, f, bias=False)
         self.down_proj = nn.Linear(f, h, bias=False)
         self.gelu = config.hidden_act.startswith("gelu")
-
+        self.tp = None  # tensor parallelism (engine/parallel): this rank's rows of gate/up, columns of down
         self.gate_up: torch.Tensor | Int8Weight | None = None  # [2F, H]: gate and up rows, set by fuse()
 
     def fuse(self) -> None:
@@ -91,13 +91,15 @@ class MLP(nn.Module):
         if self.gate_up is not None and _fused_path(x):  # act(gate) * up in one launch, same roundings
             from longdoc_kernels import dispatch
 
-            return self.down_proj(dispatch.act_mul(F.linear(x, self.gate_up), self.gelu))
-        if self.gate_up is not None:
-            g, u = linear(x, self.gate_up).chunk(2, dim=-1)
+            out = self.down_proj(dispatch.act_mul(F.linear(x, self.gate_up), self.gelu))
         else:
-            g, u = self.gate_proj(x), self.up_proj(x)
-        g = F.gelu(g, approximate="tanh") if self.gelu else F.silu(g)
-        return self.down_proj(g * u)
+            if self.gate_up is not None:
+                g, u = linear(x, self.gate_up).chunk(2, dim=-1)
+            else:
+                g, u = self.gate_proj(x), self.up_proj(x)
+            g = F.gelu(g, approximate="tanh") if self.gelu else F.silu(g)
+            out = self.down_proj(g * u)
+        return self.tp.all_reduce(out) if self.tp is not None else out  # the row-parallel down's partial sums
 
 
 class Attention(nn.Module):
@@ -116,6 +118,7 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(h, self.num_kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=False)
         self.qkv: tuple[torch.Tensor | Int8Weight, torch.Tensor | None] | None = None  # set by fuse()
+        self.tp = None  # tensor parallelism (engine/parallel): this rank's heads, its columns of o_proj
         self.qk_norm = config.qk_norm
         if config.qk_norm:
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, config.gemma_norm)
@@ -153,7 +156,8 @@ class Attention(nn.Module):
         else:
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             out = ctx.attend(self.layer, self.window, self.scale, self.softcap, q, k, v)
-        return self.o_proj(out.reshape(t, self.num_heads * self.head_dim))
+        out = self.o_proj(out.reshape(t, self.num_heads * self.head_dim))
+        return self.tp.all_reduce(out) if self.tp is not None else out  # the row-parallel o_proj's partial sums
 
 
 class DecoderLayer(nn.Module):

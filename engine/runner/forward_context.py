@@ -38,6 +38,26 @@ class PrefillItem:
 
 
 @dataclass
+class StepInputs:
+    """One forward's batch as host data (`ModelRunner.prepare`): what `ModelRunner.execute` copies
+    to the device, and what a tensor-parallel driver broadcasts to the other ranks. prefills: per
+    chunk (first batch row, length, q_offset, per group whether its table has a warm entry, per
+    group its table's width in `prefill_tables`)."""
+
+    ids: torch.Tensor  # [T] token ids, prefill chunks first, then one row per decoding sequence
+    positions: torch.Tensor  # [T]
+    rope_seq_lens: torch.Tensor | None  # [T], dynamic NTK RoPE only
+    slot_mappings: list[torch.Tensor]  # per group: [T] slot ids
+    prefills: list[tuple[int, int, int, list[bool], list[int]]]
+    prefill_tables: list[torch.Tensor] | None  # per group: [len(prefills), max_blocks], -1 padded
+    decode_start: int
+    decode_tables: list[torch.Tensor] | None  # per group: [B, max_blocks], -1 padded
+    decode_lens: torch.Tensor | None  # [B]
+    bucket: int | None  # the decode rows' context bucket (engine/runner/cuda_graph.len_bucket)
+    seq_ids: list[int] = field(default_factory=list)  # the sequences of the rows (prefills, then decodes)
+
+
+@dataclass
 class Capture:
     """Attribution: keep q and the log-sum-exp of rows `rows` (batch rows: a slice, or a tensor of
     row indices on the device when several sequences' rows are kept) at layers `layers`."""

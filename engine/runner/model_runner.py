@@ -13,7 +13,7 @@ from engine.core.sequence import Sequence
 from engine.kv.paged_cache import PagedKVCache
 from engine.model.decoder import CausalLM
 from engine.runner.cuda_graph import len_bucket
-from engine.runner.forward_context import Capture, ForwardContext, PrefillItem
+from engine.runner.forward_context import Capture, ForwardContext, PrefillItem, StepInputs
 from longdoc_kernels import dispatch
 
 
@@ -41,23 +41,30 @@ class ModelRunner:
             if hidden is not None:
                 return hidden
         # --- end of hook
-        dev = self.device
+        hidden = self.execute(self.prepare(prefills, decodes), capture)
+        self.advance(prefills, decodes)
+        return hidden
+
+    def prepare(self, prefills: list[tuple[Sequence, int]], decodes: list[Sequence]) -> StepInputs:
+        """The step as data on the host: token ids, positions, slot mappings (allocating the blocks
+        the new tokens need), block tables and lengths. What `execute` runs, and what a tensor-
+        parallel driver sends to the other ranks (engine/parallel)."""
         ids: list[int] = []
         pos: list[int] = []
         rope_lens: list[int] = []
         groups = len(self.cache.groups)
         slots: list[list[torch.Tensor]] = [[] for _ in range(groups)]
-        items: list[PrefillItem] = []
+        items: list[tuple[int, int, int, list[bool], list[int]]] = []
         for seq, n in prefills:
             start = seq.num_cached
             toks = seq.all_ids[start : start + n]
-            items.append(PrefillItem(len(ids), n, start, []))
+            row = len(ids)
             ids += toks
             pos += range(start, start + n)
             rope_lens += [seq.rope_seq_len] * n
             for g, s in enumerate(self.cache.allocate_slots(seq.tables, start, n)):
                 slots[g].append(s)
-            items[-1].warm = [any(e <= -2 for e in t) for t in seq.tables]
+            items.append((row, n, start, [any(e <= -2 for e in t) for t in seq.tables], [len(t) for t in seq.tables]))
         # every prefill chunk's block table of a group as a row of one padded table: one copy to the
         # device per group, the items' tables are views of it
         pre_tables = None
@@ -68,9 +75,7 @@ class ModelRunner:
                 t = torch.full((len(prefills), width), -1, dtype=torch.long)
                 for i, (s, _) in enumerate(prefills):
                     t[i, : len(s.tables[g])] = torch.tensor(s.tables[g], dtype=torch.long)
-                pre_tables.append(t.to(dev))
-            for i, (s, _) in enumerate(prefills):
-                items[i].block_tables = [pre_tables[g][i, : len(s.tables[g])] for g in range(groups)]
+                pre_tables.append(t)
         decode_start = len(ids)
         for seq in decodes:
             p = seq.num_tokens - 1
@@ -89,34 +94,58 @@ class ModelRunner:
                 t = torch.full((len(decodes), width), -1, dtype=torch.long)
                 for i, s in enumerate(decodes):
                     t[i, : len(s.tables[g])] = torch.tensor(s.tables[g], dtype=torch.long)
-                dec_tables.append(t.to(dev))
-            dec_lens = torch.tensor([s.num_tokens for s in decodes], dtype=torch.long, device=dev)
-        ctx = ForwardContext(
-            cache=self.cache,
-            backend=self.backend,
-            slot_mappings=[torch.cat(s).to(dev) for s in slots],
-            prefills=items,
-            prefill_tables=pre_tables,
-            decode_start=decode_start,
-            decode_block_tables=dec_tables,
-            decode_kv_lens=dec_lens,
-            rope_seq_lens=torch.tensor(rope_lens, device=dev) if self.dynamic_rope else None,
-            capture=capture,
-        )
+                dec_tables.append(t)
+            dec_lens = torch.tensor([s.num_tokens for s in decodes], dtype=torch.long)
         # decode launches are sized for the step's context bucket, as a graph replay's are: an eager
         # step and a replay of the same sequences run the same context splits (the same rounding),
         # and the eager step reads no sequence length back from the device
         bucket = len_bucket(max(s.num_tokens for s in decodes), self.cache.max_model_len) if decodes else None
-        with dispatch.static_max_kv_len(bucket) if bucket else contextlib.nullcontext():
-            hidden = self.model(
-                torch.tensor(ids, dtype=torch.long, device=dev), torch.tensor(pos, dtype=torch.long, device=dev), ctx
-            )
+        return StepInputs(
+            ids=torch.tensor(ids, dtype=torch.long),
+            positions=torch.tensor(pos, dtype=torch.long),
+            rope_seq_lens=torch.tensor(rope_lens) if self.dynamic_rope else None,
+            slot_mappings=[torch.cat(s) for s in slots],
+            prefills=items,
+            prefill_tables=pre_tables,
+            decode_start=decode_start,
+            decode_tables=dec_tables,
+            decode_lens=dec_lens,
+            bucket=bucket,
+            seq_ids=[s.seq_id for s, _ in prefills] + [s.seq_id for s in decodes],
+        )
+
+    @torch.inference_mode()
+    def execute(self, step: StepInputs, capture: Capture | None = None) -> torch.Tensor:
+        """Run a prepared step on this runner's model and cache: copy its host data to the device
+        (one copy per tensor), build the ForwardContext, return the hidden states [T, hidden]."""
+        dev = self.device
+        pre_tables = [t.to(dev) for t in step.prefill_tables] if step.prefill_tables is not None else None
+        items = []
+        for i, (row, n, start, warm, widths) in enumerate(step.prefills):  # tables: views of the padded rows
+            tables = [pre_tables[g][i, :w] for g, w in enumerate(widths)] if pre_tables is not None else []
+            items.append(PrefillItem(row, n, start, tables, list(warm)))
+        ctx = ForwardContext(
+            cache=self.cache,
+            backend=self.backend,
+            slot_mappings=[s.to(dev) for s in step.slot_mappings],
+            prefills=items,
+            prefill_tables=pre_tables,
+            decode_start=step.decode_start,
+            decode_block_tables=[t.to(dev) for t in step.decode_tables] if step.decode_tables is not None else None,
+            decode_kv_lens=step.decode_lens.to(dev) if step.decode_lens is not None else None,
+            rope_seq_lens=step.rope_seq_lens.to(dev) if step.rope_seq_lens is not None else None,
+            capture=capture,
+        )
+        with dispatch.static_max_kv_len(step.bucket) if step.bucket else contextlib.nullcontext():
+            return self.model(step.ids.to(dev), step.positions.to(dev), ctx)
+
+    def advance(self, prefills: list[tuple[Sequence, int]], decodes: list[Sequence]) -> None:
+        """After a forward: the sequences' new tokens are cached; then `after_forward`."""
         for seq, n in prefills:
             seq.num_cached += n
         for seq in decodes:
             seq.num_cached += 1
         self.after_forward([s for s, _ in prefills] + list(decodes))
-        return hidden
 
     def after_forward(self, seqs: list[Sequence]) -> None:
         """Tell the prefix cache which blocks are complete (`on_computed`), then free the blocks

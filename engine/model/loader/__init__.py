@@ -8,6 +8,7 @@ the metadata, so a caller can check before paying for the weights.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -46,11 +47,14 @@ def build_model(config: ModelConfig, weights: dict[str, torch.Tensor], device: t
 
 
 def load_model(
-    path: str | Path, device: torch.device, dtype: torch.dtype, weights: str = "float"
+    path: str | Path, device: torch.device, dtype: torch.dtype, weights: str = "float",
+    shard: Callable[[ModelConfig, dict[str, torch.Tensor]], tuple[ModelConfig, dict[str, torch.Tensor]]] | None = None,
 ) -> tuple[CausalLM, ModelConfig, Tokenizer | None]:
     """weights: "float" (every weight in `dtype`) or "int8" (CPU: weight-only int8 linears, output
     layer and embedding table, engine/model/quant.py; the float weights are read, then requantised
-    per output row)."""
+    per output row). shard: (full config, tensors) -> (this rank's config, its tensors), applied
+    before the model is built (tensor parallelism, engine/parallel); the model then has the rank's
+    config and the returned config is still the full model's."""
     path = Path(path).expanduser()
     if path.is_dir():
         from engine.model.loader.hf_folder import load_hf_folder
@@ -62,7 +66,10 @@ def load_model(
         config, tensors, tok = load_gguf(path, dtype)
     else:
         raise ModelLoadError(f"model not found: {path}")
-    model = build_model(config, tensors, device)
+    model_config = config
+    if shard is not None:
+        model_config, tensors = shard(config, tensors)
+    model = build_model(model_config, tensors, device)
     del tensors
     if weights == "int8":
         if device.type != "cpu":
