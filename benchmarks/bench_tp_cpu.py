@@ -33,7 +33,7 @@ def one(model, world: int, prompt: list[int], prompt2: list[int], new: int, thre
         t = time.perf_counter()
         out = llm.generate([prompt2], SamplingParams(max_tokens=new, ignore_eos=True))[0]
         total = time.perf_counter() - t
-        ttft = out.metrics.ttft
+        ttft = out.metrics["ttft_s"]
         decode = total - ttft
         comm = (tp.comm_s - c0) if tp else 0.0
         return {
