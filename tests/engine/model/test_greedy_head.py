@@ -33,6 +33,23 @@ def test_argmax_equals_the_int8_product_and_rows_compute_alike():
         assert greedy.argmax(x[k:k + 1]) == [int(full[k].argmax())]
 
 
+def test_too_many_candidates_take_the_whole_product(monkeypatch):
+    """A flat distribution (every row a candidate): the whole int8 product, the same argmax."""
+    from engine.model import quant
+
+    gen = torch.Generator().manual_seed(1)
+    w = torch.randn(4096, 256, generator=gen) * 0.05
+    head = Int8Weight(w)
+    greedy = GreedyHead(head)
+    x = torch.randn(3, 256, generator=gen) * 1e-3  # logits all near 0: nothing is ruled out
+    full = head.matmul(x).float().argmax(-1).tolist()
+    calls = []
+    real = torch._weight_int8pack_mm
+    monkeypatch.setattr(torch, "_weight_int8pack_mm", lambda a, q, s: calls.append(q is head.q) or real(a, q, s))
+    assert greedy.argmax(x) == full
+    assert greedy.last_candidates * quant.FULL_HEAD_SHARE > w.shape[0] and calls[-1]  # the layer itself, no gather
+
+
 def test_greedy_generation_is_unchanged_on_the_packaged_model():
     from engine import LLM, SamplingParams
 
