@@ -528,12 +528,15 @@ class LLM:
 
     def _attribute_runs(self, part: list, runs: list, layers: list[int]) -> list[AttributionOutput]:
         try:
-            return [attribute_spans(attention_mass(self.config, self.kv, seq.tables, caps, layers, len(ids), len(a_ids)),
+            return [attribute_spans(attention_mass(self.config, self.kv, seq.tables, caps, layers, len(ids), len(a_ids),
+                                                   tp=self.tp),
                                     offsets, spans, a_ids, layers)
                     for (ids, offsets, a_ids, spans), (seq, _, caps) in zip(part, runs, strict=True)]
         finally:
             for seq, _, _ in runs:
                 self.core.free(seq)
+            if self.tp is not None:
+                self.core.runner.forget_captures()
 
     # ------------------------------------------------------------------ requests that do not fit
     def generate_long(self, request: LongRequest | str | list[int], params: SamplingParams | None = None,

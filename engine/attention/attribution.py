@@ -40,11 +40,15 @@ class AttributionOutput:
 
 
 def attention_mass(config: ModelConfig, kv: PagedKVCache, tables: list[list[int]], captures: list[Capture],
-                   layers: list[int], prompt_len: int, answer_len: int) -> torch.Tensor:
+                   layers: list[int], prompt_len: int, answer_len: int, tp=None) -> torch.Tensor:
     """[answer tokens, prompt tokens] attention probability of each answer token's predicting
     position on each prompt token, mean over heads and `layers`; K read from the cache through the
     sequence's block `tables`, queries and log-sum-exps from `captures` (in prefill order). Summed
-    on the device, read back once."""
+    on the device, read back once. tp: a tensor-parallel group (engine/parallel): rank 0 calls the
+    other ranks in, every rank sums its own heads' probabilities, an all-reduce adds the ranks'."""
+    if tp is not None:
+        tp.call_in("mass", tables, [c.origin for c in captures], layers, prompt_len, answer_len)
+    heads = 0
     acc = None
     table_of: dict[int, torch.Tensor] = {}  # per cache group, on the device: one copy, not one per layer
     for layer in layers:
@@ -65,11 +69,15 @@ def attention_mass(config: ModelConfig, kv: PagedKVCache, tables: list[list[int]
             cap = config.attn_softcap
             scores = torch.tanh(scores / cap) * cap
         probs = torch.exp(scores - lse.float()[..., None])  # [A, H, P]
-        m = probs.mean(1)
+        m = probs.sum(1)
+        heads = h
         acc = m if acc is None else acc + m
     if acc is None:
         return torch.zeros(answer_len, prompt_len)
-    return (acc / len(layers)).cpu()
+    if tp is not None:
+        acc = tp.all_reduce(acc.contiguous())
+        heads *= tp.world
+    return (acc / (heads * len(layers))).cpu()
 
 
 def attribute_spans(token_mass: torch.Tensor, offsets: list[tuple[int, int]], spans: list[tuple[int, int]],

@@ -242,7 +242,8 @@ class EngineCore:
                         m = b - a
                         captures[k].append(Capture(capture_layers, slice(0, m),
                                                    {layer: q[at:at + m] for layer, q in cap.q.items()},
-                                                   {layer: x[at:at + m] for layer, x in cap.lse.items()}))
+                                                   {layer: x[at:at + m] for layer, x in cap.lse.items()},
+                                                   origin=(cap.forward_id, at, m) if cap.forward_id is not None else None))
                         at += m
         except BaseException:
             for seq in seqs:

@@ -25,7 +25,7 @@ import torch
 
 from engine.config import CacheConfig, SchedulerConfig
 from engine.core.sequence import Sequence
-from engine.errors import EngineError, TensorParallelError
+from engine.errors import TensorParallelError
 from engine.parallel.group import TPGroup, free_port, step_digest
 from engine.parallel.shard import check_splittable, local_config, shard_tensors, vocab_bounds
 from engine.runner.forward_context import Capture, StepInputs
@@ -76,29 +76,58 @@ class TPModelRunner(ModelRunner):
         self.tp, self.workers, self.check = tp, workers, check
         self.cache.ops = []
         self.closed = False
+        self.forward_ids = 0
 
-    def send(self, msg: tuple) -> None:
-        if self.closed:
-            raise TensorParallelError("this tensor-parallel engine is closed")
+    def forget_captures(self) -> None:
+        """The other ranks drop the attribution captures they keep (rank 0's are gone)."""
+        self.send(("forget",))
+
+    def check_alive(self) -> None:
         dead = [(r + 1, p) for r, p in enumerate(self.workers) if not p.is_alive()]
         if dead:
             r, p = dead[0]
             raise TensorParallelError(f"tensor-parallel rank {r} (pid {p.pid}) exited with code {p.exitcode}")
-        self.tp.send(msg)
+
+    def send(self, msg: tuple) -> None:
+        if self.closed:
+            raise TensorParallelError("this tensor-parallel engine is closed")
+        self.check_alive()
+        try:
+            self.tp.send(msg)
+        except RuntimeError as exc:  # a rank died during the broadcast: say which
+            self._lost(exc)
+            raise
+
+    def _lost(self, exc: BaseException) -> None:
+        """After a collective failed: a TensorParallelError naming the rank that exited, if one did."""
+        for p in self.workers:
+            p.join(timeout=2)
+        try:
+            self.check_alive()
+        except TensorParallelError as err:
+            raise err from exc
 
     @torch.inference_mode()
     def forward(self, prefills: list[tuple[Sequence, int]], decodes: list[Sequence],
                 capture: Capture | None = None) -> torch.Tensor:
-        if capture is not None:
-            raise EngineError("attention attribution is not supported with tensor_parallel_size > 1 yet")
         step = self.prepare(prefills, decodes)
-        self.send(("step", self.cache.take_ops(), step))
-        hidden = self.execute(step)
-        if self.check:
-            seqs = [s for s, _ in prefills] + list(decodes)
-            lengths = [s.num_cached + n for s, n in prefills] + [s.num_tokens for s in decodes]
-            self.tp.verify(step_digest([s.seq_id for s in seqs], lengths,
-                                       [[list(s.tables[g]) for s in seqs] for g in range(len(self.cache.groups))]))
+        spec = None
+        if capture is not None:  # every rank captures its own heads' queries, kept by forward id
+            self.forward_ids += 1
+            capture.forward_id = self.forward_ids
+            rows = capture.rows.cpu() if isinstance(capture.rows, torch.Tensor) else capture.rows
+            spec = (self.forward_ids, sorted(capture.layers), rows)
+        self.send(("step", self.cache.take_ops(), step, spec))
+        try:
+            hidden = self.execute(step, capture)
+            if self.check:
+                seqs = [s for s, _ in prefills] + list(decodes)
+                lengths = [s.num_cached + n for s, n in prefills] + [s.num_tokens for s in decodes]
+                self.tp.verify(step_digest([s.seq_id for s in seqs], lengths,
+                                           [[list(s.tables[g]) for s in seqs] for g in range(len(self.cache.groups))]))
+        except RuntimeError as exc:  # a collective failed: a rank that exited is named
+            self._lost(exc)
+            raise
         self.advance(prefills, decodes)
         return hidden
 
@@ -153,6 +182,7 @@ class WorkerSpec:
 def worker_main(rank: int, spec: WorkerSpec) -> None:
     """A worker rank's life: load the shard, build the pools rank 0 sized, then run rank 0's
     messages until "stop". An exception ends the process (rank 0 sees it exit)."""
+    from engine.attention.attribution import attention_mass
     from engine.attention.triton_backend import default_backend
     from engine.kv.paged_cache import PagedKVCache
 
@@ -167,6 +197,7 @@ def worker_main(rank: int, spec: WorkerSpec) -> None:
         kv = PagedKVCache(model.config, cache, device, dtype, sched)
         runner = ModelRunner(model, kv, default_backend(device), device)
         host: dict[int, list[torch.Tensor]] = {}
+        captures: dict[int, Capture] = {}  # attribution captures of this rank's heads, by rank 0's forward id
         fault = os.environ.get("LONGDOC_TP_FAULT", "")  # tests: "rank:step" alters that step's tables
         with torch.inference_mode():
             while True:
@@ -174,9 +205,14 @@ def worker_main(rank: int, spec: WorkerSpec) -> None:
                 if msg[0] == "stop":
                     break
                 if msg[0] == "step":
-                    _, ops, step = msg
+                    _, ops, step, cap_spec = msg
                     kv.apply_ops(ops, host)
-                    runner.execute(step)
+                    cap = None
+                    if cap_spec is not None:
+                        fid, layers, rows = cap_spec
+                        cap = Capture(set(layers), rows.to(device) if isinstance(rows, torch.Tensor) else rows)
+                        captures[fid] = cap
+                    runner.execute(step, cap)
                     if spec.check:
                         if fault == f"{rank}:{tp.steps + 1}":
                             step = dataclasses.replace(step, decode_lens=step.decode_lens + 1
@@ -185,6 +221,13 @@ def worker_main(rank: int, spec: WorkerSpec) -> None:
                         tp.verify(executed_digest(step, len(kv.groups)))
                 elif msg[0] == "logits":
                     model.logits(msg[1].to(device))
+                elif msg[0] == "mass":  # rank 0's attention_mass over the same captures, this rank's heads
+                    _, tables, origins, layers, prompt_len, answer_len = msg
+                    caps = [Capture(set(layers), slice(0, m), {x: captures[f].q[x][at:at + m] for x in layers},
+                                    {x: captures[f].lse[x][at:at + m] for x in layers}) for f, at, m in origins]
+                    attention_mass(model.config, kv, tables, caps, layers, prompt_len, answer_len, tp=tp)
+                elif msg[0] == "forget":
+                    captures.clear()
                 else:
                     raise TensorParallelError(f"rank {rank}: unknown message {msg[0]!r}")
     finally:

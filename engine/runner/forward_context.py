@@ -66,6 +66,10 @@ class Capture:
     rows: slice | torch.Tensor
     q: dict[int, torch.Tensor] = field(default_factory=dict)
     lse: dict[int, torch.Tensor] = field(default_factory=dict)
+    # tensor parallelism: (forward id, first row, rows) of the forward's capture this one is a slice
+    # of; the other ranks keep their own heads' captures by forward id (engine/parallel/runner.py)
+    origin: tuple[int, int, int] | None = None
+    forward_id: int | None = None  # set by a tensor-parallel runner on the capture of a forward
 
 
 @dataclass

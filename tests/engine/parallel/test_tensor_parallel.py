@@ -151,10 +151,27 @@ def test_killed_rank_is_a_clear_error_not_a_hang(folders):
         llm.close()
 
 
+@pytest.mark.parametrize("fam", ["llama", "gemma3"])
+def test_attribution_matches_one_process(folders, fam):
+    """Each rank captures its own heads' queries and sums their attention; an all-reduce adds the
+    ranks': the same mass per span as one process, with the prompts' KV from the prefix cache."""
+    from tests.engine.attention.test_attribution import PROMPT, char_tokenizer
+
+    items = [(PROMPT, " beta zeta", [(0, 17), (18, 37), (6, 10)]), (PROMPT, " gamma", [(0, 17), (38, len(PROMPT))])]
+    res = {}
+    for world in (1, 2):
+        with LLM(config=config(folders[fam], world, share=None)) as llm:
+            llm.tokenizer = char_tokenizer()
+            llm.generate([[ord(c) for c in PROMPT]], SamplingParams(max_tokens=1))  # the prompt in the prefix cache
+            res[world] = [r.per_token for r in llm.attribute_many(items)]
+            again = llm.attribute(*items[1]).per_token  # the ranks dropped the first call's captures
+            assert all(g.allocator.num_free == g.num_blocks for g in llm.kv.groups)  # every sequence freed
+    for one, two in zip(res[1], res[2], strict=True):
+        assert one.shape == two.shape and (one - two).abs().max().item() <= 1e-5
+    assert (again - res[1][1]).abs().max().item() <= 1e-5
+
+
 def test_what_is_not_supported_yet_is_refused(folders):
-    with LLM(config=config(folders["llama"], 2, share=None)) as llm:
-        with pytest.raises(EngineError, match="attribution is not supported"):
-            llm.core.prefill_collect(toks(12, 1), 0, capture_layers={0})
     cold = dataclasses.replace(config(folders["llama"], 2, share=None).cache, host_cache_bytes=2**20)
     with pytest.raises(EngineError, match="cold KV tier"):
         LLM(config=dataclasses.replace(config(folders["llama"], 2, share=None), cache=cold))
