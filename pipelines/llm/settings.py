@@ -2,9 +2,10 @@
 
 `EngineSettings` names the model (None: the packaged Gemma 3 270M), device, dtype and context
 limit; `EngineSettings.from_env()` reads LONGDOC_MODEL / LONGDOC_DEVICE / LONGDOC_DTYPE /
-LONGDOC_MAX_MODEL_LEN. `get_engine(settings)` loads the engine once per process and settings
-(lazily, under a lock, so concurrent callers share one load) and returns the same `LLM` after;
-when the model cannot load it raises `EngineUnavailable` with one line saying why.
+LONGDOC_MAX_MODEL_LEN / LONGDOC_TENSOR_PARALLEL_SIZE. `get_engine(settings)` loads the engine
+once per process and settings (lazily, under a lock, so concurrent callers share one load) and
+returns the same `LLM` after; when the model cannot load it raises `EngineUnavailable` with one
+line saying why.
 `engine_lock(llm)` serialises the callers of one engine across threads.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 # Requests the scheduler runs at once when the settings leave it open, by device (EngineSettings.num_seqs)
 DEFAULT_NUM_SEQS = {"cpu": 8, "cuda": 64}
 ENV = {"model": "LONGDOC_MODEL", "device": "LONGDOC_DEVICE", "dtype": "LONGDOC_DTYPE",
-       "max_model_len": "LONGDOC_MAX_MODEL_LEN"}
+       "max_model_len": "LONGDOC_MAX_MODEL_LEN", "tensor_parallel_size": "LONGDOC_TENSOR_PARALLEL_SIZE"}
 
 
 class EngineUnavailable(RuntimeError):
@@ -36,7 +37,8 @@ class EngineSettings:
     CUDA, where a review group of 8 documents x 5 questions decodes in one batch; 8 on the CPU,
     where a step already takes seconds), `num_seqs()` resolves it. max_prefill_chunk: prompt tokens per prefill
     step (None: the engine's default). disk_cache_dir / disk_cache_bytes: keep prefixes' and
-    documents' KV on disk there (a later process reuses them), capped at that many bytes."""
+    documents' KV on disk there (a later process reuses them), capped at that many bytes.
+    tensor_parallel_size: processes the model is split over (engine/parallel; None: one)."""
 
     model: str | None = None
     device: str | None = None
@@ -46,17 +48,19 @@ class EngineSettings:
     max_prefill_chunk: int | None = None
     disk_cache_dir: str | None = None
     disk_cache_bytes: int | None = None
+    tensor_parallel_size: int | None = None
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **over: Any) -> EngineSettings:
         """Settings from the environment; keyword arguments that are not None win over it."""
         env = os.environ if environ is None else environ
         vals: dict[str, Any] = {k: env.get(v) or None for k, v in ENV.items()}
-        if vals["max_model_len"] is not None:
-            try:
-                vals["max_model_len"] = int(vals["max_model_len"])
-            except ValueError:
-                raise ValueError(f"LONGDOC_MAX_MODEL_LEN={vals['max_model_len']!r} is not a number of tokens") from None
+        for key, what in (("max_model_len", "a number of tokens"), ("tensor_parallel_size", "a number of processes")):
+            if vals[key] is not None:
+                try:
+                    vals[key] = int(vals[key])
+                except ValueError:
+                    raise ValueError(f"{ENV[key]}={vals[key]!r} is not {what}") from None
         vals.update({k: (str(v) if k == "model" and isinstance(v, Path) else v) for k, v in over.items()
                      if v is not None})
         return cls(**vals)
@@ -115,8 +119,12 @@ def engine_lock(llm) -> threading.RLock:
 
 def forget_engines() -> None:
     """Drop this process's engines (the next `get_engine` loads afresh; their memory goes with the
-    last reference)."""
+    last reference; a tensor-parallel engine's worker processes are stopped now)."""
     with _LOCK:
+        for llm in _ENGINES.values():
+            close = getattr(llm, "close", None)
+            if close is not None:
+                close()
         _ENGINES.clear()
 
 
@@ -140,7 +148,7 @@ def _load(settings: EngineSettings):
             cache = CacheConfig(disk_cache_dir=settings.disk_cache_dir,
                                 **({"disk_cache_bytes": settings.disk_cache_bytes} if settings.disk_cache_bytes else {}))
         return LLM(model=settings.model, device=settings.device, dtype=settings.dtype, scheduler=sched, cache=cache,
-                   max_model_len=settings.max_model_len)
+                   max_model_len=settings.max_model_len, tensor_parallel_size=settings.tensor_parallel_size)
     except (EngineError, OSError, ValueError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if isinstance(exc, CacheDirError):  # the model is fine: the cache folder named is not a folder

@@ -62,6 +62,35 @@ def test_settings_from_the_environment():
         EngineSettings.from_env({"LONGDOC_MAX_MODEL_LEN": "lots"})
 
 
+def test_a_tensor_parallel_engine_answers_as_one_process(tiny_text_model, tiny_llm, doc):
+    """LONGDOC_TENSOR_PARALLEL_SIZE=2: the same engine handle API over two gloo ranks gives the same
+    answers, log-probs and attributed spans as one process; forget_engines stops its worker."""
+    from pipelines.llm import forget_engines
+
+    settings = EngineSettings.from_env({"LONGDOC_TENSOR_PARALLEL_SIZE": "2"}, model=str(tiny_text_model),
+                                       device="cpu", dtype="float32", max_model_len=1024)
+    assert settings.tensor_parallel_size == 2
+    one = ask_document(tiny_llm, doc, QUESTIONS, max_tokens=4, attribute=True, logprobs=True, top_k=2)
+    llm = get_engine(settings)
+    try:
+        assert llm.tp is not None and llm.tp.world == 2
+        two = ask_document(llm, doc, QUESTIONS, max_tokens=4, attribute=True, logprobs=True, top_k=2)
+        worker = llm.core.runner.workers[0]
+    finally:
+        forget_engines()
+    assert [i.text for i in two.items] == [i.text for i in one.items]
+    for a, b in zip(one.items, two.items, strict=True):
+        assert [(s.source.char_start, s.source.char_end) for s in a.spans] == \
+            [(s.source.char_start, s.source.char_end) for s in b.spans]
+        assert [round(s.score, 4) for s in a.spans] == [round(s.score, 4) for s in b.spans]
+        assert a.logprobs and len(a.logprobs) == len(b.logprobs)
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-4
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    with pytest.raises(ValueError, match="LONGDOC_TENSOR_PARALLEL_SIZE"):
+        EngineSettings.from_env({"LONGDOC_TENSOR_PARALLEL_SIZE": "two"})
+
+
 def test_a_model_that_cannot_load_is_one_line(tmp_path):
     with pytest.raises(EngineUnavailable) as err:
         get_engine(EngineSettings(model=str(tmp_path / "missing.gguf"), device="cpu"))
