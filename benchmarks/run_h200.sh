@@ -5,7 +5,7 @@
 # "STAGE <name>: PASS|FAIL (exit <rc>, <s> s) <its last summary line>", and the call ends with all
 # of them again, in $OUT/summary.txt too.
 # Usage: bash benchmarks/run_h200.sh [stages]
-# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, profile, userpath, pipebatch, sweep, review)
+# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, profile, userpath, pipebatch, sweep, review, tp)
 set -u
 OUT=${OUT:-/tmp/h200}
 mkdir -p "$OUT"
@@ -72,6 +72,9 @@ if [[ $STAGES == *sweep* ]]; then  # memory_budget 0.1-0.9, 16 x 32K, fresh tuni
 fi
 if [[ $STAGES == *review* ]]; then  # review table: 100 documents of 8K tokens x 5 questions, batched vs a generate per cell
   stage review "${REVIEW_LIMIT:-540}" review 16 python3 benchmarks/bench_review_gpu.py --out "$OUT/review.json" ${REVIEW_ARGS:-}
+fi
+if [[ $STAGES == *tp* ]]; then  # tensor parallelism, W=1 against W=2 (needs a machine of >= 2 GPUs: nvidia-h200-x2)
+  stage tp "${TP_LIMIT:-540}" tp 30 python3 benchmarks/bench_tp_gpu.py --out "$OUT/tp.json" ${TP_ARGS:-}
 fi
 echo "== summary"
 printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
