@@ -329,7 +329,7 @@ class Scheduler:
     def _swap_out(self, seq: Sequence, nbytes: int) -> None:
         """Copy the sequence's device blocks to host memory and free them."""
         saved = {"tables": [list(t) for t in seq.tables], "hot": [], "warm": []}
-        for gi, (g, t) in enumerate(zip(self.kv.groups, seq.tables, strict=True)):
+        for gi, t in enumerate(seq.tables):
             hot = [(j, b) for j, b in enumerate(t) if b >= 0]
             if hot:  # to pinned host memory on the copy stream (engine/kv/tier_copy.py)
                 saved["hot"].append((gi, [j for j, _ in hot], self.kv.save_blocks(gi, "hot", [b for _, b in hot])))

@@ -144,7 +144,7 @@ def test_prefill_varlen_matches_reference(kvh, window, softcap, splits):
     torch.testing.assert_close(lse, r_lse, atol=ATOL, rtol=0)
     pad = items[1][0] + items[1][1]
     assert (out[pad] == 7.0).all() and (lse[pad] == 7.0).all()
-    for (s0, n, off), row in zip(items, tables):  # each chunk as its own one-sequence launch
+    for (s0, n, off), row in zip(items, tables, strict=True):  # each chunk as its own one-sequence launch
         if n:
             one, one_lse = ref.paged_prefill(q[s0 : s0 + n], k_cache, v_cache, row, q_offset=off, kv_len=off + n,
                                              scale=scale, window=window, softcap=softcap)
