@@ -30,17 +30,20 @@ def toks(n: int, seed: int) -> list[int]:
 def config(folder, world: int, share: float | None, preemption: str = "swap", check: bool = True,
            warm_blocks: int | None = 4) -> EngineConfig:
     """KV pools of `share` of what 4 full-length sequences need (None: all of it). Both engines get
-    pools of the same number of blocks: a rank holds half the KV heads, so half the bytes. Warm
+    pools of the same number of blocks: a rank holds 1/W of the KV heads (all of them when they are
+    replicated), so that share of the bytes. Warm
     tier: blocks older than the last 8 tokens go INT8 (sinks: the first block), into a pool of
     `warm_blocks` blocks per layer (small: the hot pool still runs out)."""
     cache = CacheConfig(block_size=BLOCK, warm_budget=2**20, hot_window=8, sink_tokens=4)
     probe = LLM(model=folder, device="cpu", dtype="float32", cache=cache,
                 scheduler=SchedulerConfig(max_model_len=256, max_prefill_chunk=16))
     glob = sum(len(g.layers) for g in probe.kv.groups if g.window is None)
-    cache = dataclasses.replace(cache, warm_budget=probe.kv.warm_block_layer_bytes * glob * warm_blocks // world
+    kv = probe.config.num_kv_heads
+    split = kv // max(1, kv // world)  # how much smaller a rank's KV is (1 when the KV heads are replicated)
+    cache = dataclasses.replace(cache, warm_budget=probe.kv.warm_block_layer_bytes * glob * warm_blocks // split
                                 if warm_blocks else None)
     if share is not None:
-        cache = dataclasses.replace(cache, memory_budget=int(probe.kv.bytes * share) // world)
+        cache = dataclasses.replace(cache, memory_budget=int(probe.kv.bytes * share) // split)
     sched = SchedulerConfig(max_num_seqs=4, max_model_len=256, max_prefill_chunk=16, preemption=preemption,
                             watermark=0.95, prefix_caching=True)
     load = LoadConfig(model=folder, device="cpu", dtype="float32", tensor_parallel_size=world, tp_check=check)
@@ -191,6 +194,7 @@ def test_fewer_kv_heads_than_ranks_are_replicated(tmp_path):
 
     tiny_hf_model("llama", seed=4, num_key_value_heads=1).save_pretrained(tmp_path, safe_serialization=True)
     params = SamplingParams(max_tokens=30, ignore_eos=True)
-    one = run(config(tmp_path, 1, share=None), params)
-    two = run(config(tmp_path, 2, share=None), params)
-    assert two[0] == one[0] and two[4] == one[4]
+    one = run(config(tmp_path, 1, share=0.5), params)
+    two = run(config(tmp_path, 2, share=0.5), params)
+    assert two[4] == one[4]  # the same pools (a rank's KV is as large as one process's)
+    assert two[0] == one[0] and (two[1] - one[1]).abs().max().item() <= 2e-3
