@@ -192,7 +192,7 @@ class LLM:
         runner = None
         if self.tp is not None:
             tp_runner.finish(self.tp, self.cache_config, self.kv.budget_bytes, self.scheduler_config)
-        self.backend = backend or default_backend(self.device)
+        self.backend = backend or default_backend(self.device, self.weights)
         self.fingerprint = model_fingerprint(self.config, weights_digest(self.model_path),
                                              str(self.dtype) + ("" if self.weights == "float" else f"/{self.weights}"))
         self.output = OutputProcessor(self.tokenizer, self.config.eos_token_ids, self.max_model_len)

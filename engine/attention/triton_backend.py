@@ -122,8 +122,14 @@ def _dequantised_view(
     return k, v, table
 
 
-def default_backend(device: torch.device) -> AttentionBackend:
-    """Triton on CUDA when it is installed, the torch reference elsewhere."""
+def default_backend(device: torch.device, weights: str = "float") -> AttentionBackend:
+    """Triton on CUDA when it is installed, the torch reference elsewhere; with int8 weights on a
+    CPU that multiplies bfloat16 natively, its prefill attention in bfloat16 as the matmuls are."""
     if device.type == "cuda" and dispatch.triton_installed():
         return TritonAttentionBackend()
+    if device.type == "cpu" and weights == "int8":
+        from engine.model.quant import bf16_gemm
+
+        if bf16_gemm():
+            return TorchAttentionBackend(sdpa_dtype=torch.bfloat16)
     return TorchAttentionBackend()

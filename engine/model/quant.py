@@ -16,6 +16,15 @@ reads in 9.7 ms instead of 24 ms but costs perplexity: symmetric groups of 32 +9
 asymmetric groups of 32 +5.3% (argmax agreement 81-88%), so the output layer stays int8. For greedy
 steps `GreedyHead` uses the int4 copy only to rule rows out, and the argmax stays exactly int8's.
 
+Prefill is the other way round: many rows per weight, compute-bound, and `_weight_int8pack_mm` is
+built for a few rows. Where the CPU multiplies bfloat16 natively (AMX, AVX512-BF16) the layers'
+products of GEMM_ROWS rows or more go through a bfloat16 copy of each weight (made on first use;
+200 MB for Gemma 3 270M's layers) and oneDNN's GEMM, and the prefill attention runs in bfloat16 too
+(engine/attention/backend.py: `sdpa_dtype`). Intel Xeon with AMX, the packaged model, 2,048-token
+prompt: 233 -> 849 tokens/s on one thread, 441 -> 1,417 on two; decode unchanged; held-text
+perplexity 10.6455 -> 10.6307 against float32's 10.6036 (BENCHMARKS.md, "CPU prefill: bfloat16
+GEMMs").
+
 `LoadConfig.weights` picks it: "int8", "float" (the dtype as loaded: the reference), or None: int8
 for the packaged default model (`LLM(model=None)`) on the CPU when no dtype was named, float
 everywhere else (HF folders and other GGUFs keep matching transformers exactly; `dtype="float32"`
@@ -32,21 +41,60 @@ from torch import nn
 WEIGHT_MODES = ("float", "int8")
 
 
-class Int8Weight:
-    """A [out, in] weight as int8 rows `q` and float32 per-row scales (`w ~= q * scale[:, None]`)."""
+# Products of at least GEMM_ROWS rows (prefill chunks, large batches) go through a bfloat16 copy of
+# the weight and oneDNN's GEMM where the CPU multiplies bfloat16 natively (AMX tiles or AVX512-BF16):
+# `_weight_int8pack_mm` is built for a few rows. Intel Xeon with AMX (this project's CI class of
+# machine, 2026-12-05), one thread, [1024, 640] x [4096, 640]: 77 ms int8pack against 4.8 ms; at 16
+# rows 1.57 against 0.63 ms; a single row stays int8 (0.067 against 0.2 ms for [1, 640] x [1536, 640]:
+# a decode step reads every weight once, and int8 reads half the bytes). LONGDOC_CPU_BF16_GEMM=0
+# turns it off, =1 forces it.
+GEMM_ROWS = 16
+_BF16_GEMM: bool | None = None
 
-    def __init__(self, w: torch.Tensor) -> None:
+
+def bf16_gemm() -> bool:
+    """Whether row-heavy int8 products run as bfloat16 GEMMs on this CPU (see GEMM_ROWS)."""
+    global _BF16_GEMM
+    if _BF16_GEMM is None:
+        import os
+
+        env = os.environ.get("LONGDOC_CPU_BF16_GEMM")
+        if env in ("0", "1"):
+            _BF16_GEMM = env == "1"
+        else:
+            cpu = getattr(torch, "cpu", None)
+            _BF16_GEMM = bool(cpu is not None and (getattr(cpu, "_is_amx_tile_supported", lambda: False)()
+                                                   or getattr(cpu, "_is_avx512_bf16_supported", lambda: False)()))
+    return _BF16_GEMM
+
+
+class Int8Weight:
+    """A [out, in] weight as int8 rows `q` and float32 per-row scales (`w ~= q * scale[:, None]`).
+    gemm: products of many rows may use a bfloat16 copy (`bf16_gemm`), made on first use: the
+    layers' weights (prefill is their many-row product), not the output layer or the embedding
+    table (their many-row products are rare: a full-prompt scoring, and a copy of 262,144 rows
+    would cost 335 MB)."""
+
+    def __init__(self, w: torch.Tensor, gemm: bool = False) -> None:
         w = w.detach().float()
         amax = w.abs().amax(dim=1).clamp(min=1e-12)
         self.scale = (amax / 127.0).contiguous()
         self.q = torch.round(w / self.scale[:, None]).clamp_(-127, 127).to(torch.int8).contiguous()
         self.scale_bf16 = self.scale.to(torch.bfloat16)
         self.shape = tuple(w.shape)
+        self.gemm = gemm
+        self.w16: torch.Tensor | None = None  # bfloat16 q x scale_bf16 (one rounding of the exact product)
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., in] @ w.T -> [..., out] in x's dtype."""
         lead = x.shape[:-1]
-        y = torch._weight_int8pack_mm(x.reshape(-1, x.shape[-1]).to(torch.bfloat16), self.q, self.scale_bf16)
+        x2 = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)
+        if self.gemm and x2.shape[0] >= GEMM_ROWS and bf16_gemm():
+            if self.w16 is None:
+                self.w16 = (self.q.float() * self.scale_bf16.float()[:, None]).to(torch.bfloat16)
+            y = F.linear(x2, self.w16)
+        else:
+            y = torch._weight_int8pack_mm(x2, self.q, self.scale_bf16)
         return y.to(x.dtype).reshape(*lead, self.shape[0])
 
     def rows(self, ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -58,7 +106,7 @@ class Int8Weight:
 
     @property
     def nbytes(self) -> int:
-        return self.q.numel() + 6 * self.scale.numel()
+        return self.q.numel() + 6 * self.scale.numel() + (2 * self.w16.numel() if self.w16 is not None else 0)
 
 
 class Int4Weight:
@@ -177,7 +225,7 @@ class Int8Linear(nn.Module):
 
     def __init__(self, lin: nn.Linear) -> None:
         super().__init__()
-        self.qweight = Int8Weight(lin.weight)
+        self.qweight = Int8Weight(lin.weight, gemm=True)
         self.bias = lin.bias
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -204,7 +252,7 @@ def quantize_model(model: nn.Module) -> None:
         if isinstance(m, Attention):
             if m.qkv is not None:
                 w, b = m.qkv
-                m.qkv = (Int8Weight(w), b)
+                m.qkv = (Int8Weight(w, gemm=True), b)
                 for p in (m.q_proj, m.k_proj, m.v_proj):
                     p.weight = None  # the fused weight is the one read; its slices go with it
             else:
@@ -212,7 +260,7 @@ def quantize_model(model: nn.Module) -> None:
             m.o_proj = Int8Linear(m.o_proj)
         elif isinstance(m, MLP):
             if m.gate_up is not None:
-                m.gate_up = Int8Weight(m.gate_up)
+                m.gate_up = Int8Weight(m.gate_up, gemm=True)
                 m.gate_proj.weight = m.up_proj.weight = None
             else:
                 m.gate_proj, m.up_proj = Int8Linear(m.gate_proj), Int8Linear(m.up_proj)

@@ -195,7 +195,7 @@ def worker_main(rank: int, spec: WorkerSpec) -> None:
         kind, cache, sched = tp.recv()
         assert kind == "init", kind
         kv = PagedKVCache(model.config, cache, device, dtype, sched)
-        runner = ModelRunner(model, kv, default_backend(device), device)
+        runner = ModelRunner(model, kv, default_backend(device, spec.weights), device)
         host: dict[int, list[torch.Tensor]] = {}
         captures: dict[int, Capture] = {}  # attribution captures of this rank's heads, by rank 0's forward id
         fault = os.environ.get("LONGDOC_TP_FAULT", "")  # tests: "rank:step" alters that step's tables

@@ -72,3 +72,52 @@ def test_int8_logits_close_and_greedy_same(tiny_folders, family):
         ctx = ids[:8] + want[:i]
         margin = ref.score(ctx, [want[i]]).logprobs[0] - ref.score(ctx, [got[i]]).logprobs[0]
         assert 0 <= margin < 0.2, margin  # measured: token 0, margin 0.095
+
+
+@pytest.mark.parametrize("rows", [1, 15, 16, 300])
+def test_many_rows_take_the_bfloat16_gemm(monkeypatch, rows):
+    """From GEMM_ROWS rows a layer weight multiplies through its bfloat16 copy (where the CPU has
+    bfloat16 GEMMs; forced on here): the int8 kernel's result within bfloat16 rounding; fewer rows,
+    and the output layer, stay on the int8 kernel bit for bit."""
+    from engine.model import quant
+
+    monkeypatch.setattr(quant, "_BF16_GEMM", True)
+    gen = torch.Generator().manual_seed(2)
+    w = torch.randn(96, 64, generator=gen)
+    x = torch.randn(rows, 64, generator=gen)
+    layer, head = Int8Weight(w, gemm=True), Int8Weight(w)
+    ref = torch._weight_int8pack_mm(x.to(torch.bfloat16), layer.q, layer.scale_bf16).float()
+    got = layer.matmul(x)
+    assert torch.equal(head.matmul(x), ref) and head.w16 is None
+    if rows < quant.GEMM_ROWS:
+        assert torch.equal(got, ref) and layer.w16 is None
+    else:
+        assert layer.w16 is not None and layer.nbytes == 96 * 64 * 3 + 6 * 96
+        torch.testing.assert_close(got, ref, rtol=2**-7, atol=2**-7 * ref.abs().max().item())
+    monkeypatch.setattr(quant, "_BF16_GEMM", False)
+    assert torch.equal(Int8Weight(w, gemm=True).matmul(x), ref)  # a CPU without bfloat16 GEMMs
+
+
+def test_prefill_attention_in_bfloat16_is_close_and_decode_is_not_cast(monkeypatch):
+    from engine.attention.backend import TorchAttentionBackend
+    from engine.attention.triton_backend import default_backend
+    from engine.model import quant
+
+    gen = torch.Generator().manual_seed(3)
+    k_cache = torch.randn(8, 4, 2, 32, generator=gen)
+    v_cache = torch.randn(8, 4, 2, 32, generator=gen)
+    table = torch.arange(8)
+    q = torch.randn(20, 4, 32, generator=gen)
+    f32, b16 = TorchAttentionBackend(), TorchAttentionBackend(sdpa_dtype=torch.bfloat16)
+    kw = dict(q_offset=12, kv_len=32, scale=32 ** -0.5)
+    a, b = f32.prefill(q, k_cache, v_cache, table, **kw).out, b16.prefill(q, k_cache, v_cache, table, **kw).out
+    assert b.dtype == torch.float32 and not torch.equal(a, b)
+    torch.testing.assert_close(a, b, rtol=0, atol=3e-2)
+    one = dict(q_offset=31, kv_len=32, scale=32 ** -0.5)  # a decode row: float32 all the way
+    assert torch.equal(f32.prefill(q[:1], k_cache, v_cache, table, **one).out,
+                       b16.prefill(q[:1], k_cache, v_cache, table, **one).out)
+    monkeypatch.setattr(quant, "_BF16_GEMM", True)
+    assert default_backend(torch.device("cpu"), "int8").sdpa_dtype == torch.bfloat16
+    assert default_backend(torch.device("cpu"), "float").sdpa_dtype is None
+    monkeypatch.setattr(quant, "_BF16_GEMM", False)
+    assert default_backend(torch.device("cpu"), "int8").sdpa_dtype is None
