@@ -56,14 +56,15 @@ def main() -> None:
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    model = a.model or str(default_model_path())
+    model = a.model  # None: the packaged model, as LLM() loads it (int8 weights on the CPU; a path means float)
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(100, 30000, (a.prompt,), generator=g).tolist()
     prompt2 = torch.randint(100, 30000, (a.prompt,), generator=g).tolist()
     cores = torch.get_num_threads()
     rows = [one(model, 1, prompt, prompt2, a.new, cores), one(model, 2, prompt, prompt2, a.new, cores)]
     same = rows[0].pop("tokens") == rows[1].pop("tokens")
-    res = {"model": model.rsplit("/", 1)[-1], "cores": cores, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    res = {"model": (model or str(default_model_path())).rsplit("/", 1)[-1], "weights": "int8" if model is None else "float",
+           "cores": cores, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "same_tokens": same, "runs": rows}
     print(json.dumps(res, indent=1))
     if a.out:
