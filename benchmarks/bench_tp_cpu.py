@@ -4,7 +4,8 @@ idle). Reports load time, prefill tokens/s, decode tokens/s and, for TP=2, the s
 decode time spent in the all-reduces and the vocabulary gather (waiting for rank 1 included).
 
 Usage: python benchmarks/bench_tp_cpu.py [--model PATH] [--prompt 2048] [--new 64] [--out FILE.json]
-(default: the packaged Gemma 3 270M, its default weights: int8 on the CPU)."""
+(default: the packaged Gemma 3 270M as `LLM()` loads it, int8 weights on the CPU; a path given loads
+float weights)."""
 
 from __future__ import annotations
 
