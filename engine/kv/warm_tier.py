@@ -188,7 +188,6 @@ class WarmTier:
             moved += len(blocks)
         return moved
 
-
     def demote_copy(self, gi: int, hot_ids: list[int], warm_ids: list[int]) -> None:
         """The data half of `demote`: quantise hot blocks `hot_ids` of group gi into warm blocks
         `warm_ids` (a KV data operation: recorded for the other tensor-parallel ranks)."""

@@ -128,6 +128,9 @@ class TPModelRunner(ModelRunner):
         except RuntimeError as exc:  # a collective failed: a rank that exited is named
             self._lost(exc)
             raise
+        except TensorParallelError:  # the ranks diverged: nothing after this step can be trusted
+            self.close()
+            raise
         self.advance(prefills, decodes)
         return hidden
 
@@ -218,7 +221,10 @@ def worker_main(rank: int, spec: WorkerSpec) -> None:
                             step = dataclasses.replace(step, decode_lens=step.decode_lens + 1
                                                        if step.decode_lens is not None else None,
                                                        seq_ids=[i + 1 for i in step.seq_ids])
-                        tp.verify(executed_digest(step, len(kv.groups)))
+                        try:
+                            tp.verify(executed_digest(step, len(kv.groups)))
+                        except TensorParallelError:  # rank 0 raises it and stops this rank
+                            pass
                 elif msg[0] == "logits":
                     model.logits(msg[1].to(device))
                 elif msg[0] == "mass":  # rank 0's attention_mass over the same captures, this rank's heads

@@ -139,6 +139,8 @@ def test_consistency_check_stops_a_diverged_step(folders, monkeypatch):
     with LLM(config=config(folders["llama"], 2, share=None)) as llm:
         with pytest.raises(TensorParallelError, match="diverged at step 3"):
             llm.generate(workload()[1], GREEDY)
+        with pytest.raises(TensorParallelError, match="closed"):  # nothing runs on diverged ranks
+            llm.generate(workload()[1], GREEDY)
 
 
 def test_killed_rank_is_a_clear_error_not_a_hang(folders):
