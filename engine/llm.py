@@ -188,7 +188,15 @@ class LLM:
                                       torch.tensor([], dtype=self.dtype).element_size())
         self.engine_config = dataclasses.replace(config, scheduler=dataclasses.replace(
             config.scheduler, max_model_len=self.max_model_len, max_prefill_chunk=chunk))
-        self.kv = PagedKVCache(self.model.config, self.cache_config, self.device, self.dtype, self.scheduler_config)
+        try:
+            self.kv = PagedKVCache(self.model.config, self.cache_config, self.device, self.dtype,
+                                   self.scheduler_config)
+        except BaseException:
+            if self.tp is not None:  # the worker ranks wait for the pools' sizing: stop them
+                for p in workers:
+                    p.kill()
+                self.tp.close()
+            raise
         runner = None
         if self.tp is not None:
             tp_runner.finish(self.tp, self.cache_config, self.kv.budget_bytes, self.scheduler_config)

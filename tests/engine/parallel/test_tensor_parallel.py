@@ -182,6 +182,11 @@ def test_what_is_not_supported_yet_is_refused(folders):
         LLM(config=dataclasses.replace(config(folders["llama"], 2, share=None), cache=cold))
     with pytest.raises(ModelLoadError, match="does not divide"):
         LLM(config=config(folders["llama"], 3, share=None))
+    tiny = dataclasses.replace(config(folders["llama"], 2, share=None).cache, memory_budget=64)
+    with pytest.raises(EngineError, match="too small"):  # the ranks are stopped, the group left
+        LLM(config=dataclasses.replace(config(folders["llama"], 2, share=None), cache=tiny))
+    with LLM(config=config(folders["llama"], 2, share=None)) as llm:  # so a new engine can start
+        assert llm.generate([toks(8, 1)], SamplingParams(max_tokens=2))[0].token_ids
 
 
 def test_vocab_bounds_cover_the_vocabulary():
