@@ -9,13 +9,18 @@ count, then the next repetition), each engine in its own worker process that kee
 - prefill 2K: a 2,048-token prompt, time to the first token (longdoc: `generate` with max_tokens=1
   through the public API, default chunking; llama.cpp: `Llama.eval` of the prompt, n_batch 512;
   transformers: one forward with logits_to_keep=1 filling its DynamicCache);
-- decode 1K: greedy steps after a 1,024-token prompt, median seconds per step (longdoc: timestamps
-  of streamed tokens; llama.cpp: `eval` of one token and argmax of its logits; transformers: its
-  forward with the cache, one token per call);
-- 8K: an 8,192-token prompt, its prefill time and the decode steps after it.
-Every call gets a prompt of its own (a different window of the same contract text), so no engine
-reuses a cached prefix (longdoc's prefix cache, llama.cpp's prompt cache). The load average of the
-machine is recorded around every call (the cores are shared): medians over repetitions.
+- decode 1K: greedy tokens after a 1,024-token prompt, tokens per second from the first streamed
+  token to the last (longdoc: timestamps of streamed tokens, with its defaults: prompt-lookup
+  speculative decoding on, engine/core/speculative.py, several tokens may arrive at once;
+  `longdoc-int8-nospec` turns it off, and the run checks both give the same tokens; llama.cpp:
+  `eval` of one token and argmax of its logits, no speculation; transformers: its forward with the
+  cache, one token per call);
+- 8K: an 8,192-token prompt, its prefill time and the decode after it.
+Each (repetition, threads, case) gets a prompt of its own, the same for every engine (a different
+window of the same contract text), so no engine reuses a cached prefix (longdoc's prefix cache,
+llama.cpp's prompt cache). The decode continues contract text, which repeats its own phrases: the
+speculative figures depend on the text (BENCHMARKS.md). The load average of the machine is
+recorded around every call (the cores are shared): medians over repetitions.
 
 transformers runs `Gemma3ForCausalLM` (sdpa attention, float32) built from the same GGUF's
 dequantised weights (tests/engine/tiny_models.hf_gemma_from_engine), not from an HF download.
@@ -26,6 +31,14 @@ job), and its worker runs under that venv's python (`--llama-python`):
 
     python3 -m venv /tmp/llamavenv
     CMAKE_BUILD_PARALLEL_LEVEL=1 /tmp/llamavenv/bin/pip install llama-cpp-python   # 0.3.36 here
+
+On the Intel Xeon with AMX of 2026-12-05 the native build (GGML_NATIVE, AMX kernels) crashed with a
+segmentation fault at the first `eval`; built without AMX it runs (AVX-512, VNNI and BF16 kept):
+
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+      -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=OFF \
+      -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" CMAKE_BUILD_PARALLEL_LEVEL=1 \
+      /tmp/llamavenv2/bin/pip install --no-cache-dir llama-cpp-python==0.3.36
 
 The llama.cpp worker imports only llama_cpp and numpy (token ids come from the main process).
 """
@@ -54,11 +67,13 @@ TEXTS = [
 
 # ----------------------------------------------------------------------------------------- workers
 def worker_longdoc(weights: str) -> None:
-    """weights: "int8", "float", or "int8-full-head": int8 with the output layer's GreedyHead
-    switched off by hand (every logit computed, as before it), for the comparison."""
+    """weights: "int8", "float", "int8-full-head": int8 with the output layer's GreedyHead
+    switched off by hand (every logit computed, as before it), or "int8-nospec": int8 with
+    prompt-lookup speculative decoding off (`num_speculative_tokens=0`), for the comparisons."""
     sys.path.insert(0, str(ROOT))
     full_head = weights == "int8-full-head"
-    weights = "int8" if full_head else weights
+    nospec = weights == "int8-nospec"
+    weights = "int8" if full_head or nospec else weights
     import torch
 
     from engine import SamplingParams
@@ -67,18 +82,20 @@ def worker_longdoc(weights: str) -> None:
 
     t = time.perf_counter()
     llm = LLM(config=EngineConfig(LoadConfig(device="cpu", weights=weights), CacheConfig(memory_budget=2**30),
-                                  SchedulerConfig(max_model_len=9216)))
+                                  SchedulerConfig(max_model_len=9216, num_speculative_tokens=0 if nospec else None)))
     if full_head:
         llm.model.greedy_head = None
     reply({"ready": True, "load_s": time.perf_counter() - t, "weights": llm.weights,
-           "greedy_head": llm.model.greedy_head is not None})
+           "greedy_head": llm.model.greedy_head is not None,
+           "speculative": llm.core.proposer.k if llm.core.proposer is not None else 0})
     for req in requests():
         torch.set_num_threads(req["threads"])
-        stamps, t = [], time.perf_counter()
+        stamps, toks, t = [], [], time.perf_counter()
         p = SamplingParams(max_tokens=1 + req["steps"], ignore_eos=True)
-        for _ in llm.stream([req["ids"]], p):
+        for out in llm.stream([req["ids"]], p):
             stamps.append(time.perf_counter() - t)
-        reply(result(stamps))
+            toks += out.token_ids
+        reply(result(stamps, toks))
 
 
 def worker_hf() -> None:
@@ -134,9 +151,17 @@ def worker_llama(model_path: str, threads: list[int]) -> None:
         reply(result(stamps))
 
 
-def result(stamps: list[float]) -> dict:
+def result(stamps: list[float], toks: list[int] | None = None) -> dict:
+    """prefill_s: time to the first token; decode_tok_s: the tokens after it over the time they took
+    (with speculative decoding several tokens arrive together, so not a median step);
+    step_s: the median gap between tokens."""
     steps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
-    return {"prefill_s": stamps[0], "step_s": statistics.median(steps) if steps else None, "steps": len(steps)}
+    span = stamps[-1] - stamps[0] if len(stamps) > 1 else 0.0
+    out = {"prefill_s": stamps[0], "step_s": statistics.median(steps) if steps else None, "steps": len(steps),
+           "decode_tok_s": len(steps) / span if span > 0 else None}
+    if toks is not None:
+        out["tokens_out"] = toks
+    return out
 
 
 def requests():
@@ -213,6 +238,7 @@ def main() -> None:
         "longdoc-int8": lambda: Worker("longdoc-int8", [*me, "--worker", "longdoc:int8"]),
         "longdoc-float32": lambda: Worker("longdoc-float32", [*me, "--worker", "longdoc:float"]),
         "longdoc-int8-full-head": lambda: Worker("longdoc-int8-full-head", [*me, "--worker", "longdoc:int8-full-head"]),
+        "longdoc-int8-nospec": lambda: Worker("longdoc-int8-nospec", [*me, "--worker", "longdoc:int8-nospec"]),
         "llama.cpp": lambda: Worker("llama.cpp", [args.llama_python, str(Path(__file__).resolve()),
                                                   "--worker", f"llama:{gguf}", *thr]),
         "transformers": lambda: Worker("transformers", [*me, "--worker", "hf"]),
@@ -224,10 +250,12 @@ def main() -> None:
     for rep in range(args.reps):
         for threads in args.threads:
             for case, n, steps in cases:
+                call += 1
+                # a window of the text of its own per (rep, threads, case), the same for every engine:
+                # no prefix reuse within an engine, and engines compared on the same prompt
+                start = (call * 1499) % (len(ids) - n)
+                prompt = [bos, *ids[start:start + n - 1]]
                 for name, w in workers.items():
-                    call += 1
-                    start = (call * 1499) % (len(ids) - n)  # a window of its own: no prefix reuse
-                    prompt = [bos, *ids[start:start + n - 1]]
                     load0 = os.getloadavg()[0]
                     r = w.call({"ids": prompt, "threads": threads, "steps": steps})
                     row = {"engine": name, "threads": threads, "case": case, "rep": rep, "tokens": n,
@@ -246,19 +274,24 @@ def main() -> None:
     for threads in args.threads:
         for name in workers:
             p2, p8 = med(name, threads, "2K", "prefill_s"), med(name, threads, "8K", "prefill_s")
-            d1, d8 = med(name, threads, "1K", "step_s"), med(name, threads, "8K", "step_s")
+            d1, d8 = med(name, threads, "1K", "decode_tok_s"), med(name, threads, "8K", "decode_tok_s")
             summary.append({
                 "threads": threads, "engine": name,
                 "prefill_2k_tps": round(2048 / p2, 1) if p2 else None,
                 "prefill_8k_tps": round(8192 / p8, 1) if p8 else None,
-                "decode_1k_tps": round(1 / d1, 2) if d1 else None,
-                "decode_8k_tps": round(1 / d8, 2) if d8 else None,
+                "decode_1k_tps": round(d1, 2) if d1 else None,
+                "decode_8k_tps": round(d8, 2) if d8 else None,
             })
     print("\n| threads | engine | prefill 2K tok/s | prefill 8K tok/s | decode @1K tok/s | decode @8K tok/s |")
     print("|---|---|---|---|---|---|")
     for s in summary:
         print(f"| {s['threads']} | {s['engine']} | {s['prefill_2k_tps']} | {s['prefill_8k_tps']} | "
               f"{s['decode_1k_tps']} | {s['decode_8k_tps']} |")
+    if "longdoc-int8" in workers and "longdoc-int8-nospec" in workers:  # speculative decoding changes no token
+        key = ("threads", "case", "rep")
+        plain = {tuple(r[k] for k in key): r.get("tokens_out") for r in rows if r["engine"] == "longdoc-int8-nospec"}
+        same = [r.get("tokens_out") == plain.get(tuple(r[k] for k in key)) for r in rows if r["engine"] == "longdoc-int8"]
+        print(f"longdoc-int8 (speculative) gave the tokens of longdoc-int8-nospec in {sum(same)} of {len(same)} runs")
     loads = [r["load_before"] for r in rows] + [r["load_after"] for r in rows]
     print(f"load average over the run: min {min(loads):.2f}, median {statistics.median(loads):.2f}, max {max(loads):.2f}")
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.platform(),

@@ -143,7 +143,9 @@ def format_text(res: dict[str, Any]) -> str:
     hr = "-" if c["prefix_hit_rate"] is None else f"{c['prefix_hit_rate']:.0%}"
     lines.append(f"blocks: hot {c['blocks']['hot']}, warm {c['blocks']['warm']}, host {c['blocks']['host']}, "
                  f"disk {c['blocks']['disk']}; prefix hit rate {hr}; swaps out/in {c['swaps_out']}/{c['swaps_in']}; "
-                 f"preemptions {c['preemptions']}; fallbacks {c['fallbacks']}; fragmentation {c['fragmentation']:.1%}")
+                 f"preemptions {c['preemptions']}; fallbacks {c['fallbacks']}; fragmentation {c['fragmentation']:.1%}"
+                 + (f"; speculative drafts accepted {c['spec_accepted']} of {c['spec_drafted']}"
+                    if c.get("spec_drafted") else ""))
     pk = res["peak_memory"]
     lines.append(f"fallback triggered: {'yes' if res['fallback_triggered'] else 'no'}; peak RSS "
                  f"{pk['peak_rss_bytes'] / 2**30:.2f} GiB"

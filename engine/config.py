@@ -75,6 +75,7 @@ class CacheConfig:
 
 
 DEFAULT_PREFILL_CHUNK = 1024  # the prefill chunk off CUDA (a CPU step already takes seconds)
+DEFAULT_SPECULATIVE_TOKENS = 3  # prompt-lookup drafts per step off CUDA (BENCHMARKS.md, "CPU decode: prompt lookup")
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,10 @@ class SchedulerConfig:
     4.83 s with one chunk a step, BENCHMARKS.md "KV tiers on the H200"); elsewhere one prefill
     chunk + max_num_seqs decodes (a CPU step already takes seconds, and a longer one would stall
     the running sequences' next tokens).
+    num_speculative_tokens: draft tokens a greedy decoding sequence may have verified per step
+    (prompt lookup: engine/core/speculative.py); 0: off; None: `DEFAULT_SPECULATIVE_TOKENS` on the
+    CPU, where a decode step is bound by reading the weights and a few more rows cost little, off on
+    CUDA (its decode steps replay CUDA graphs of one row per sequence).
     watermark: admit while projected KV use stays under this share of each block pool.
     preemption: "swap" (to host memory, up to swap_budget bytes) or "recompute".
     prefix_caching: reuse the KV of identical prefixes across requests."""
@@ -100,10 +105,17 @@ class SchedulerConfig:
     max_prefill_chunk: int | None = None
     max_num_batched_tokens: int | None = None
     gpu_step_tokens: int = 16384
+    num_speculative_tokens: int | None = None
     watermark: float = 0.85
     preemption: str = "swap"
     swap_budget: int = 4 * 2**30
     prefix_caching: bool = True
+
+    def speculative_tokens(self, device_type: str) -> int:
+        """`num_speculative_tokens`, or its default on a device of this type where it was left open."""
+        if self.num_speculative_tokens is not None:
+            return self.num_speculative_tokens
+        return 0 if device_type == "cuda" else DEFAULT_SPECULATIVE_TOKENS
 
     @property
     def prefill_chunk(self) -> int:

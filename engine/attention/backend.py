@@ -187,13 +187,18 @@ class TorchAttentionBackend(AttentionBackend):
 
     name = "torch"
 
-    def __init__(self, window_tile: int | None = None, sdpa_dtype: torch.dtype | None = None) -> None:
+    def __init__(self, window_tile: int | None = None, sdpa_dtype: torch.dtype | None = None,
+                 few_rows: int = 2) -> None:
         self.window_tile = window_tile
         # prefill chunks' fused attention in this dtype (q, K, V cast, the output cast back), where
         # the engine already multiplies in it: int8 weights on a CPU with bfloat16 GEMMs
         # (engine/model/quant.py: bf16_gemm). One thread, 4 heads of 256 over 2,048 keys: 70 ms in
         # float32, 19 ms in bfloat16. Decode rows and log-sum-exp captures stay in the cache's dtype.
         self.sdpa_dtype = sdpa_dtype
+        # CPU chunks of fewer query rows than this (a prompt's short tail, speculative verification)
+        # are computed row by row exactly as decode steps compute them, in the cache's dtype, and
+        # a batch's decode rows sequence by sequence as each is computed alone (2: neither)
+        self.few_rows = max(2, few_rows)
 
     def prefill(
         self,
@@ -247,6 +252,20 @@ class TorchAttentionBackend(AttentionBackend):
         b0, b1 = first // bs, (kv_len + bs - 1) // bs
         blocks = block_table[b0:b1]
         kb, vb = gather_blocks(k_cache, v_cache, blocks, warm)
+        if (q.device.type == "cpu" and 1 < tq < self.few_rows and tq == kv_len - q_offset
+                and not return_lse and softcap is None):
+            # a few rows (a prompt's short tail, speculative verification: engine/core/speculative.py):
+            # each row as the decode step computes it (keys first..its position, `_one_query`), so a
+            # verified token is the one plain decoding picks; the chunk's blocks are gathered once
+            kf, vf = kb.flatten(0, 1), vb.flatten(0, 1)
+            outs = []
+            for i in range(tq):
+                p = q_offset + i
+                lo = (0 if window is None else max(0, p - window + 1)) - b0 * bs
+                kh = kf[lo : p + 1 - b0 * bs].transpose(0, 1).unsqueeze(0)
+                vh = vf[lo : p + 1 - b0 * bs].transpose(0, 1).unsqueeze(0)
+                outs.append(_one_query(q[i : i + 1].transpose(0, 1).unsqueeze(0), kh, vh, scale)[0].transpose(0, 1))
+            return AttentionOutput(torch.cat(outs))
         k = kb.flatten(0, 1)[first - b0 * bs : kv_len - b0 * bs]
         v = vb.flatten(0, 1)[first - b0 * bs : kv_len - b0 * bs]
         qh = q.transpose(0, 1).unsqueeze(0)  # [1, H, Tq, D]
@@ -301,6 +320,12 @@ class TorchAttentionBackend(AttentionBackend):
                 q, k_cache, v_cache, block_tables[0], n - 1, n, scale, window, softcap, return_lse, warm
             )
             return r
+        if self.few_rows > 2 and dev.type == "cpu" and not return_lse and softcap is None:
+            # sequence by sequence, each as it is computed alone: a request's tokens do not depend on
+            # what it is batched with (int8 weights: the kernels' rows are independent too)
+            outs = [self._prefill_tile(q[i : i + 1], k_cache, v_cache, block_tables[i], n - 1, n, scale, window,
+                                       None, False, warm).out for i, n in enumerate(kv_lens.tolist())]
+            return AttentionOutput(torch.cat(outs))
         if window is None:
             first_blk = torch.zeros_like(kv_lens)
         else:

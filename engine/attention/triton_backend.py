@@ -124,12 +124,15 @@ def _dequantised_view(
 
 def default_backend(device: torch.device, weights: str = "float") -> AttentionBackend:
     """Triton on CUDA when it is installed, the torch reference elsewhere; with int8 weights on a
-    CPU that multiplies bfloat16 natively, its prefill attention in bfloat16 as the matmuls are."""
+    CPU that multiplies bfloat16 natively, its prefill attention in bfloat16 as the matmuls are. On
+    the CPU, chunks of fewer than GEMM_ROWS rows are computed row by row like decode steps."""
     if device.type == "cuda" and dispatch.triton_installed():
         return TritonAttentionBackend()
-    if device.type == "cpu" and weights == "int8":
-        from engine.model.quant import bf16_gemm
+    if device.type == "cpu":
+        from engine.model.quant import GEMM_ROWS, bf16_gemm
 
-        if bf16_gemm():
-            return TorchAttentionBackend(sdpa_dtype=torch.bfloat16)
+        # chunks of a few rows (speculative verification) computed as decode steps compute them
+        if weights == "int8" and bf16_gemm():
+            return TorchAttentionBackend(sdpa_dtype=torch.bfloat16, few_rows=GEMM_ROWS)
+        return TorchAttentionBackend(few_rows=GEMM_ROWS)
     return TorchAttentionBackend()

@@ -29,6 +29,7 @@ from engine.core.output_processor import OutputProcessor
 from engine.core.sampling import SamplingParams, sample_batch
 from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
+from engine.core.speculative import NgramProposer
 from engine.errors import CacheFullError, ContextLengthError
 from engine.kv.cold import ColdTier, DiskStore, HostStore
 from engine.kv.document_cache import DocumentCache
@@ -93,6 +94,11 @@ class EngineCore:
                                    prefix=self.prefix if config.scheduler.prefix_caching else None,
                                    on_place=self.place_document)
         self._occupancy = [0, 0]  # [tokens stored, slots allocated] of finished requests' tables
+        k = config.scheduler.speculative_tokens(device.type)
+        if k < 0:
+            raise ValueError(f"num_speculative_tokens must be >= 0, not {k}")
+        # prompt-lookup drafts for greedy decodes (engine/core/speculative.py); None: off
+        self.proposer = NgramProposer(k) if k > 0 else None
 
     # ------------------------------------------------------------------ requests
     def new_id(self) -> int:
@@ -126,6 +132,8 @@ class EngineCore:
     def abort(self, seq: Sequence) -> None:
         """Drop `seq` if it has not finished, releasing its blocks."""
         self.scheduler.abort(seq)
+        if self.proposer is not None:
+            self.proposer.forget(seq.seq_id)
 
     def has_unfinished(self) -> bool:
         return self.scheduler.has_work
@@ -134,7 +142,21 @@ class EngineCore:
     def step(self) -> list[TokenOutput]:
         """Schedule and run one batch; return the token of every sequence that produced one."""
         batch = self.scheduler.schedule()
-        hidden = self.runner.forward(batch.prefills, batch.decodes)
+        verify = self._drafts(batch)
+        decodes = batch.decodes
+        if verify:
+            drafted = {s.seq_id for s, _ in verify}
+            decodes = [s for s in decodes if s.seq_id not in drafted]
+            for s, d in verify:  # the runner reads a chunk's tokens from the sequence
+                s.output_ids.extend(d)
+        try:
+            if verify:
+                hidden = self.runner.forward(batch.prefills, decodes, verify=[(s, len(d) + 1) for s, d in verify])
+            else:
+                hidden = self.runner.forward(batch.prefills, decodes)
+        finally:
+            for s, d in verify:
+                del s.output_ids[len(s.output_ids) - len(d):]
         rows, stepped = [], []
         off = 0
         for s, n in batch.prefills:
@@ -142,10 +164,16 @@ class EngineCore:
             if s.num_cached == s.num_tokens:  # the prompt is complete: sample its first token
                 rows.append(off - 1)
                 stepped.append(s)
-        for i, s in enumerate(batch.decodes):
+        checks = []  # (sequence, drafts, index of its first row in `rows`)
+        for s, d in verify:
+            checks.append((s, d, len(rows)))
+            rows += range(off, off + len(d) + 1)
+            stepped += [s] * (len(d) + 1)
+            off += len(d) + 1
+        for i, s in enumerate(decodes):
             rows.append(off + i)
             stepped.append(s)
-        for s in [p for p, _ in batch.prefills] + batch.decodes:
+        for s in [p for p, _ in batch.prefills] + decodes:
             self.kv.demote(s.tables, s.num_cached)
         if not stepped:
             return []
@@ -159,15 +187,93 @@ class EngineCore:
                                 [s.generator for s in stepped])
         t = time.perf_counter()
         outs = []
+        for s, d, first in checks:
+            outs += self._accept(s, d, toks[first:first + len(d) + 1], t)
+        checked = {s.seq_id for s, _, _ in checks}
         for s, tok in zip(stepped, toks, strict=True):
+            if s.seq_id in checked:
+                continue
+            outs.append(self._emit(s, tok, t))
+        return outs
+
+    def _emit(self, s: Sequence, tok: int, t: float) -> TokenOutput:
+        """Append a token to `s`, stream its text, and finish the request if it is done."""
+        s.output_ids.append(tok)
+        if s.first_token_time is None:
+            s.first_token_time = t
+        s.token_times.append(t)
+        out = TokenOutput(s, tok, self.output.process(s, tok))
+        if s.finished:
+            self._record_occupancy(s)
+            self.scheduler.finish(s)
+            if self.proposer is not None:
+                self.proposer.forget(s.seq_id)
+        return out
+
+    # ------------------------------------------------------------------ prompt-lookup drafts
+    def _drafts(self, batch) -> list[tuple[Sequence, list[int]]]:
+        """Draft tokens for the step's greedy decodes (engine/core/speculative.py), within the
+        KV blocks free after every decode's own slot, each sequence's max_tokens and context, and
+        (on the CPU, in a step of decodes only) fewer rows in all than the row count at which the
+        int8 layers switch to bfloat16 GEMMs (engine/model/quant.py: GEMM_ROWS)."""
+        if self.proposer is None or not batch.decodes:
+            return []
+        bs = self.kv.block_size
+        free = self.scheduler.free_after_step()  # each decode's own slot and the prefills' chunks come first
+        rows_left = None
+        if self.device.type == "cpu" and not batch.prefills:
+            from engine.model.quant import GEMM_ROWS
+
+            rows_left = GEMM_ROWS - 1 - len(batch.decodes)
+        out = []
+        for s in batch.decodes:
+            p = s.params
+            if not p.greedy or p.repetition_penalty != 1.0:
+                continue
+            room = min(p.max_tokens - len(s.output_ids) - 1, self.max_model_len - s.num_tokens,
+                       self.kv.max_tokens_per_seq() - s.num_tokens)
+            if rows_left is not None:
+                room = min(room, rows_left)
+            d = self.proposer.propose(s, room) if room > 0 else []
+            if not d:
+                continue
+            end = (s.num_tokens + len(d) + bs - 1) // bs
+            need = [max(0, end - max(len(t), (s.num_tokens + bs - 1) // bs)) for t in s.tables]
+            if any(n > f for n, f in zip(need, free, strict=True)):
+                continue
+            free = [f - n for f, n in zip(free, need, strict=True)]
+            if rows_left is not None:
+                rows_left -= len(d)
+            out.append((s, d))
+        return out
+
+    def _accept(self, s: Sequence, drafts: list[int], toks: list[int], t: float) -> list[TokenOutput]:
+        """A verified chunk: toks[i] is the greedy token after the chunk's i-th row. Emit the drafts
+        that match it and the first greedy token that differs (or follows the last draft); keep
+        the K/V of the accepted positions only, then let the prefix cache index and the windows
+        release (`after_forward`) and the warm tier demote, as a plain step does."""
+        a = 0
+        while a < len(drafts) and drafts[a] == toks[a]:
+            a += 1
+        self.proposer.record(s, len(drafts), a)
+        s.num_cached += a + 1  # the uncached token and the accepted drafts
+        outs = []
+        for tok in drafts[:a] + [toks[a]]:
             s.output_ids.append(tok)
             if s.first_token_time is None:
                 s.first_token_time = t
             s.token_times.append(t)
             outs.append(TokenOutput(s, tok, self.output.process(s, tok)))
             if s.finished:
-                self._record_occupancy(s)
-                self.scheduler.finish(s)
+                break
+        s.num_cached = min(s.num_cached, s.num_tokens)  # finished early: drop K/V past its last token
+        self.kv.trim(s.tables, s.num_cached)
+        self.runner.after_forward([s])
+        self.kv.demote(s.tables, s.num_cached)
+        if s.finished:
+            self._record_occupancy(s)
+            self.scheduler.finish(s)
+            self.proposer.forget(s.seq_id)
         return outs
 
     # ------------------------------------------------------------------ outside the scheduler
@@ -296,4 +402,6 @@ class EngineCore:
         c.copy_bytes_to_host = self.kv.copier.stats.bytes_to_host
         c.copy_bytes_to_device = self.kv.copier.stats.bytes_to_device
         c.set_occupancy(*self._occupancy)
+        if self.proposer is not None:
+            c.spec_drafted, c.spec_accepted = self.proposer.stats.drafted, self.proposer.stats.accepted
         return c

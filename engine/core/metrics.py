@@ -131,6 +131,8 @@ class EngineCounters:
     slots_allocated: int = 0  # gauge: block_size * allocated blocks
     copy_bytes_to_host: int = 0  # KV bytes the tier copier moved device -> host (swap out, warm saves)
     copy_bytes_to_device: int = 0  # and host -> device (swap in, cold-tier prefix loads)
+    spec_drafted: int = 0  # prompt-lookup draft tokens verified (engine/core/speculative.py)
+    spec_accepted: int = 0  # of which accepted (each saved a decode step)
 
     def set_blocks(self, tier: str, count: int) -> None:
         if tier not in self.blocks:
@@ -175,6 +177,8 @@ class EngineCounters:
             "fragmentation": self.fragmentation,
             "copy_bytes_to_host": self.copy_bytes_to_host,
             "copy_bytes_to_device": self.copy_bytes_to_device,
+            "spec_drafted": self.spec_drafted,
+            "spec_accepted": self.spec_accepted,
         }
 
 

@@ -142,6 +142,10 @@ class Scheduler:
         """Whether `need` blocks per group are free, after what this step already scheduled."""
         return all(n + p <= g.allocator.num_free for n, p, g in zip(need, self._pending, self.kv.groups, strict=True))
 
+    def free_after_step(self) -> list[int]:
+        """Blocks per group still free once the scheduled step has allocated what it reserved."""
+        return [g.allocator.num_free - p for p, g in zip(self._pending, self.kv.groups, strict=True)]
+
     def _reserve(self, need: list[int]) -> None:
         self._pending = [p + n for p, n in zip(self._pending, need, strict=True)]
 

@@ -197,6 +197,16 @@ class PagedKVCache(WarmTier):
                     self._decref_entry(g, table[b])
                     table[b] = -1
 
+    def trim(self, tables: list[list[int]], num_tokens: int) -> None:
+        """Free the blocks past the first ceil(num_tokens / block_size): a sequence cut back to
+        `num_tokens` tokens (rejected draft tokens, engine/core/speculative.py)."""
+        keep = (num_tokens + self.block_size - 1) // self.block_size
+        for g, table in zip(self.groups, tables, strict=True):
+            while len(table) > keep:
+                e = table.pop()
+                if e != -1:
+                    self._decref_entry(g, e)
+
     def free(self, tables: list[list[int]]) -> None:
         for g, table in zip(self.groups, tables, strict=True):
             for b in table:

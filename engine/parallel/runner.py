@@ -109,8 +109,8 @@ class TPModelRunner(ModelRunner):
 
     @torch.inference_mode()
     def forward(self, prefills: list[tuple[Sequence, int]], decodes: list[Sequence],
-                capture: Capture | None = None) -> torch.Tensor:
-        step = self.prepare(prefills, decodes)
+                capture: Capture | None = None, verify: list[tuple[Sequence, int]] = ()) -> torch.Tensor:
+        step = self.prepare(list(prefills) + list(verify), decodes)
         spec = None
         if capture is not None:  # every rank captures its own heads' queries, kept by forward id
             self.forward_ids += 1
@@ -121,8 +121,8 @@ class TPModelRunner(ModelRunner):
         try:
             hidden = self.execute(step, capture)
             if self.check:
-                seqs = [s for s, _ in prefills] + list(decodes)
-                lengths = [s.num_cached + n for s, n in prefills] + [s.num_tokens for s in decodes]
+                seqs = [s for s, _ in list(prefills) + list(verify)] + list(decodes)
+                lengths = [s.num_cached + n for s, n in list(prefills) + list(verify)] + [s.num_tokens for s in decodes]
                 self.tp.verify(step_digest([s.seq_id for s in seqs], lengths,
                                            [[list(s.tables[g]) for s in seqs] for g in range(len(self.cache.groups))]))
         except RuntimeError as exc:  # a collective failed: a rank that exited is named

@@ -30,18 +30,22 @@ class ModelRunner:
 
     @torch.inference_mode()
     def forward(
-        self, prefills: list[tuple[Sequence, int]], decodes: list[Sequence], capture: Capture | None = None
+        self, prefills: list[tuple[Sequence, int]], decodes: list[Sequence], capture: Capture | None = None,
+        verify: list[tuple[Sequence, int]] = (),
     ) -> torch.Tensor:
         """Run prefill chunks (sequence, n new prompt tokens) then one decode token per sequence in
-        `decodes`; return the final hidden states of every row [T, hidden] (prefill rows first)."""
+        `decodes`; return the final hidden states of every row [T, hidden] (prefill rows first).
+        verify: (sequence, n) chunks of a decoding sequence's uncached token and n - 1 draft tokens
+        (engine/core/speculative.py), laid out after the prefills and computed like them, but not
+        advanced: the caller sets how many of them stay cached and then calls `after_forward`."""
         # --- CUDA graph hook (engine/runner/cuda_graph.py): a decode-only step replays a captured graph;
         # run() returns None (having done nothing) for any step it does not cover.
-        if self.graphs is not None and not prefills and capture is None:
+        if self.graphs is not None and not prefills and not verify and capture is None:
             hidden = self.graphs.run(decodes)
             if hidden is not None:
                 return hidden
         # --- end of hook
-        hidden = self.execute(self.prepare(prefills, decodes), capture)
+        hidden = self.execute(self.prepare(list(prefills) + list(verify), decodes), capture)
         self.advance(prefills, decodes)
         return hidden
 

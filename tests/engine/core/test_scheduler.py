@@ -102,10 +102,10 @@ def test_sliding_window_hit_takes_only_window_blocks(folders):
     seen = []
     orig = llm.runner.forward
 
-    def spy(prefills, decodes, capture=None):
+    def spy(prefills, decodes, capture=None, **kw):
         for s, _ in prefills:
             seen.append([list(t) for t in s.tables])
-        return orig(prefills, decodes, capture)
+        return orig(prefills, decodes, capture, **kw)
 
     llm.runner.forward = spy
     out = llm.generate([doc + [4, 5]], GREEDY)[0]

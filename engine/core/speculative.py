@@ -1,0 +1,117 @@
+"""Prompt-lookup speculative decoding: draft tokens copied from the sequence itself, verified in
+one forward.
+
+A CPU decode step is bound by the bytes of weights it reads (engine/model/quant.py), and reading
+them for five rows costs little more than for one. Documents are analysed by quoting them: an
+answer repeats a clause, a name, a figure caption, a sentence of a note. So when the last `n`
+tokens of a greedy sequence occurred earlier in its prompt or output, the tokens that followed
+that occurrence are a likely continuation (prompt lookup decoding, Saxena 2023; vLLM's "ngram"
+speculator). `NgramProposer.propose` finds the most recent earlier occurrence of the longest
+suffix of `n_max`..`n_min` tokens and drafts up to `k` of its followers (where they run into the
+sequence's end, the period between the two occurrences repeats: a loop continues as a loop).
+
+`EngineCore.step` feeds the sequence's uncached token and the drafts as one chunk of k + 1 rows
+(`ModelRunner.forward(verify=...)`); row i's argmax is the greedy token after position i. Drafts
+are accepted while they equal those argmaxes, and the first argmax that differs (or the one after
+the last draft) is emitted too, so a step emits 1..k+1 tokens, each the model's greedy choice given
+the tokens before it. K/V written for rejected drafts is dropped (the sequence's cached length goes
+back, blocks past it are freed) before the prefix cache indexes or the windows release anything.
+
+The tokens are the greedy tokens the model computes in the verifying forward; they match plain
+decoding's up to the rounding of computing several rows at once (the same caveat as batching
+requests together: engine/model/quant.py). A sequence whose drafts keep failing backs off: after
+a draft with nothing accepted it skips the next 1, 2, 4, ... 16 steps' proposals (reset by a hit),
+so text that never repeats itself pays for a verify step rarely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.core.sequence import Sequence
+
+
+@dataclass
+class _State:
+    index: dict[int, dict[tuple[int, ...], int]] = field(default_factory=dict)  # n -> n-gram -> end
+    indexed: int = 0  # n-grams ending before this position are in `index`
+    cooldown: int = 0  # steps left without proposals
+    backoff: int = 0  # the next cooldown after a miss
+
+
+@dataclass
+class SpecStats:
+    steps: int = 0  # verify forwards' sequence-rows (one per sequence verified)
+    drafted: int = 0  # draft tokens proposed
+    accepted: int = 0  # of which accepted
+
+    def to_dict(self) -> dict:
+        return {"spec_verifications": self.steps, "spec_drafted": self.drafted, "spec_accepted": self.accepted,
+                "spec_acceptance": self.accepted / self.drafted if self.drafted else None}
+
+
+class NgramProposer:
+    """Drafts for greedy sequences from their own tokens (see the module docstring). k: the most
+    drafts per step; n_max..n_min: the suffix lengths tried, longest first."""
+
+    MAX_BACKOFF = 16
+
+    def __init__(self, k: int, n_max: int = 4, n_min: int = 3) -> None:
+        if k < 1 or not 1 <= n_min <= n_max:
+            raise ValueError("need k >= 1 and 1 <= n_min <= n_max")
+        self.k, self.n_max, self.n_min = k, n_max, n_min
+        self.states: dict[int, _State] = {}
+        self.stats = SpecStats()
+
+    def forget(self, seq_id: int) -> None:
+        self.states.pop(seq_id, None)
+
+    def _state(self, seq: Sequence) -> _State:
+        st = self.states.get(seq.seq_id)
+        if st is None:
+            st = self.states[seq.seq_id] = _State(index={n: {} for n in range(self.n_min, self.n_max + 1)})
+        return st
+
+    def propose(self, seq: Sequence, k: int) -> list[int]:
+        """Up to min(k, self.k) draft tokens to follow `seq`'s tokens (empty: none found, or the
+        sequence is backing off)."""
+        k = min(k, self.k)
+        st = self._state(seq)
+        if k < 1:
+            return []
+        if st.cooldown > 0:
+            st.cooldown -= 1
+            return []
+        ids = seq.all_ids
+        length = len(ids)
+        # index every n-gram that ends before the last token (its end has a follower to draft)
+        start = max(st.indexed, self.n_min)
+        for end in range(start, length):
+            for n, table in st.index.items():
+                if end >= n:
+                    table[tuple(ids[end - n:end])] = end
+        st.indexed = max(st.indexed, length)
+        for n in range(self.n_max, self.n_min - 1, -1):
+            if length < n + 1:
+                continue
+            end = st.index[n].get(tuple(ids[length - n:]))
+            if end is not None and end < length:
+                # the followers of the match; past the sequence's end the match's period repeats
+                # (a loop, the suffix itself occurring length - end tokens earlier)
+                draft: list[int] = []
+                for j in range(end, end + k):
+                    draft.append(ids[j] if j < length else draft[j - length])
+                return draft
+        return []
+
+    def record(self, seq: Sequence, drafted: int, accepted: int) -> None:
+        """A verification of `drafted` drafts of which `accepted` matched: back off after a miss."""
+        st = self._state(seq)
+        self.stats.steps += 1
+        self.stats.drafted += drafted
+        self.stats.accepted += accepted
+        if accepted == 0:
+            st.backoff = min(self.MAX_BACKOFF, max(1, 2 * st.backoff))
+            st.cooldown = st.backoff
+        else:
+            st.backoff = 0

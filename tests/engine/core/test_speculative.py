@@ -1,0 +1,183 @@
+"""Prompt-lookup speculative decoding (engine/core/speculative.py): the proposer's drafts, and the
+engine's verified steps giving exactly the tokens of plain greedy decoding on the CPU's int8 path
+(rows of the int8 kernels are computed independently of the batch, and a few-row chunk's attention
+row by row as decode steps compute it), with rejected drafts' K/V dropped."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import LLM, CacheConfig, EngineConfig, LoadConfig, SamplingParams, SchedulerConfig
+from engine.core.sequence import Sequence
+from engine.core.speculative import NgramProposer
+
+
+def _seq(ids: list[int], out: list[int] = ()) -> Sequence:
+    s = Sequence(0, list(ids), SamplingParams())
+    s.output_ids = list(out)
+    return s
+
+
+def test_proposer_drafts_the_followers_of_the_latest_earlier_occurrence():
+    p = NgramProposer(3, n_max=3, n_min=2)
+    # suffix [7, 8] occurred at 1..2 (followed by 9 10 11) and at 6..7 (followed by 5 6): the latest wins
+    s = _seq([1, 7, 8, 9, 10, 11, 7, 8, 5, 6, 0, 7, 8])
+    assert p.propose(s, 3) == [5, 6, 0]
+    assert p.propose(s, 1) == [5]  # at most k asked
+    # the longest suffix that matches wins: [3, 7, 8] occurred once, followed by 42
+    s2 = _seq([3, 7, 8, 42, 1, 7, 8, 9, 3, 7, 8])
+    assert NgramProposer(3, n_max=3, n_min=2).propose(s2, 3) == [42, 1, 7]
+    # the output counts as well as the prompt; past the sequence's end the period repeats
+    s3 = _seq([4, 5, 6], [4, 5])
+    assert NgramProposer(4, n_max=3, n_min=2).propose(s3, 4) == [6, 4, 5, 6]
+    assert NgramProposer(3, n_max=3, n_min=2).propose(_seq([9, 9, 9]), 3) == [9, 9, 9]
+    assert NgramProposer(3, n_max=3, n_min=2).propose(_seq([1, 2, 3, 4]), 3) == []  # nothing repeats
+
+
+def test_proposer_indexes_new_tokens_and_backs_off_after_misses():
+    p = NgramProposer(2, n_max=2, n_min=2)
+    s = _seq([1, 2, 3])
+    assert p.propose(s, 2) == []
+    s.output_ids += [9, 1, 2]  # now [1, 2] repeats: the tokens after its first occurrence
+    assert p.propose(s, 2) == [3, 9]
+    p.record(s, 2, 0)  # a miss: skip the next proposal
+    assert p.propose(s, 2) == []
+    assert p.propose(s, 2) == [3, 9]
+    p.record(s, 2, 0)  # a second miss in a row: skip the next 2
+    assert p.propose(s, 2) == [] and p.propose(s, 2) == []
+    assert p.propose(s, 2) == [3, 9]
+    p.record(s, 2, 2)  # a hit resets the back-off
+    p.record(s, 2, 0)
+    assert p.propose(s, 2) == [] and p.propose(s, 2) == [3, 9]
+    assert p.stats.drafted == 8 and p.stats.accepted == 2 and p.stats.steps == 4
+    with pytest.raises(ValueError):
+        NgramProposer(0)
+
+
+def _int8_llm(folder, k: int, **sched) -> LLM:
+    return LLM(config=EngineConfig(LoadConfig(model=folder, device="cpu", weights="int8"),
+                                   CacheConfig(memory_budget=8 * 2**20),
+                                   SchedulerConfig(max_model_len=256, num_speculative_tokens=k, **sched)))
+
+
+@pytest.mark.parametrize("family", ["gemma3", "llama"])
+def test_verified_steps_give_plain_greedy_tokens_and_drop_rejected_kv(tiny_folders, family):
+    """gemma3: sliding windows of 8 tokens, crossed inside verified chunks. Prompts that repeat
+    themselves (drafts found) and random ones; one at a time and three at once."""
+    import random
+
+    folder, _ = tiny_folders[family]
+    rng = random.Random(1)
+    motif = [rng.randrange(128) for _ in range(7)]
+    prompts = [motif * 5, [rng.randrange(128) for _ in range(40)], motif[:4] * 6 + [3, 1, 4]]
+    params = SamplingParams(max_tokens=60, ignore_eos=True)
+    plain, spec = _int8_llm(folder, 0), _int8_llm(folder, 3)
+    assert spec.core.proposer is not None and plain.core.proposer is None
+    want = [plain.generate([p], params)[0].token_ids for p in prompts]
+    got = [spec.generate([p], params)[0].token_ids for p in prompts]
+    assert got == want
+    # three at once (the row budget shared): what plain decoding gives the same batch (a prefill step
+    # computes a batch's prompts together, so a batch's tokens may differ from those alone)
+    assert [o.token_ids for o in spec.generate(prompts, params)] == [o.token_ids for o in plain.generate(prompts, params)]
+    assert spec.core.proposer.stats.accepted > 0
+    assert spec.core.scheduler.counters.steps < plain.core.scheduler.counters.steps
+    assert all(g.allocator.num_free == g.num_blocks for g in spec.kv.groups)  # rejected drafts' blocks too
+    assert not spec.core.proposer.states  # finished sequences forgotten
+    # the prefix cache indexed only real tokens: a repeated request reuses the prompt and matches
+    again = spec.generate([prompts[0]], params)[0]
+    assert again.token_ids == want[0] and again.cached_tokens > 0
+
+
+class _Oracle(NgramProposer):
+    """Drafts the plain run's next two tokens and then a wrong one: every verification accepts
+    exactly two drafts and rejects the third (its K/V written, then dropped)."""
+
+    def __init__(self, want: list[int], prompt_len: int) -> None:
+        super().__init__(3)
+        self.want, self.prompt_len = want, prompt_len
+
+    def propose(self, seq, k):
+        n = seq.num_tokens - self.prompt_len
+        d = self.want[n:n + 2] + [(self.want[n + 2] + 1) % 128] if n + 2 < len(self.want) else []
+        return d[:k] if len(d[:k]) == 3 else []
+
+
+@pytest.mark.parametrize("family", ["gemma3", "llama"])
+def test_rejected_drafts_leave_no_trace(tiny_folders, family):
+    """Two accepted and one rejected draft every step, across block boundaries and (gemma3) sliding
+    windows of 8: the same tokens as plain decoding, every block back, and a later request over the
+    same prompt reuses the prefix the verified steps registered."""
+    folder, _ = tiny_folders[family]
+    prompt = [7, 3, 9, 1, 4, 4, 2, 8, 6, 5, 0, 11, 13, 12, 17, 19, 23]
+    params = SamplingParams(max_tokens=40, ignore_eos=True)
+    # prefill chunks of 16: the prefix cache can resume at every 16th token (its cut points)
+    plain, spec = _int8_llm(folder, 0, max_prefill_chunk=16), _int8_llm(folder, 3, max_prefill_chunk=16)
+    want = plain.generate([prompt], params)[0].token_ids
+    spec.core.proposer = oracle = _Oracle(want, len(prompt))
+    assert spec.generate([prompt], params)[0].token_ids == want
+    assert oracle.stats.steps > 5 and oracle.stats.accepted == 2 * oracle.stats.steps
+    assert oracle.stats.drafted == 3 * oracle.stats.steps
+    assert all(g.allocator.num_free == g.num_blocks for g in spec.kv.groups)
+    # the prefix cache indexed the blocks of real tokens only, as plain decoding does
+    p2, params2 = prompt + want[:20], SamplingParams(max_tokens=10, ignore_eos=True)
+    again, ref = spec.generate([p2], params2)[0], plain.generate([p2], params2)[0]
+    assert again.token_ids == ref.token_ids and again.cached_tokens == ref.cached_tokens
+    assert again.cached_tokens == 32, again.cached_tokens
+
+
+def test_drafts_respect_max_tokens_and_stop_at_eos(tiny_folders):
+    folder, _ = tiny_folders["llama"]
+    spec = _int8_llm(folder, 3)
+    plain = _int8_llm(folder, 0)
+    prompt = [5, 6, 7, 8] * 8
+    for n in (1, 2, 5, 9):
+        p = SamplingParams(max_tokens=n, ignore_eos=True)
+        out = spec.generate([prompt], p)[0]
+        assert len(out.token_ids) == n and out.token_ids == plain.generate([prompt], p)[0].token_ids
+    # a stop token in the middle of an accepted run: the output ends there, as plain decoding's does
+    full = plain.generate([prompt], SamplingParams(max_tokens=30, ignore_eos=True))[0].token_ids
+    stop = full[12]
+    p = SamplingParams(max_tokens=30, stop_token_ids=[stop])
+    assert spec.generate([prompt], p)[0].token_ids == plain.generate([prompt], p)[0].token_ids
+
+
+def test_sampling_requests_are_not_speculated(tiny_folders):
+    folder, _ = tiny_folders["llama"]
+    spec = _int8_llm(folder, 3)
+    p = SamplingParams(max_tokens=20, temperature=0.8, seed=3, ignore_eos=True)
+    spec.generate([[5, 6, 7, 8] * 8], p)
+    assert spec.core.proposer.stats.steps == 0
+
+
+def test_default_is_on_for_the_cpu_and_off_for_cuda():
+    assert SchedulerConfig().speculative_tokens("cpu") == 3
+    assert SchedulerConfig().speculative_tokens("cuda") == 0
+    assert SchedulerConfig(num_speculative_tokens=2).speculative_tokens("cuda") == 2
+    assert SchedulerConfig(num_speculative_tokens=0).speculative_tokens("cpu") == 0
+
+
+@pytest.mark.model
+def test_packaged_model_answers_the_same_with_fewer_steps():
+    """The CPU default (packaged Gemma 3 270M, int8 weights, drafts on): questions over contract text
+    give exactly the tokens of plain greedy decoding, in fewer forwards."""
+    from pathlib import Path
+
+    from engine.core.speculative import NgramProposer
+
+    llm = LLM(device="cpu", cache=CacheConfig(memory_budget=64 * 2**20), max_model_len=2048)
+    assert llm.weights == "int8" and llm.core.proposer is not None
+    root = Path(__file__).resolve().parents[3]
+    text = (root / "data/samples/contracts/en-commonpaper-csa-1.0-to-1.1/v1.txt").read_text(encoding="utf-8")
+    doc = llm.encode(text)[:700]
+    prompts = [doc + llm.encode(f"\n\nQuestion: {q}\nAnswer:") for q in
+               ("Who are the parties to this agreement?", "Quote the first sentence of the agreement.")]
+    params = SamplingParams(max_tokens=24, ignore_eos=True)
+    steps = {}
+    outs = {}
+    for name, proposer in (("spec", llm.core.proposer), ("plain", None)):
+        llm.core.proposer = proposer if proposer is None else NgramProposer(proposer.k)
+        before = llm.core.scheduler.counters.steps
+        outs[name] = [llm.generate([p], params)[0].token_ids for p in prompts]
+        steps[name] = llm.core.scheduler.counters.steps - before
+    assert outs["spec"] == outs["plain"]
+    assert steps["spec"] < steps["plain"], steps
