@@ -1,6 +1,7 @@
 """CPU decode with and without prompt-lookup speculative decoding (engine/core/speculative.py) on
 questions over real documents: the packaged Gemma 3 270M with the CPU defaults (int8 weights),
-one engine, the proposer switched on and off between runs of the same prompt (order alternating),
+one engine, the proposer switched on and off between runs of the same prompt (order alternating;
+the prefix cache cleared before each run, so both compute the prompt the same way),
 greedy answers up to 64 tokens stopped at a blank line. Per document and thread count: decode tokens
 per second (first streamed token to the last), the drafts' acceptance, and whether both runs gave
 the same tokens.
@@ -76,6 +77,7 @@ def main() -> None:
                 order = ("spec", "plain") if i % 2 else ("plain", "spec")
                 for way in order:
                     llm.core.proposer = NgramProposer(k) if way == "spec" else None
+                    llm.clear_prefix_cache()  # both runs compute the prompt afresh (same prefill)
                     toks, tps = run(llm, prompt, params)
                     res[way] = (toks, tps, llm.core.proposer.stats if way == "spec" else None)
                 st = res["spec"][2]

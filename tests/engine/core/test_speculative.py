@@ -54,9 +54,9 @@ def test_proposer_indexes_new_tokens_and_backs_off_after_misses():
         NgramProposer(0)
 
 
-def _int8_llm(folder, k: int, **sched) -> LLM:
+def _int8_llm(folder, k: int, cache: CacheConfig | None = None, **sched) -> LLM:
     return LLM(config=EngineConfig(LoadConfig(model=folder, device="cpu", weights="int8"),
-                                   CacheConfig(memory_budget=8 * 2**20),
+                                   cache or CacheConfig(memory_budget=8 * 2**20),
                                    SchedulerConfig(max_model_len=256, num_speculative_tokens=k, **sched)))
 
 
@@ -102,22 +102,30 @@ class _Oracle(NgramProposer):
         return d[:k] if len(d[:k]) == 3 else []
 
 
-@pytest.mark.parametrize("family", ["gemma3", "llama"])
-def test_rejected_drafts_leave_no_trace(tiny_folders, family):
-    """Two accepted and one rejected draft every step, across block boundaries and (gemma3) sliding
-    windows of 8: the same tokens as plain decoding, every block back, and a later request over the
-    same prompt reuses the prefix the verified steps registered."""
+@pytest.mark.parametrize("family,warm", [("gemma3", False), ("llama", False), ("llama", True)])
+def test_rejected_drafts_leave_no_trace(tiny_folders, family, warm):
+    """Two accepted and one rejected draft every step, across block boundaries, (gemma3) sliding
+    windows of 8 and (warm) blocks demoted to the INT8 warm tier behind a hot window of 16 tokens:
+    the same tokens as plain decoding, every block back, and a later request over the same prompt
+    reuses the prefix the verified steps registered."""
     folder, _ = tiny_folders[family]
     prompt = [7, 3, 9, 1, 4, 4, 2, 8, 6, 5, 0, 11, 13, 12, 17, 19, 23]
     params = SamplingParams(max_tokens=40, ignore_eos=True)
+    cache = CacheConfig(memory_budget=8 * 2**20, warm_budget=2**20, sink_tokens=4, hot_window=16) if warm else None
     # prefill chunks of 16: the prefix cache can resume at every 16th token (its cut points)
-    plain, spec = _int8_llm(folder, 0, max_prefill_chunk=16), _int8_llm(folder, 3, max_prefill_chunk=16)
+    plain = _int8_llm(folder, 0, cache, max_prefill_chunk=16)
+    spec = _int8_llm(folder, 3, cache, max_prefill_chunk=16)
     want = plain.generate([prompt], params)[0].token_ids
+    moved, demote = [], spec.kv.demote
+    spec.kv.demote = lambda tables, n, force=False: moved.append(demote(tables, n, force)) or moved[-1]
     spec.core.proposer = oracle = _Oracle(want, len(prompt))
     assert spec.generate([prompt], params)[0].token_ids == want
     assert oracle.stats.steps > 5 and oracle.stats.accepted == 2 * oracle.stats.steps
     assert oracle.stats.drafted == 3 * oracle.stats.steps
     assert all(g.allocator.num_free == g.num_blocks for g in spec.kv.groups)
+    assert (sum(moved) > 0) == warm  # blocks went INT8 while drafts were verified over them
+    if warm:
+        assert all(g.warm.allocator.num_free == g.warm.allocator.num_blocks for g in spec.kv.groups if g.warm)
     # the prefix cache indexed the blocks of real tokens only, as plain decoding does
     p2, params2 = prompt + want[:20], SamplingParams(max_tokens=10, ignore_eos=True)
     again, ref = spec.generate([p2], params2)[0], plain.generate([p2], params2)[0]
