@@ -52,10 +52,14 @@ def _log2_scores(s, scale, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr):
 def _prefill_tile(
     acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
+    KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
     BS: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_WINDOW: tl.constexpr,
-    SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
+    SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr, HAS_INT8: tl.constexpr,
 ):
-    """One key tile of the online softmax (scores in log2 units)."""
+    """One key tile of the online softmax (scores in log2 units). HAS_INT8: table entries <= -2
+    are INT8 warm blocks -(e + 2) of KQ/VQ with a scale per (block, kv head) in KS/VS, read as they
+    are (the decode kernel's MODE 2): the scale factors out of both dots, s = (q . kq) * ks and
+    p @ (vq * vs) = (p * vs) @ vq, each under a branch taken only when the tile holds such a key."""
     kpos = start + tl.arange(0, BLOCK_N)
     blk = tl.load(TABLE + kpos // BS, mask=kpos < kv_len, other=-1)
     col_ok = (kpos < kv_len) & (blk >= 0)
@@ -68,7 +72,18 @@ def _prefill_tile(
     if UPCAST:
         k = k.to(tl.float32)
         v = v.to(tl.float32)
-    s = _log2_scores(tl.dot(q, tl.trans(k)), scale, SOFTCAP, HAS_SOFTCAP)
+    raw = tl.dot(q, tl.trans(k))
+    if HAS_INT8:
+        warm = (kpos < kv_len) & (blk <= -2)
+        widx = tl.where(warm, -blk - 2, 0).to(tl.int64)
+        w_off = widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :]
+        n_warm = tl.sum(warm.to(tl.int32), axis=0)
+        if n_warm > 0:
+            ks = tl.load(KS + widx * stride_sb + kvh, mask=warm, other=0.0)
+            kq = tl.load(KQ + w_off, mask=warm[:, None] & dim_ok[None, :], other=0)
+            raw += tl.dot(q, tl.trans(kq.to(q.dtype))) * ks[None, :]
+        col_ok = col_ok | warm
+    s = _log2_scores(raw, scale, SOFTCAP, HAS_SOFTCAP)
     if MASKED:
         allowed = (kpos[None, :] <= qpos[:, None]) & col_ok[None, :]
         if HAS_WINDOW:
@@ -80,6 +95,11 @@ def _prefill_tile(
     p = tl.exp2(s - m_safe[:, None])
     l_i = l_i * alpha + tl.sum(p, axis=1)
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    if HAS_INT8:
+        if n_warm > 0:
+            vs = tl.load(VS + widx * stride_sb + kvh, mask=warm, other=0.0)
+            vq = tl.load(VQ + w_off, mask=warm[:, None] & dim_ok[None, :], other=0)
+            acc += tl.dot((p * vs[None, :]).to(v.dtype), vq.to(v.dtype))
     return acc, m_new, l_i
 
 
@@ -93,9 +113,11 @@ def _prefill_program(
     stride_ot, stride_oh,
     stride_lt,
     stride_os, stride_ls,
+    KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
     GROUP: tl.constexpr, BS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
+    HAS_INT8: tl.constexpr,
 ):
     """The query rows row0..row0+BLOCK_M-1 of one sequence's chunk (Q, OUT and LSE point at the
     chunk's first row; n_rows rows at positions q_offset..), one head, one key split. With n_splits > 1
@@ -133,17 +155,20 @@ def _prefill_program(
             acc, m_i, l_i = _prefill_tile(
                 acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
                 stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
-                BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST)
+                KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
+                BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8)
     for start in range(tl.maximum(full_lo, s_lo), tl.minimum(full_hi, s_hi), BLOCK_N):
         acc, m_i, l_i = _prefill_tile(
             acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
             stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
-            BS, BLOCK_N, False, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST)
+            KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
+            BS, BLOCK_N, False, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8)
     for start in range(tl.maximum(tl.maximum(full_hi, full_lo), s_lo), s_hi, BLOCK_N):
         acc, m_i, l_i = _prefill_tile(
             acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
             stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
-            BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST)
+            KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
+            BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8)
     l_safe = tl.where(l_i > 0, l_i, 1.0)
     out = acc / l_safe[:, None]
     tl.store(OUT + split * stride_os + rows[:, None] * stride_ot + head * stride_oh + dims[None, :],
@@ -162,9 +187,11 @@ def _prefill_kernel(
     stride_ot, stride_oh,
     stride_lt,
     stride_os, stride_ls,
+    KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
     GROUP: tl.constexpr, BS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
+    HAS_INT8: tl.constexpr,
 ):
     """One sequence's chunk: program (query tile, head, key split)."""
     _prefill_program(
@@ -172,7 +199,8 @@ def _prefill_kernel(
         q_offset, kv_len, n_rows, tl.program_id(0) * BLOCK_M, tl.program_id(1), tl.program_id(2), scale, window,
         n_splits, stride_qt, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
         stride_ot, stride_oh, stride_lt, stride_os, stride_ls,
-        GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST)
+        KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
+        GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8)
 
 
 @triton.jit
@@ -205,7 +233,8 @@ def _prefill_varlen_kernel(
         q_offset, q_offset + n_rows, n_rows, row0, tl.program_id(1), tl.program_id(2), scale, window,
         n_splits, stride_qt, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
         stride_ot, stride_oh, stride_lt, stride_os, stride_ls,
-        GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST)
+        K, V, K, V, 0, 0, 0, 0,  # no INT8 pages in a varlen launch (the engine sends those chunks one by one)
+        GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, False)
 
 
 PREFILL_CONFIGS = {  # head_dim bucket -> (BLOCK_M, BLOCK_N, num_warps, num_stages); see BENCHMARKS.md
@@ -230,11 +259,17 @@ def paged_prefill(
     block_n: int | None = None,
     config: tuple[int, int, int, int] | None = None,
     n_splits: int | None = None,
+    k_cache_int8: torch.Tensor | None = None,
+    v_cache_int8: torch.Tensor | None = None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """q [Tq, H, D] at positions q_offset.. over one sequence's cache (its own keys already
     written). Returns out [Tq, H, D] (q's dtype) and lse [Tq, H] float32. n_splits: key splits per
     query tile (None: `prefill_splits`, more than one only for a few query rows over a long
-    context on a GPU, where one program per head would read the whole context alone)."""
+    context on a GPU, where one program per head would read the whole context alone).
+    k/v_cache_int8 [N, BS, KVH, D] int8 and k/v_scale [N, KVH]: the warm tier's pages, which table
+    entries e <= -2 point at (page -(e + 2)), read directly as the decode kernel reads them."""
     tq, h, d = q.shape
     kvh = k_cache.shape[2]
     bs = k_cache.shape[1]
@@ -260,6 +295,15 @@ def paged_prefill(
         parts_out = torch.empty((splits, tq, h, d), dtype=torch.float32, device=q.device)
         parts_lse = torch.empty((splits, tq, h), dtype=torch.float32, device=q.device)
     grid = (q_tiles, h, splits)
+    has_int8 = k_cache_int8 is not None
+    if has_int8:
+        if v_cache_int8 is None or k_scale is None or v_scale is None or k_cache_int8.stride() != v_cache_int8.stride():
+            raise ValueError("INT8 pages need k/v_cache_int8 with the same strides and k/v_scale")
+        kq, vq, ks, vs = k_cache_int8, v_cache_int8, k_scale.contiguous(), v_scale.contiguous()
+        qstrides = (kq.stride(0), kq.stride(1), kq.stride(2), ks.stride(0))
+    else:
+        kq, vq, ks, vs = k_cache, v_cache, k_cache, v_cache  # unused (HAS_INT8 False)
+        qstrides = (0, 0, 0, 0)
     _prefill_kernel[grid](
         q, k_cache, v_cache, table, parts_out, parts_lse,
         q_offset, kv_len, tq, scale, window or 0, splits,
@@ -269,9 +313,10 @@ def paged_prefill(
         parts_out.stride(-3), parts_out.stride(-2),
         parts_lse.stride(-2),
         parts_out.stride(0) if splits > 1 else 0, parts_lse.stride(0) if splits > 1 else 0,
+        kq, vq, ks, vs, *qstrides,
         GROUP=h // kvh, BS=bs, D=d, BLOCK_D=block_d, BLOCK_M=bm, BLOCK_N=bn,
         HAS_WINDOW=window is not None, SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None,
-        UPCAST=interp or q.dtype == torch.float32,
+        UPCAST=interp or q.dtype == torch.float32, HAS_INT8=has_int8,
         num_warps=warps, num_stages=stages,
     )
     if splits > 1:  # merge the runs: weights exp(lse_s - lse); an empty run has lse -inf, weight 0

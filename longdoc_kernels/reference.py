@@ -57,10 +57,11 @@ def attention_rows(
 
 
 def paged_prefill(
-    q, k_cache, v_cache, block_table, *, q_offset: int, kv_len: int, scale: float, window=None, softcap=None
+    q, k_cache, v_cache, block_table, *, q_offset: int, kv_len: int, scale: float, window=None, softcap=None,
+    k_cache_int8=None, v_cache_int8=None, k_scale=None, v_scale=None,
 ):
-    k = gather_kv(k_cache, block_table, kv_len)
-    v = gather_kv(v_cache, block_table, kv_len)
+    k = gather_kv(k_cache, block_table, kv_len, k_cache_int8, k_scale)
+    v = gather_kv(v_cache, block_table, kv_len, v_cache_int8, v_scale)
     qpos = torch.arange(q_offset, q_offset + q.shape[0], device=q.device)
     return attention_rows(q, k, v, qpos, scale, window, softcap)
 

@@ -5,12 +5,11 @@ sliding window cannot see; split-context decode); anywhere else (CPU, no Triton)
 call to the torch reference backend, so a model built with it runs everywhere. Both return the
 per-row log-sum-exp when asked, so attribution works the same on either path.
 
-Warm (INT8) blocks: decode hands the layer's INT8 pools and scales to the decode kernel, which
-dequantises them in registers. The prefill kernel reads one full-precision pool only, so a prefill
-chunk whose visible blocks include warm ones first gathers every visible block (hot blocks copied,
-warm ones dequantised) into a temporary contiguous buffer with an identity block table and runs
-the kernel on that: one extra read and write of the visible K/V per layer and chunk, which is small
-next to the prefill's O(T * L) compute, and exact with respect to the dequantised values.
+Warm (INT8) blocks: decode and prefill hand the layer's INT8 pools and scales to the kernels, which
+read the int8 values as they are and apply the per-(block, head) scales to the dot products. Until
+2026-12-05 a prefill chunk whose visible blocks included warm ones first gathered every visible
+block (hot copied, warm dequantised) into a temporary buffer each chunk and layer; that path stays
+behind `prefill_reads_int8=False`, for the comparison (benchmarks/bench_engine_gpu.py --warm-tier).
 """
 
 from __future__ import annotations
@@ -34,9 +33,10 @@ class TritonAttentionBackend(AttentionBackend):
     name = "triton"
     SDPA_MIN_TOKENS = 256  # below this a chunk's attention costs next to nothing either way
 
-    def __init__(self, sdpa_prefill: bool = True) -> None:
+    def __init__(self, sdpa_prefill: bool = True, prefill_reads_int8: bool = True) -> None:
         self.fallback = TorchAttentionBackend()
         self.sdpa_prefill = sdpa_prefill
+        self.prefill_reads_int8 = prefill_reads_int8  # False: dequantise the visible blocks into a buffer first
         self._sdpa_failed: set[tuple] = set()  # (head_dim, dtype) torch had no fused kernel for
 
     def prefill_fresh(self, q, k, v, *, scale, window=None, softcap=None):
@@ -64,10 +64,13 @@ class TritonAttentionBackend(AttentionBackend):
         if not dispatch.use_triton(q.device):
             return self.fallback.prefill(q, k_cache, v_cache, block_table, q_offset=q_offset, kv_len=kv_len, scale=scale,
                                          window=window, softcap=softcap, return_lse=return_lse, warm=warm)
-        if warm is not None:
+        extra = {}
+        if warm is not None and self.prefill_reads_int8:
+            extra = dict(k_cache_int8=warm.kq, v_cache_int8=warm.vq, k_scale=warm.ks, v_scale=warm.vs)
+        elif warm is not None:
             k_cache, v_cache, block_table = _dequantised_view(k_cache, v_cache, block_table, q_offset, kv_len, window, warm)
         out, lse = dispatch.paged_prefill(q, k_cache, v_cache, block_table, q_offset=q_offset, kv_len=kv_len, scale=scale,
-                                          window=window, softcap=softcap)
+                                          window=window, softcap=softcap, **extra)
         return AttentionOutput(out, lse if return_lse else None)
 
     def prefill_many(self, q, k_cache, v_cache, tables, items, out, lse, *, scale, window=None, softcap=None,

@@ -165,6 +165,40 @@ def test_chunked_prefill_equals_one_shot():
     torch.testing.assert_close(torch.cat([p[1] for p in parts]), full_lse, atol=ATOL, rtol=0)
 
 
+@pytest.mark.parametrize("window, layout, splits", [(None, "tiered", 1), (None, "alternate", 1), (12, "tiered", 1),
+                                                    (None, "tiered", 3), (None, "hot", 1)])
+def test_prefill_reads_int8_warm_blocks_directly(window, layout, splits):
+    """A chunk after a prefix whose blocks are partly INT8 warm pages (sinks and the recent blocks
+    hot, as the cache places them; or every other block warm; or none): the kernel reading the
+    pages directly matches the reference over the dequantised values, with key splits too."""
+    from longdoc_kernels.kv_quant import quantize_blocks
+    from longdoc_kernels.paged_attention import paged_prefill
+
+    gen = torch.Generator().manual_seed(5 + splits + (window or 0))
+    h, kvh, d, bs, tq, q_offset = 4, 2, 64, 4, 18, 30
+    kv_len = q_offset + tq
+    k_cache, v_cache = make_cache(24, bs, kvh, d, gen)
+    table = table_for(kv_len, bs, 24, gen, freed_before=max(0, q_offset - window) if window else 0)
+    kq, ks = quantize_blocks(k_cache)
+    vq, vs = quantize_blocks(v_cache)
+    nb = (kv_len + bs - 1) // bs
+    first_chunk_block = q_offset // bs  # the chunk's own blocks were just written: hot
+    for j in range(nb):
+        e = int(table[j])
+        warm = {"tiered": 0 < j < first_chunk_block - 2, "alternate": j % 2 == 1 and j < first_chunk_block,
+                "hot": False}[layout]
+        if e >= 0 and warm:
+            table[j] = -e - 2
+    assert (layout == "hot") == bool((table >= 0).all() or not (table <= -2).any())
+    q = torch.randn(tq, h, d, generator=gen)
+    kw = dict(q_offset=q_offset, kv_len=kv_len, scale=1 / math.sqrt(d), window=window,
+              k_cache_int8=kq, v_cache_int8=vq, k_scale=ks, v_scale=vs)
+    out, lse = paged_prefill(q, k_cache, v_cache, table, n_splits=splits, **kw)
+    r_out, r_lse = ref.paged_prefill(q, k_cache, v_cache, table, **kw)
+    torch.testing.assert_close(out, r_out, atol=ATOL, rtol=0)
+    torch.testing.assert_close(lse, r_lse, atol=ATOL, rtol=0)
+
+
 @pytest.mark.parametrize("window, int8, splits", [(None, False, 1), (None, False, 3), (9, False, 2), (None, True, 2),
                                                   (10, True, 4), (None, "tiered", 3), (None, "tiered", 1)])
 def test_decode_matches_reference(window, int8, splits):
