@@ -266,10 +266,12 @@ def triton_warm_check(device: str) -> None:
     torch.testing.assert_close(a.out, b.out, atol=2e-4, rtol=0)
     torch.testing.assert_close(a.lse, b.lse, atol=2e-4, rtol=0)
     qp = torch.randn(5, 4, 16, generator=torch.Generator().manual_seed(8)).to(dev)
-    a = tri.prefill(qp, k_cache, v_cache, tables[0], q_offset=32, kv_len=37, scale=0.25, return_lse=True, warm=warm)
     b = ref.prefill(qp, k_cache, v_cache, tables[0], q_offset=32, kv_len=37, scale=0.25, return_lse=True, warm=warm)
-    torch.testing.assert_close(a.out, b.out, atol=2e-4, rtol=0)
-    torch.testing.assert_close(a.lse, b.lse, atol=2e-4, rtol=0)
+    for direct in (False, True):  # a dequantised copy of the visible blocks, or the INT8 pages read as they are
+        a = TritonAttentionBackend(prefill_reads_int8=direct).prefill(
+            qp, k_cache, v_cache, tables[0], q_offset=32, kv_len=37, scale=0.25, return_lse=True, warm=warm)
+        torch.testing.assert_close(a.out, b.out, atol=2e-4, rtol=0)
+        torch.testing.assert_close(a.lse, b.lse, atol=2e-4, rtol=0)
 
 
 def test_triton_backend_with_warm_pages():
