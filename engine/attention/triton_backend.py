@@ -18,6 +18,8 @@ pipeline stages (3 did not fit shared memory at head_dim 256), so it stays off u
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 
@@ -38,8 +40,6 @@ class TritonAttentionBackend(AttentionBackend):
     SDPA_MIN_TOKENS = 256  # below this a chunk's attention costs next to nothing either way
 
     def __init__(self, sdpa_prefill: bool = True, prefill_reads_int8: bool | None = None) -> None:
-        import os
-
         self.fallback = TorchAttentionBackend()
         self.sdpa_prefill = sdpa_prefill
         if prefill_reads_int8 is None:  # LONGDOC_PREFILL_READS_INT8=0/1

@@ -194,21 +194,24 @@ class EngineCore:
             if s.seq_id in checked:
                 continue
             outs.append(self._emit(s, tok, t))
+            if s.finished:
+                self._finish(s)
         return outs
 
     def _emit(self, s: Sequence, tok: int, t: float) -> TokenOutput:
-        """Append a token to `s`, stream its text, and finish the request if it is done."""
+        """Append a token to `s` and stream its text (`s.finished` says whether that ended it)."""
         s.output_ids.append(tok)
         if s.first_token_time is None:
             s.first_token_time = t
         s.token_times.append(t)
-        out = TokenOutput(s, tok, self.output.process(s, tok))
-        if s.finished:
-            self._record_occupancy(s)
-            self.scheduler.finish(s)
-            if self.proposer is not None:
-                self.proposer.forget(s.seq_id)
-        return out
+        return TokenOutput(s, tok, self.output.process(s, tok))
+
+    def _finish(self, s: Sequence) -> None:
+        """A request that finished: count its KV slots and release it."""
+        self._record_occupancy(s)
+        self.scheduler.finish(s)
+        if self.proposer is not None:
+            self.proposer.forget(s.seq_id)
 
     # ------------------------------------------------------------------ prompt-lookup drafts
     def _drafts(self, batch) -> list[tuple[Sequence, list[int]]]:
@@ -259,11 +262,7 @@ class EngineCore:
         s.num_cached += a + 1  # the uncached token and the accepted drafts
         outs = []
         for tok in drafts[:a] + [toks[a]]:
-            s.output_ids.append(tok)
-            if s.first_token_time is None:
-                s.first_token_time = t
-            s.token_times.append(t)
-            outs.append(TokenOutput(s, tok, self.output.process(s, tok)))
+            outs.append(self._emit(s, tok, t))
             if s.finished:
                 break
         s.num_cached = min(s.num_cached, s.num_tokens)  # finished early: drop K/V past its last token
@@ -271,9 +270,7 @@ class EngineCore:
         self.runner.after_forward([s])
         self.kv.demote(s.tables, s.num_cached)
         if s.finished:
-            self._record_occupancy(s)
-            self.scheduler.finish(s)
-            self.proposer.forget(s.seq_id)
+            self._finish(s)
         return outs
 
     # ------------------------------------------------------------------ outside the scheduler
