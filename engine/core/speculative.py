@@ -1,8 +1,8 @@
 """Prompt-lookup speculative decoding: draft tokens copied from the sequence itself, verified in
 one forward.
 
-A CPU decode step is bound by the bytes of weights it reads (engine/model/quant.py), and reading
-them for five rows costs little more than for one. Documents are analysed by quoting them: an
+A CPU decode step is bound by the bytes of weights it reads (engine/model/quant.py), and a
+forward of four rows costs about 1.5 times one of a single row (five: 2.2 times; BENCHMARKS.md). Documents are analysed by quoting them: an
 answer repeats a clause, a name, a figure caption, a sentence of a note. So when the last `n`
 tokens of a greedy sequence occurred earlier in its prompt or output, the tokens that followed
 that occurrence are a likely continuation (prompt lookup decoding, Saxena 2023; vLLM's "ngram"
@@ -17,9 +17,12 @@ the last draft) is emitted too, so a step emits 1..k+1 tokens, each the model's 
 the tokens before it. K/V written for rejected drafts is dropped (the sequence's cached length goes
 back, blocks past it are freed) before the prefix cache indexes or the windows release anything.
 
-The tokens are the greedy tokens the model computes in the verifying forward; they match plain
-decoding's up to the rounding of computing several rows at once (the same caveat as batching
-requests together: engine/model/quant.py). A sequence whose drafts keep failing backs off: after
+The tokens are the greedy tokens the model computes in the verifying forward. On the CPU's int8
+path they are exactly plain decoding's: the int8 kernels compute each row independently of the
+others, and a chunk of a few rows has its attention computed row by row as a decode step computes
+it (engine/attention/backend.py, `few_rows`). With float weights (a BLAS GEMM over several rows)
+or on CUDA, where it is off unless asked for, they match up to the rounding of several rows at
+once, the caveat of batching requests together. A sequence whose drafts keep failing backs off: after
 a draft with nothing accepted it skips the next 1, 2, 4, ... 16 steps' proposals (reset by a hit),
 so text that never repeats itself pays for a verify step rarely.
 """
@@ -41,7 +44,7 @@ class _State:
 
 @dataclass
 class SpecStats:
-    steps: int = 0  # verify forwards' sequence-rows (one per sequence verified)
+    steps: int = 0  # verifications (one per sequence and step with drafts)
     drafted: int = 0  # draft tokens proposed
     accepted: int = 0  # of which accepted
 
