@@ -11,9 +11,10 @@ chunk whose visible blocks include warm ones gathers every visible block (hot co
 dequantised) into a temporary buffer each chunk and layer, and runs the prefill kernel on that.
 The prefill kernel can read the INT8 pages directly as the decode kernel does
 (`prefill_reads_int8=True`, or LONGDOC_PREFILL_READS_INT8=1): it matches the reference under the
-interpreter (tests/longdoc_kernels), but its one H200 run (2026-12-05) hit an illegal memory access
-in tests/engine/runner/test_engine_gpu.py::test_warm_tier_decode_replays_graphs_like_eager with 2
-pipeline stages (3 did not fit shared memory at head_dim 256), so it stays off until that is found.
+interpreter (tests/longdoc_kernels); on the H200 (2026-12-05) 3 pipeline stages did not fit shared
+memory at head_dim 256, and with 2 tests/engine/runner/test_engine_gpu.py::
+test_warm_tier_decode_replays_graphs_like_eager hit an illegal memory access, which the default path
+then hit too (BENCHMARKS.md): off until that is understood.
 """
 
 from __future__ import annotations
