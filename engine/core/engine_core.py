@@ -150,10 +150,7 @@ class EngineCore:
             for s, d in verify:  # the runner reads a chunk's tokens from the sequence
                 s.output_ids.extend(d)
         try:
-            if verify:
-                hidden = self.runner.forward(batch.prefills, decodes, verify=[(s, len(d) + 1) for s, d in verify])
-            else:
-                hidden = self.runner.forward(batch.prefills, decodes)
+            hidden = self.runner.forward(batch.prefills, decodes, verify=[(s, len(d) + 1) for s, d in verify])
         finally:
             for s, d in verify:
                 del s.output_ids[len(s.output_ids) - len(d):]
@@ -217,17 +214,16 @@ class EngineCore:
     def _drafts(self, batch) -> list[tuple[Sequence, list[int]]]:
         """Draft tokens for the step's greedy decodes (engine/core/speculative.py), within the
         KV blocks free after every decode's own slot, each sequence's max_tokens and context, and
-        (on the CPU, in a step of decodes only) fewer rows in all than the row count at which the
-        int8 layers switch to bfloat16 GEMMs (engine/model/quant.py: GEMM_ROWS)."""
+        (in a step of decodes only) fewer rows in all than the runner's `exact_rows`: on the CPU,
+        the row count below which every row is computed exactly as a lone decode step."""
         if self.proposer is None or not batch.decodes:
             return []
         bs = self.kv.block_size
         free = self.scheduler.free_after_step()  # each decode's own slot and the prefills' chunks come first
         rows_left = None
-        if self.device.type == "cpu" and not batch.prefills:
-            from engine.model.quant import GEMM_ROWS
-
-            rows_left = GEMM_ROWS - 1 - len(batch.decodes)
+        exact = self.runner.exact_rows
+        if exact is not None and not batch.prefills:
+            rows_left = exact - 1 - len(batch.decodes)
         out = []
         for s in batch.decodes:
             p = s.params

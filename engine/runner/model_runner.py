@@ -28,6 +28,19 @@ class ModelRunner:
         self.graphs = None  # CudaGraphRunner for decode steps (engine/runner/cuda_graph.py), set by attach_graphs
         self.on_computed = on_computed
 
+    @property
+    def exact_rows(self) -> int | None:
+        """On the CPU, the row count below which a step's rows are each computed exactly as a lone
+        decode step computes them (the int8 layers' kernels are row-independent up to the bfloat16
+        GEMM threshold, engine/model/quant.py; the CPU attention backend computes chunks under it
+        row by row): the cap on a step of decodes and draft verifications
+        (engine/core/speculative.py). None: no such bound (CUDA)."""
+        if self.device.type != "cpu":
+            return None
+        from engine.model.quant import GEMM_ROWS
+
+        return GEMM_ROWS
+
     @torch.inference_mode()
     def forward(
         self, prefills: list[tuple[Sequence, int]], decodes: list[Sequence], capture: Capture | None = None,

@@ -169,9 +169,9 @@ def test_identical_requests_computed_once(folders):
     calls = []
     orig = llm.runner.forward
 
-    def spy(prefills, decodes, capture=None):
+    def spy(prefills, decodes, capture=None, **kw):
         calls.append((len(prefills), len(decodes)))
-        return orig(prefills, decodes, capture)
+        return orig(prefills, decodes, capture, **kw)
 
     llm.runner.forward = spy
     out = llm.generate([p, p, toks(20, 8), p], GREEDY)
@@ -184,9 +184,9 @@ def test_prefill_chunks_mix_with_decodes(folders):
     calls = []
     orig = llm.runner.forward
 
-    def spy(prefills, decodes, capture=None):
+    def spy(prefills, decodes, capture=None, **kw):
         calls.append(([(s.num_cached, n, s.prefill_len) for s, n in prefills], len(decodes)))
-        return orig(prefills, decodes, capture)
+        return orig(prefills, decodes, capture, **kw)
 
     llm.runner.forward = spy
     short, long = toks(5, 9), toks(120, 10)
