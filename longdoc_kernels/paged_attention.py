@@ -469,7 +469,7 @@ def _decode_tiles(
     for start in range(lo, hi, BLOCK_N):
         kpos = start + tl.arange(0, BLOCK_N)
         in_range = (kpos < hi) & (kpos < kv_len) & (kpos >= lo_pos)
-        entry = tl.load(TABLES + seq * max_blocks + kpos // BS, mask=kpos < hi, other=-1)
+        entry = tl.load(TABLES + seq * max_blocks + kpos // BS, mask=(kpos < hi) & (kpos // BS < max_blocks), other=-1)
         slot = kpos % BS
         hot = in_range & (entry >= 0)
         warm = in_range & (entry <= -2)
@@ -589,6 +589,12 @@ def _decode_split_kernel(
     n_blk = tl.cdiv(kv_len, BS) - first_blk
     b_start = first_blk + split * blocks_per_split
     b_end = tl.minimum(b_start + blocks_per_split, first_blk + n_blk)
+    # a split past the sequence's last block has nothing to do: an empty range, not an inverted
+    # one (mode 4's spans start inverted, so [b_end, b_start) would pass `hi > lo` and its table
+    # reads would run past the row, off the end of the tables tensor for the last sequence: the
+    # illegal memory access of the warm-tier graph test, which appeared with the layout of the
+    # allocator's segments)
+    b_start = tl.minimum(b_start, b_end)
     m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
     l_i = tl.zeros([GROUP_PAD], tl.float32)
     acc = tl.zeros([GROUP_PAD, BLOCK_D], tl.float32)
@@ -603,7 +609,7 @@ def _decode_split_kernel(
         hot_lo, hot_hi, warm_lo, warm_hi = b_end, b_start, b_end, b_start
         for b0 in range(b_start, b_end, 128):
             bi = b0 + tl.arange(0, 128)
-            e = tl.load(TABLES + seq * max_blocks + bi, mask=bi < b_end, other=-1)
+            e = tl.load(TABLES + seq * max_blocks + bi, mask=(bi < b_end) & (bi < max_blocks), other=-1)
             is_hot = e >= 0
             is_warm = e <= -2
             hot_lo = tl.minimum(hot_lo, tl.min(tl.where(is_hot, bi, b_end), axis=0))
