@@ -5,7 +5,7 @@
 # "STAGE <name>: PASS|FAIL (exit <rc>, <s> s) <its last summary line>", and the call ends with all
 # of them again, in $OUT/summary.txt too.
 # Usage: bash benchmarks/run_h200.sh [stages]
-# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, profile, userpath, pipebatch, sweep, review, tp)
+# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, int8prefill, profile, userpath, pipebatch, sweep, review, tp)
 set -u
 OUT=${OUT:-/tmp/h200}
 mkdir -p "$OUT"
@@ -54,6 +54,22 @@ if [[ $STAGES == *copy* ]]; then  # the tier copier: side-stream gathers against
 fi
 if [[ $STAGES == *warm* ]]; then  # e2e decode with bf16 pages and with the INT8 warm tier, side by side
   stage warm 400 warm 22 python3 benchmarks/bench_engine_gpu.py --models llama8b,gemma --warm-tier --out "$OUT/warm"
+fi
+if [[ $STAGES == *int8prefill* ]]; then  # the warm tier's prefill reading INT8 pages directly against dequantising
+  stage int8prefill_kernel 150 int8prefill_kernel 12 python3 benchmarks/bench_kernels.py --int8-prefill \
+    --out "$OUT/int8prefill_kernel.json"
+  for st in 1 2; do
+    stage int8prefill_tests_stages$st 150 int8prefill_tests_stages$st 6 env LONGDOC_PREFILL_READS_INT8=1 \
+      LONGDOC_PREFILL_INT8_STAGES=$st python3 -m pytest tests/engine tests/longdoc_kernels -m gpu \
+      -k "warm or int8" -q -s -p no:cacheprovider
+  done
+  # e2e: the first run also pays the process-independent first compiles and tuning; off, on, off
+  for tag in off1 on off2; do
+    flag=0; [[ $tag == on ]] && flag=1
+    stage int8prefill_$tag 200 warm_gemma_int8prefill_$tag 12 env LONGDOC_PREFILL_READS_INT8=$flag \
+      LONGDOC_PREFILL_INT8_STAGES=${INT8_STAGES:-2} python3 benchmarks/bench_engine_gpu.py --models gemma --warm-tier \
+      --out "$OUT/warm_gemma_int8prefill_$tag"
+  done
 fi
 if [[ $STAGES == *kernels* ]]; then
   stage kernels 120 kernels 22 python3 benchmarks/bench_kernels.py --out "$OUT/kernels.json"
