@@ -302,10 +302,9 @@ def paged_prefill(
         kq, vq, ks, vs = k_cache_int8, v_cache_int8, k_scale.contiguous(), v_scale.contiguous()
         qstrides = (kq.stride(0), kq.stride(1), kq.stride(2), ks.stride(0))
         # 3 pipeline stages of hot + int8 K/V tiles at head_dim 256 need 296 KB of shared memory,
-        # over the H200's 227 KB; with 2, a GPU test hit an illegal memory access that the engine's
-        # default path (without this one) hits too, so this path is off by default until that is
-        # understood (engine/attention/triton_backend.py); 1 stage (LONGDOC_PREFILL_INT8_STAGES) is
-        # untried on a GPU
+        # over the H100/H200's 227 KB; 2 passed the GPU tests (H100, 2026-12-05; the illegal memory
+        # access once seen with them was the decode kernel's, since fixed); the default stays 1 until
+        # bench_kernels.py --int8-prefill has measured them (BENCHMARKS.md)
         stages = int(os.environ.get("LONGDOC_PREFILL_INT8_STAGES", "1"))
     else:
         kq, vq, ks, vs = k_cache, v_cache, k_cache, v_cache  # unused (HAS_INT8 False)

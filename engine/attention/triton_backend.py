@@ -11,10 +11,11 @@ chunk whose visible blocks include warm ones gathers every visible block (hot co
 dequantised) into a temporary buffer each chunk and layer, and runs the prefill kernel on that.
 The prefill kernel can read the INT8 pages directly as the decode kernel does
 (`prefill_reads_int8=True`, or LONGDOC_PREFILL_READS_INT8=1): it matches the reference under the
-interpreter (tests/longdoc_kernels); on the H200 (2026-12-05) 3 pipeline stages did not fit shared
-memory at head_dim 256, and with 2 tests/engine/runner/test_engine_gpu.py::
-test_warm_tier_decode_replays_graphs_like_eager hit an illegal memory access, which the default path
-then hit too (BENCHMARKS.md): off until that is understood.
+interpreter (tests/longdoc_kernels) and passed the GPU tests with 2 pipeline stages (H100,
+2026-12-05; the illegal memory access first blamed on it was the decode kernel's table over-read,
+since fixed). It stays off by default until it is measured faster than dequantising at the
+engine's shapes: the first e2e run put warm pages read directly at 1.37x bf16 pages' TTFT at b16
+(BENCHMARKS.md).
 """
 
 from __future__ import annotations
