@@ -32,33 +32,49 @@ from longdoc_kernels import dispatch
 
 class TritonAttentionBackend(AttentionBackend):
     """`sdpa_prefill`: causal chunks with nothing cached before them (a prompt's first chunk, or a
-    whole prompt prefilled in one chunk) run through torch's fused SDPA (cuDNN or flash) over the
-    chunk's own K/V instead of the paged Triton kernel: on an H200 those reach ~570 TFLOP/s on
-    causal attention where our paged kernel reaches ~420-450 (BENCHMARKS.md, "Kernels (H200)"). Sliding-window
-    layers, soft-capping, chunks after a cached prefix and attribution keep the Triton kernels
-    (which skip what a window cannot see and return the log-sum-exp)."""
+    whole prompt prefilled in one chunk) run through torch's fused SDPA (flash or memory-efficient)
+    over the chunk's own K/V instead of the paged Triton kernel: on an H200 those reach ~570 TFLOP/s
+    on causal attention where our paged kernel reaches ~420-450 (BENCHMARKS.md, "Kernels (H200)").
+    `prefix_sdpa` (on unless LONGDOC_PREFIX_SDPA=0): a chunk after a cached prefix runs the same
+    kernels over its visible blocks gathered into one contiguous K/V, the causal diagonal at the
+    bottom right, so a long prompt's later chunks no longer fall back to the paged kernel (on the
+    Llama-3-8B shape at 32K and 128K the engine trailed transformers' one flash call by 9% and 28%,
+    BENCHMARKS.md "The user path"). Sliding-window layers, soft-capping, attribution (which needs
+    the log-sum-exp) and several chunks in one step keep the Triton kernels."""
 
     name = "triton"
     SDPA_MIN_TOKENS = 256  # below this a chunk's attention costs next to nothing either way
 
-    def __init__(self, sdpa_prefill: bool = True, prefill_reads_int8: bool | None = None) -> None:
+    def __init__(self, sdpa_prefill: bool = True, prefill_reads_int8: bool | None = None,
+                 prefix_sdpa: bool | None = None) -> None:
         self.fallback = TorchAttentionBackend()
         self.sdpa_prefill = sdpa_prefill
+        if prefix_sdpa is None:  # LONGDOC_PREFIX_SDPA=0 keeps chunks after a prefix on the paged kernel
+            prefix_sdpa = os.environ.get("LONGDOC_PREFIX_SDPA", "1") == "1"
+        self.prefix_sdpa = prefix_sdpa
         if prefill_reads_int8 is None:  # LONGDOC_PREFILL_READS_INT8=0/1
             prefill_reads_int8 = os.environ.get("LONGDOC_PREFILL_READS_INT8", "0") == "1"
         self.prefill_reads_int8 = prefill_reads_int8  # False (default): dequantise the visible blocks into a buffer
-        self._sdpa_failed: set[tuple] = set()  # (head_dim, dtype) torch had no fused kernel for
+        self._sdpa_failed: set[tuple] = set()  # (head_dim, dtype, after a prefix) torch had no fused kernel for
 
     def prefill_fresh(self, q, k, v, *, scale, window=None, softcap=None):
-        if (not self.sdpa_prefill or q.device.type != "cuda" or window is not None or softcap is not None
-                or q.shape[0] < self.SDPA_MIN_TOKENS or q.dtype not in (torch.bfloat16, torch.float16)):
+        if not self._fused_ok(q, window, softcap):
             return None
-        key = (q.shape[-1], q.dtype)
-        if key in self._sdpa_failed:
-            return None
+        return self._fused(q, k, v, scale)
+
+    def _fused_ok(self, q, window, softcap) -> bool:
+        return (self.sdpa_prefill and q.device.type == "cuda" and window is None and softcap is None
+                and q.shape[0] >= self.SDPA_MIN_TOKENS and q.dtype in (torch.bfloat16, torch.float16))
+
+    def _fused(self, q, k, v, scale):
+        """torch's flash / memory-efficient SDPA, or None (remembered per head_dim and dtype) where
+        neither takes the case."""
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        # fused kernels only: never the math path, which would materialise T x T scores; and not
+        key = (q.shape[-1], q.dtype, k.shape[0] > q.shape[0])
+        if key in self._sdpa_failed:
+            return None
+        # fused kernels only: never the math path, which would materialise Tq x Tk scores; and not
         # cuDNN's, which builds a plan on the host for every new sequence length (on the H200: 1.4 s
         # of a 1.5 s 8K request, 5.4 s for an 8,292-token one; BENCHMARKS.md "First request after
         # warmup"): every user prompt has a new length
@@ -74,6 +90,19 @@ class TritonAttentionBackend(AttentionBackend):
         if not dispatch.use_triton(q.device):
             return self.fallback.prefill(q, k_cache, v_cache, block_table, q_offset=q_offset, kv_len=kv_len, scale=scale,
                                          window=window, softcap=softcap, return_lse=return_lse, warm=warm)
+        if (self.prefix_sdpa and not return_lse and self._fused_ok(q, window, softcap)
+                and not (warm is not None and self.prefill_reads_int8)):
+            # a chunk after a cached prefix (a long prompt's second chunk on): the visible blocks
+            # gathered into one contiguous K/V (warm ones dequantised), then flash attention with the
+            # causal diagonal at the bottom right, as one call over the whole prompt would compute
+            try:
+                k, v = contiguous_prefix(k_cache, v_cache, block_table, kv_len, warm)
+            except torch.OutOfMemoryError:  # no room for the gathered prefix: the paged kernel needs none
+                k = v = None
+            out = None if k is None else self._fused(q, k, v, scale)
+            del k, v
+            if out is not None:
+                return AttentionOutput(out)
         extra = {}
         if warm is not None and self.prefill_reads_int8:
             extra = dict(k_cache_int8=warm.kq, v_cache_int8=warm.vq, k_scale=warm.ks, v_scale=warm.vs)
@@ -106,16 +135,46 @@ class TritonAttentionBackend(AttentionBackend):
 
 
 def sdpa_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """Causal attention of q [T, H, D] over k, v [T, KVH, D] (positions 0..T-1) through
-    torch's scaled_dot_product_attention; K/V heads are repeated for grouped-query attention (a
-    transient copy of T x H x D each, small next to the attention itself). Returns [T, H, D]."""
+    """Causal attention of q [Tq, H, D] over k, v [Tk, KVH, D], Tk >= Tq, through torch's
+    scaled_dot_product_attention. The queries are the last Tq positions (query i sees keys
+    0 .. Tk - Tq + i: the diagonal at the bottom right, torch's `causal_lower_right`), so Tk == Tq is
+    a prompt's first chunk and Tk > Tq a chunk after a cached prefix. Grouped-query attention goes
+    to the kernel as it is (`enable_gqa`) where torch takes it, else K/V heads are repeated (a
+    transient copy of Tk x H x D each). Returns [Tq, H, D]."""
+    tq, tk = q.shape[0], k.shape[0]
     h, kvh = q.shape[1], k.shape[1]
-    if kvh != h:
+    qt = q.transpose(0, 1)[None]
+    if tk == tq:
+        mask, causal = None, True
+    else:
+        from torch.nn.attention.bias import causal_lower_right
+
+        mask, causal = causal_lower_right(tq, tk), False
+    try:
+        out = F.scaled_dot_product_attention(qt, k.transpose(0, 1)[None], v.transpose(0, 1)[None], attn_mask=mask,
+                                             is_causal=causal, scale=scale, enable_gqa=kvh != h)
+    except RuntimeError:
+        if kvh == h:
+            raise
         k = k.repeat_interleave(h // kvh, dim=1)
         v = v.repeat_interleave(h // kvh, dim=1)
-    out = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
-                                         is_causal=True, scale=scale)
+        out = F.scaled_dot_product_attention(qt, k.transpose(0, 1)[None], v.transpose(0, 1)[None], attn_mask=mask,
+                                             is_causal=causal, scale=scale)
     return out[0].transpose(0, 1).contiguous()
+
+
+def contiguous_prefix(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor, kv_len: int, warm: WarmPages | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One sequence's K and V at positions 0 .. kv_len-1 as contiguous [kv_len, kv_heads, head_dim]
+    tensors in the pool's dtype (warm blocks dequantised): what a fused attention kernel that knows
+    no block table reads. Costs one gather of the prefix per layer (at 128K tokens of the Llama-3-8B
+    shape 256 MB each for K and V: well under a millisecond of an H200's bandwidth, against the
+    chunk's attention of tens of milliseconds)."""
+    bs = k_cache.shape[1]
+    nb = (kv_len + bs - 1) // bs
+    k, v = gather_blocks(k_cache, v_cache, block_table[:nb], warm)
+    return k.reshape(nb * bs, *k.shape[2:])[:kv_len], v.reshape(nb * bs, *v.shape[2:])[:kv_len]
 
 
 def _dequantised_view(

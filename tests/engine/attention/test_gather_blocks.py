@@ -35,7 +35,7 @@ def test_decode_over_views_equals_decode_over_copies():
     scattered = torch.tensor([[7, 0, 9, 1]])
     # the same keys at the scattered blocks: copy blocks 2..5 there
     k2, v2 = k.clone(), v.clone()
-    for src, dst in zip(run[0].tolist(), scattered[0].tolist()):
+    for src, dst in zip(run[0].tolist(), scattered[0].tolist(), strict=True):
         k2[dst], v2[dst] = k[src], v[src]
     for n in (13, 16):
         a = be.decode(q, k, v, run, torch.tensor([n]), scale=0.3).out

@@ -125,3 +125,42 @@ def test_several_chunks_in_one_prefill_launch(monkeypatch):
         outs[tag] = [o.token_ids for o in llm.generate_shared(head, tails, params)]
     assert outs["triton"] == outs["ref"]
     assert launches and max(launches) == len(tails)  # the three questions' chunks in one launch per layer
+
+
+def test_prefix_chunk_through_fused_sdpa_matches_paged_reference():
+    """A chunk after a cached prefix, as the Triton backend runs it on CUDA (`contiguous_prefix`
+    then `sdpa_causal` with the diagonal at the bottom right): the same output as the paged
+    reference, for scattered block tables, a prefix ending mid-block, grouped-query heads and warm
+    (INT8) blocks among the visible ones."""
+    from engine.attention.triton_backend import contiguous_prefix, sdpa_causal
+    from engine.kv.warm_tier import WarmPages
+
+    gen = torch.Generator().manual_seed(5)
+    h, kvh, d, bs, nblocks = 6, 2, 16, 4, 16
+    k_cache = torch.randn(nblocks, bs, kvh, d, generator=gen)
+    v_cache = torch.randn(nblocks, bs, kvh, d, generator=gen)
+    nw = 3
+    kq = torch.randint(-127, 128, (nw, bs, kvh, d), generator=gen, dtype=torch.int8)
+    vq = torch.randint(-127, 128, (nw, bs, kvh, d), generator=gen, dtype=torch.int8)
+    ks = torch.rand(nw, kvh, generator=gen) / 50
+    vs = torch.rand(nw, kvh, generator=gen) / 50
+    warm = WarmPages(kq, vq, ks, vs, kq.amin(1), kq.amax(1))
+    ref = TorchAttentionBackend()
+    hot_table = torch.tensor([9, 2, 14, 0, 7, 11, 3, 5], dtype=torch.int32)
+    warm_table = torch.tensor([9, -2, 14, -4, -3, 11, 3, 5], dtype=torch.int32)  # warm blocks 0, 2, 1
+    for table, w in ((hot_table, None), (warm_table, warm)):
+        for q_offset, tq in ((12, 9), (5, 1), (13, 17), (0, 30)):
+            kv_len = q_offset + tq
+            q = torch.randn(tq, h, d, generator=gen)
+            k, v = contiguous_prefix(k_cache, v_cache, table, kv_len, w)
+            assert k.shape == (kv_len, kvh, d) and v.shape == (kv_len, kvh, d)
+            got = sdpa_causal(q, k, v, 0.25)
+            want = ref.prefill(q, k_cache, v_cache, table, q_offset=q_offset, kv_len=kv_len, scale=0.25, warm=w).out
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    # the same K/V but a top-left diagonal (torch's plain is_causal) would differ: the test can fail
+    k, v = contiguous_prefix(k_cache, v_cache, hot_table, 21, None)
+    q = torch.randn(9, h, d, generator=gen)
+    top_left = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(0, 1), k.repeat_interleave(3, 1).transpose(0, 1), v.repeat_interleave(3, 1).transpose(0, 1),
+        is_causal=True, scale=0.25).transpose(0, 1)
+    assert not torch.allclose(sdpa_causal(q, k, v, 0.25), top_left, atol=1e-3)
