@@ -47,7 +47,8 @@ class CacheConfig:
 
     memory_budget: bytes (int > 1), or a fraction (0 < float <= 1) of the free device memory (on
     CPU: MemAvailable); None = enough for `SchedulerConfig.max_num_seqs` full contexts, capped at
-    25% of free memory.
+    25% of free memory but never below one full context while that fits in 50%
+    (`engine.kv.paged_cache.default_kv_budget`).
     """
 
     block_size: int = 16

@@ -112,6 +112,11 @@ class AttentionBackend(ABC):
                 if lse is not None:
                     lse[start : start + n] = r.lse
 
+    def prefers_alone(self, q: torch.Tensor, rows: int, window: int | None, softcap: float | None) -> bool:
+        """Whether a chunk of `rows` query rows (like `q`) after a cached prefix runs faster through
+        `prefill` on its own than inside a `prefill_many` call with other chunks (default: no)."""
+        return False
+
     def prefill_fresh(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, window: int | None = None,
         softcap: float | None = None,

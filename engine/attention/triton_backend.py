@@ -39,8 +39,9 @@ class TritonAttentionBackend(AttentionBackend):
     kernels over its visible blocks gathered into one contiguous K/V, the causal diagonal at the
     bottom right, so a long prompt's later chunks no longer fall back to the paged kernel (on the
     Llama-3-8B shape at 32K and 128K the engine trailed transformers' one flash call by 9% and 28%,
-    BENCHMARKS.md "The user path"). Sliding-window layers, soft-capping, attribution (which needs
-    the log-sum-exp) and several chunks in one step keep the Triton kernels."""
+    BENCHMARKS.md "The user path"); in a step of several chunks the long ones (`prefers_alone`) go
+    this way one by one, the short ones together through one varlen paged launch. Sliding-window
+    layers, soft-capping and attribution (which needs the log-sum-exp) keep the Triton kernels."""
 
     name = "triton"
     SDPA_MIN_TOKENS = 256  # below this a chunk's attention costs next to nothing either way
@@ -62,9 +63,14 @@ class TritonAttentionBackend(AttentionBackend):
             return None
         return self._fused(q, k, v, scale)
 
-    def _fused_ok(self, q, window, softcap) -> bool:
+    def _fused_ok(self, q, window, softcap, rows: int | None = None) -> bool:
         return (self.sdpa_prefill and q.device.type == "cuda" and window is None and softcap is None
-                and q.shape[0] >= self.SDPA_MIN_TOKENS and q.dtype in (torch.bfloat16, torch.float16))
+                and (q.shape[0] if rows is None else rows) >= self.SDPA_MIN_TOKENS
+                and q.dtype in (torch.bfloat16, torch.float16))
+
+    def prefers_alone(self, q, rows, window, softcap) -> bool:
+        # a long chunk after a prefix: flash over its gathered prefix beats the varlen paged kernel
+        return self.prefix_sdpa and self._fused_ok(q, window, softcap, rows)
 
     def _fused(self, q, k, v, scale):
         """torch's flash / memory-efficient SDPA, or None (remembered per head_dim and dtype) where

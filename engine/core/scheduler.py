@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from engine.config import DEFAULT_PREFILL_CHUNK, CacheConfig, SchedulerConfig
 from engine.core.sequence import Sequence
 from engine.errors import CacheFullError
-from engine.kv.paged_cache import PagedKVCache, free_memory_bytes
+from engine.kv.paged_cache import PagedKVCache, default_kv_budget, free_memory_bytes
 from engine.model.config import ModelConfig
 
 log = logging.getLogger(__name__)
@@ -402,7 +402,7 @@ def auto_prefill_chunk(model: ModelConfig, free_bytes: int, kv_bytes: int, elem_
 
 def resolve_prefill_chunk(sched: SchedulerConfig, cache: CacheConfig, model: ModelConfig, device, elem_size: int) -> int:
     """`sched.max_prefill_chunk` if set; else on CUDA `auto_prefill_chunk` over the device's free
-    memory less the KV pool `cache.memory_budget` asks for (its default takes at most a quarter),
+    memory less the KV pool `cache.memory_budget` asks for (its default: `default_kv_budget`),
     elsewhere DEFAULT_PREFILL_CHUNK."""
     if sched.max_prefill_chunk:
         return sched.max_prefill_chunk
@@ -410,7 +410,12 @@ def resolve_prefill_chunk(sched: SchedulerConfig, cache: CacheConfig, model: Mod
         return DEFAULT_PREFILL_CHUNK
     free = free_memory_bytes(device)
     budget = cache.memory_budget
-    kv = int(0.25 * free) if budget is None else int(budget * free) if isinstance(budget, float) and budget <= 1 else int(budget)
+    if budget is None:  # the pool's default, over an upper bound of one full context (every layer global)
+        ctx = sched.max_model_len or model.max_position_embeddings
+        seq_bytes = 2 * ctx * model.num_layers * model.num_kv_heads * model.head_dim * elem_size
+        kv = default_kv_budget(seq_bytes, sched.max_num_seqs, free)
+    else:
+        kv = int(budget * free) if isinstance(budget, float) and budget <= 1 else int(budget)
     return auto_prefill_chunk(model, free, kv, elem_size, sched.max_num_batched_tokens)
 
 

@@ -42,6 +42,17 @@ def free_memory_bytes(device: torch.device) -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
 
 
+def default_kv_budget(seq_bytes: int, max_num_seqs: int, free: int) -> int:
+    """The KV pool's bytes when `CacheConfig.memory_budget` is None: enough for `max_num_seqs` full
+    contexts of `seq_bytes` each, capped at a quarter of the free memory, but never below one full
+    context while that fits in half of it. So a lone prompt of the model's full length runs with
+    the defaults wherever the device can hold it (the Llama-3-8B shape at 128K on an 80 GB H100
+    needs 17.2 GB of KV; a quarter of the free memory held 108K tokens, 2026-12-06), and the other
+    half stays for activations and whatever else the process holds."""
+    cap = max(int(0.25 * free), min(seq_bytes, int(0.5 * free)))
+    return min(seq_bytes * max_num_seqs, cap)
+
+
 class PagedKVCache(WarmTier):
     """Block pools for every layer group, and the operations on a sequence's block tables."""
 
@@ -77,7 +88,7 @@ class PagedKVCache(WarmTier):
         seq_bytes = sum(group_bytes)
         budget = cache.memory_budget
         if budget is None:
-            budget_bytes = min(seq_bytes * self.max_num_seqs, int(0.25 * free_memory_bytes(device)))
+            budget_bytes = default_kv_budget(seq_bytes, self.max_num_seqs, free_memory_bytes(device))
         elif isinstance(budget, float) and budget <= 1.0:
             budget_bytes = int(budget * free_memory_bytes(device))
         else:

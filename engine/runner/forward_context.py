@@ -4,7 +4,9 @@ which sequence, where their K/V go in the paged cache (slot mappings), which blo
 
 A chunk with nothing cached before it (q_offset 0, no attribution capture) is first offered to
 the backend's `prefill_fresh` (the Triton backend runs torch's fused SDPA kernels there for causal
-layers); `prefill` runs when it declines.
+layers); `prefill` runs when it declines. In a step of several chunks, those after a cached prefix
+go together into one `prefill_many` call, except the ones the backend `prefers_alone` (long chunks
+the Triton backend runs through flash attention over their gathered prefix).
 
 Warm tier: `attend` hands the backend the layer's INT8 warm pages (`PagedKVCache.layer_warm`) only
 when some block table of the call has a warm entry (checked once per group and forward), so calls
@@ -206,7 +208,7 @@ class ForwardContext:
                     out[rows] = fresh
                     continue
             item_warm = self._prefill_warm(i, gi, warm)
-            if item_warm is None:
+            if item_warm is None and (capture or not self.backend.prefers_alone(q, p.length, window, softcap)):
                 together.append(i)
                 continue
             r = self.backend.prefill(

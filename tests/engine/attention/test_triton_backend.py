@@ -164,3 +164,45 @@ def test_prefix_chunk_through_fused_sdpa_matches_paged_reference():
         q.transpose(0, 1), k.repeat_interleave(3, 1).transpose(0, 1), v.repeat_interleave(3, 1).transpose(0, 1),
         is_causal=True, scale=0.25).transpose(0, 1)
     assert not torch.allclose(sdpa_causal(q, k, v, 0.25), top_left, atol=1e-3)
+
+
+def test_long_chunks_after_a_prefix_leave_the_varlen_launch():
+    """In a step of several chunks, the ones the backend `prefers_alone` go through `prefill` one by
+    one (on CUDA: flash over the gathered prefix), the others together through `prefill_many`; the
+    tokens and logits are the reference's either way."""
+    from engine.config import CacheConfig, SchedulerConfig
+    from engine.core.sampling import SamplingParams
+    from engine.model.loader.random_weights import hf_to_engine_config, llm_from_model, random_model
+    from tests.engine.tiny_models import tiny_hf_config
+
+    class Recording(TorchAttentionBackend):
+        long_rows = None  # prefers_alone for chunks of at least this many rows (None: never)
+
+        def __init__(self):
+            super().__init__()
+            self.many: list[int] = []
+
+        def prefers_alone(self, q, rows, window, softcap):
+            return self.long_rows is not None and rows >= self.long_rows
+
+        def prefill_many(self, q, k_cache, v_cache, tables, items, out, lse, **kw):
+            self.many.extend(n for _, n, _ in items)
+            return super().prefill_many(q, k_cache, v_cache, tables, items, out, lse, **kw)
+
+    class Picky(Recording):
+        long_rows = 12
+
+    cfg = hf_to_engine_config(tiny_hf_config("llama"))
+    model = random_model(cfg, torch.device("cpu"), torch.float32, seed=4)
+    cache = CacheConfig(block_size=4, memory_budget=32 * 2**20)
+    sched = SchedulerConfig(max_num_seqs=4, max_prefill_chunk=16, prefix_caching=False)
+    gen = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(3, cfg.vocab_size, (n,), generator=gen).tolist() for n in (44, 26, 30)]
+    params = SamplingParams(max_tokens=4, ignore_eos=True)
+    outs, backends = {}, {"picky": Picky(), "ref": Recording()}
+    for tag, be in backends.items():
+        llm = llm_from_model(model, cfg, device="cpu", dtype=torch.float32, backend=be, cache=cache, scheduler=sched)
+        outs[tag] = [o.token_ids for o in llm.generate(prompts, params)]
+    assert outs["picky"] == outs["ref"]
+    assert max(backends["ref"].many) >= 12  # the batch has long chunks after a prefix in shared steps
+    assert backends["picky"].many and max(backends["picky"].many) < 12  # which now run alone; short ones together
