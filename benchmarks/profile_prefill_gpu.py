@@ -69,6 +69,29 @@ def profiled(fn, label: str, top: int) -> None:
         print(f"   {t:9.2f} ms  {counts[k]:6d}x  [{group(k)}] {k[:110]}")
 
 
+SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMalloc",
+         "cudaFree", "aten::_local_scalar_dense", "aten::nonzero", "aten::item")
+
+
+def host_side(fn, label: str) -> None:
+    """What the host does in one request: its top ops by own CPU time, and the calls that wait for
+    the GPU or allocate (with the Python lines they came from)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True) as prof:
+        fn()
+        torch.cuda.synchronize()
+    avg = prof.key_averages()
+    print(f"== {label}: host, top ops by own CPU time")
+    for ev in sorted(avg, key=lambda e: -e.self_cpu_time_total)[:12]:
+        print(f"   {ev.self_cpu_time_total / 1e3:9.2f} ms  {ev.count:6d}x  {ev.key[:90]}")
+    print(f"== {label}: waits and allocations (own CPU time, calls, where from)")
+    for ev in sorted(prof.key_averages(group_by_stack_n=6), key=lambda e: -e.self_cpu_time_total):
+        if any(ev.key.startswith(k) for k in SYNCS) and ev.self_cpu_time_total > 200:
+            where = " <- ".join(f for f in ev.stack if "/engine/" in f or "/longdoc_kernels/" in f)[:300]
+            print(f"   {ev.self_cpu_time_total / 1e3:9.2f} ms  {ev.count:5d}x  {ev.key[:40]}  {where}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="llama8b")
@@ -85,6 +108,7 @@ def main() -> None:
     one = SamplingParams(max_tokens=1, ignore_eos=True)
     profiled(lambda: llm.generate([rand_prompt(cfg.vocab_size, args.ctx, gen)], one), f"engine {args.model} {args.ctx}",
              args.top)
+    host_side(lambda: llm.generate([rand_prompt(cfg.vocab_size, args.ctx, gen)], one), f"engine {args.model} {args.ctx}")
     llm = None  # frees the pool before transformers runs
     torch.cuda.empty_cache()
     if not args.skip_hf:
