@@ -110,6 +110,8 @@ class MLP(nn.Module):
 class Attention(nn.Module):
     """q/k/v projections, optional q/k RMSNorm, RoPE, write K/V to the cache, backend attention, o_proj."""
 
+    cpu_joint = True  # the CPU path with q and k normed and rotated together (`_forward_cpu`)
+
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
         self.layer = layer
@@ -145,6 +147,8 @@ class Attention(nn.Module):
         from engine.model.rope import apply_rope
 
         t = x.shape[0]
+        if self.qkv is not None and self.cpu_joint and not x.is_cuda:
+            return self._forward_cpu(x, cos, sin, ctx)
         if self.qkv is not None:
             nq, nkv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
             q, k, v = linear(x, *self.qkv).split([nq, nkv, nkv], dim=-1)
@@ -163,6 +167,42 @@ class Attention(nn.Module):
             out = ctx.attend(self.layer, self.window, self.scale, self.softcap, q, k, v)
         out = self.o_proj(out.reshape(t, self.num_heads * self.head_dim))
         return self.tp.all_reduce(out) if self.tp is not None else out  # the row-parallel o_proj's partial sums
+
+
+    def _forward_cpu(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
+        """`forward` on the CPU, where a decode step is bound by the count of small operations: q and
+        k stay one [T, heads + kv_heads, head_dim] view of the fused projection, normed (q/k norm)
+        and rotated together. Bit for bit what the separate path computes
+        (tests/engine/model/test_layers_cpu_attention.py)."""
+        from engine.model.rope import apply_rope_rolled
+
+        t, h, kvh, d = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
+        qkv = linear(x, *self.qkv)
+        qk = qkv[:, : (h + kvh) * d].reshape(t, h + kvh, d)
+        v = qkv[:, (h + kvh) * d :].reshape(t, kvh, d)
+        if self.qk_norm:
+            w = self._joint_qk_weight(qk)
+            if w is None:
+                qk = torch.cat((self.q_norm(qk[:, :h]), self.k_norm(qk[:, h:])), dim=1)
+            else:  # one norm, then each head's weight: F.rms_norm's own order (normalise, then scale)
+                qk = F.rms_norm(qk, (d,), None, self.q_norm.eps) * w
+        qk = apply_rope_rolled(qk, cos, sin)
+        out = ctx.attend(self.layer, self.window, self.scale, self.softcap, qk[:, :h], qk[:, h:], v)
+        out = self.o_proj(out.reshape(t, h * d))
+        return self.tp.all_reduce(out) if self.tp is not None else out
+
+    def _joint_qk_weight(self, qk: torch.Tensor) -> torch.Tensor | None:
+        """[heads + kv_heads, head_dim]: q_norm's weight for the q heads, k_norm's for the k heads,
+        as RMSNorm multiplies by them in float32; None where RMSNorm would not take its one-op
+        float32 path (then the norms run apart)."""
+        wq, wk = self.q_norm.kernel_weight(), self.k_norm.kernel_weight()
+        if qk.dtype != torch.float32 or wq.dtype != torch.float32 or wk.dtype != torch.float32:
+            return None
+        cached = getattr(self, "_qk_w", None)
+        if cached is None or cached[0] is not wq or cached[1] is not wk:
+            joint = torch.cat((wq.expand(self.num_heads, -1), wk.expand(self.num_kv_heads, -1)))
+            self._qk_w = cached = (wq, wk, joint)
+        return cached[2]
 
 
 class DecoderLayer(nn.Module):
