@@ -45,6 +45,7 @@ class TritonAttentionBackend(AttentionBackend):
 
     name = "triton"
     SDPA_MIN_TOKENS = 256  # below this a chunk's attention costs next to nothing either way
+    CUDNN_MAX_HEAD_DIM = 128
 
     def __init__(self, sdpa_prefill: bool = True, prefill_reads_int8: bool | None = None,
                  prefix_sdpa: bool | None = None) -> None:
@@ -53,6 +54,13 @@ class TritonAttentionBackend(AttentionBackend):
         if prefix_sdpa is None:  # LONGDOC_PREFIX_SDPA=0 keeps chunks after a prefix on the paged kernel
             prefix_sdpa = os.environ.get("LONGDOC_PREFIX_SDPA", "1") == "1"
         self.prefix_sdpa = prefix_sdpa
+        # cuDNN's fused attention (Hopper's wgmma kernels: on an H100 ~580 TFLOP/s where torch's
+        # FlashAttention-2 reaches ~310-325 at the Llama-3-8B shape, BENCHMARKS.md) for head_dim up
+        # to CUDNN_MAX_HEAD_DIM; off for larger heads, whose plans cost seconds per new length
+        # (Gemma 3's 256). LONGDOC_SDPA_CUDNN=0 turns it off, =1 on for every head_dim.
+        env = os.environ.get("LONGDOC_SDPA_CUDNN")
+        self.cudnn = {"0": False, "1": True}.get(env or "", None)
+        self._cudnn_failed: set[tuple] = set()
         if prefill_reads_int8 is None:  # LONGDOC_PREFILL_READS_INT8=0/1
             prefill_reads_int8 = os.environ.get("LONGDOC_PREFILL_READS_INT8", "0") == "1"
         self.prefill_reads_int8 = prefill_reads_int8  # False (default): dequantise the visible blocks into a buffer
@@ -78,6 +86,12 @@ class TritonAttentionBackend(AttentionBackend):
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         key = (q.shape[-1], q.dtype, k.shape[0] > q.shape[0])
+        use_cudnn = self.cudnn if self.cudnn is not None else q.shape[-1] <= self.CUDNN_MAX_HEAD_DIM
+        if use_cudnn and key not in self._cudnn_failed:
+            try:
+                return sdpa_cudnn(q, k, v, scale)
+            except RuntimeError:
+                self._cudnn_failed.add(key)
         if key in self._sdpa_failed:
             return None
         # fused kernels only: never the math path, which would materialise Tq x Tk scores; and not
@@ -167,6 +181,40 @@ def sdpa_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float)
         out = F.scaled_dot_product_attention(qt, k.transpose(0, 1)[None], v.transpose(0, 1)[None], attn_mask=mask,
                                              is_causal=causal, scale=scale)
     return out[0].transpose(0, 1).contiguous()
+
+
+def sdpa_cudnn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """`sdpa_causal` through cuDNN's fused attention (what transformers' sdpa runs on Hopper). torch
+    offers cuDNN only the top-left causal mask, so a chunk after a prefix (Tk > Tq) is two calls:
+    the queries over the prefix's keys (no mask) and over the chunk's own keys (causal, square),
+    joined by their log-sum-exps (`merge_partial_attention`). K/V heads are repeated for grouped-query
+    attention. Raises RuntimeError where cuDNN does not take the case."""
+    tq, tk = q.shape[0], k.shape[0]
+    h, kvh = q.shape[1], k.shape[1]
+    if kvh != h:
+        k = k.repeat_interleave(h // kvh, dim=1)
+        v = v.repeat_interleave(h // kvh, dim=1)
+    qt, kt, vt = q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None]
+    op = torch.ops.aten._scaled_dot_product_cudnn_attention
+    if tk == tq:
+        out = op(qt, kt, vt, None, False, 0.0, True, False, scale=scale)[0]
+    else:
+        p = tk - tq
+        o1, l1 = op(qt, kt[:, :, :p], vt[:, :, :p], None, True, 0.0, False, False, scale=scale)[:2]
+        o2, l2 = op(qt, kt[:, :, p:], vt[:, :, p:], None, True, 0.0, True, False, scale=scale)[:2]
+        out = merge_partial_attention(o1, l1, o2, l2)
+    return out[0].transpose(0, 1).contiguous()
+
+
+def merge_partial_attention(o1: torch.Tensor, l1: torch.Tensor, o2: torch.Tensor, l2: torch.Tensor) -> torch.Tensor:
+    """Attention over two disjoint key sets joined: o1, o2 [..., T, D] normalised over their own keys,
+    l1, l2 [..., T] (or [..., T, 1]) their natural log-sum-exps of the scaled scores. Returns
+    o = o1 * exp(l1 - l) + o2 * exp(l2 - l), l = log(exp(l1) + exp(l2)), in o1's dtype."""
+    l1 = l1.reshape(o1.shape[:-1]).float()
+    l2 = l2.reshape(o2.shape[:-1]).float()
+    lse = torch.logaddexp(l1, l2)
+    out = o1.float() * torch.exp(l1 - lse)[..., None] + o2.float() * torch.exp(l2 - lse)[..., None]
+    return out.to(o1.dtype)
 
 
 def contiguous_prefix(

@@ -46,6 +46,8 @@ def test_prefix_chunk_flash_matches_paged_kernel_and_reference(h, kvh, d):
     print(f"h{h}/{kvh} d{d}: rel err vs fp32: flash over the gathered prefix {err_flash:.2e}, paged kernel {err_paged:.2e}")
     assert err_flash < 1e-2 and err_flash <= 1.5 * err_paged + 1e-3
     assert flash._sdpa_failed == set()  # the fused path ran, not a silent fallback
+    if d <= flash.CUDNN_MAX_HEAD_DIM and flash.cudnn is not False:
+        assert flash._cudnn_failed == set()  # cuDNN's kernel (two calls merged) took it
 
     # warm blocks among the visible ones: every third block of the prefix INT8
     nw = nb // 3
@@ -62,3 +64,24 @@ def test_prefix_chunk_flash_matches_paged_kernel_and_reference(h, kvh, d):
     err_flash, err_paged = rel(a, want), rel(b, want)
     print(f"h{h}/{kvh} d{d} warm: rel err vs fp32: flash {err_flash:.2e}, paged {err_paged:.2e}")
     assert err_flash < 1e-2 and err_flash <= 1.5 * err_paged + 1e-3
+
+
+@pytest.mark.parametrize("h,kvh,d", [(32, 8, 128), (4, 1, 256)])
+@pytest.mark.parametrize("q_offset", [0, 4096])
+def test_cudnn_attention_matches_reference(h, kvh, d, q_offset):
+    """sdpa_cudnn alone: a prompt's first chunk (one causal call) and a chunk after a prefix (two
+    calls merged by their log-sum-exps) against float32 attention and against flash."""
+    from engine.attention.triton_backend import sdpa_causal, sdpa_cudnn
+
+    gen = torch.Generator(device=DEV).manual_seed(1)
+    tq = 2048
+    tk = q_offset + tq
+    q = torch.randn(tq, h, d, device=DEV, generator=gen, dtype=torch.bfloat16)
+    k = torch.randn(tk, kvh, d, device=DEV, generator=gen, dtype=torch.bfloat16)
+    v = torch.randn(tk, kvh, d, device=DEV, generator=gen, dtype=torch.bfloat16)
+    want = sdpa_causal(q.float(), k.float(), v.float(), d ** -0.5)
+    got = sdpa_cudnn(q, k, v, d ** -0.5)
+    flash = sdpa_causal(q, k, v, d ** -0.5)
+    err, err_flash = rel(got, want), rel(flash, want)
+    print(f"cudnn h{h}/{kvh} d{d} offset {q_offset}: rel err {err:.2e} (flash {err_flash:.2e})")
+    assert err < 1e-2 and err <= 1.5 * err_flash + 1e-3

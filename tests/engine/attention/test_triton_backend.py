@@ -206,3 +206,25 @@ def test_long_chunks_after_a_prefix_leave_the_varlen_launch():
     assert outs["picky"] == outs["ref"]
     assert max(backends["ref"].many) >= 12  # the batch has long chunks after a prefix in shared steps
     assert backends["picky"].many and max(backends["picky"].many) < 12  # which now run alone; short ones together
+
+
+def test_two_partial_attentions_merged_equal_the_lower_right_causal_one():
+    """What `sdpa_cudnn` computes for a chunk after a prefix, with exact attention in place of cuDNN:
+    the queries over the prefix's keys (no mask) and over the chunk's own keys (causal), merged by
+    their log-sum-exps, equal lower-right causal attention over all the keys."""
+    from engine.attention.backend import _explicit
+    from engine.attention.triton_backend import merge_partial_attention, sdpa_causal
+
+    gen = torch.Generator().manual_seed(9)
+    tq, p, h, d = 11, 23, 4, 16
+    q = torch.randn(1, h, tq, d, generator=gen)
+    k = torch.randn(1, h, p + tq, d, generator=gen)
+    v = torch.randn(1, h, p + tq, d, generator=gen)
+    o1, l1 = _explicit(q, k[:, :, :p], v[:, :, :p], None, 0.3, None)
+    causal = torch.ones(tq, tq, dtype=torch.bool).tril()
+    o2, l2 = _explicit(q, k[:, :, p:], v[:, :, p:], causal, 0.3, None)
+    merged = merge_partial_attention(o1, l1, o2, l2.unsqueeze(-1))  # either lse shape
+    want = sdpa_causal(q[0].transpose(0, 1), k[0].transpose(0, 1), v[0].transpose(0, 1), 0.3)
+    torch.testing.assert_close(merged[0].transpose(0, 1), want, atol=1e-5, rtol=0)
+    # without the second part's keys the result differs: the merge is not the identity
+    assert not torch.allclose(o1[0].transpose(0, 1), want, atol=1e-3)
