@@ -92,6 +92,24 @@ def host_side(fn, label: str) -> None:
             print(f"   {ev.self_cpu_time_total / 1e3:9.2f} ms  {ev.count:5d}x  {ev.key[:40]}  {where}")
 
 
+def python_side(fn, label: str, top: int = 25) -> None:
+    """cProfile of one request: the Python functions by own time (the host's share of a request
+    whose GPU work is shorter than its wall time)."""
+    import cProfile
+    import io
+    import pstats
+
+    pr = cProfile.Profile()
+    pr.enable()
+    fn()
+    torch.cuda.synchronize()
+    pr.disable()
+    s = io.StringIO()
+    pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(top)
+    print(f"== {label}: Python, by own time")
+    print("\n".join(line for line in s.getvalue().splitlines() if line.strip())[:6000])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="llama8b")
@@ -109,6 +127,7 @@ def main() -> None:
     profiled(lambda: llm.generate([rand_prompt(cfg.vocab_size, args.ctx, gen)], one), f"engine {args.model} {args.ctx}",
              args.top)
     host_side(lambda: llm.generate([rand_prompt(cfg.vocab_size, args.ctx, gen)], one), f"engine {args.model} {args.ctx}")
+    python_side(lambda: llm.generate([rand_prompt(cfg.vocab_size, args.ctx, gen)], one), f"engine {args.model} {args.ctx}")
     llm = None  # frees the pool before transformers runs
     torch.cuda.empty_cache()
     if not args.skip_hf:
