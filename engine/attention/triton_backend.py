@@ -32,16 +32,17 @@ from longdoc_kernels import dispatch
 
 class TritonAttentionBackend(AttentionBackend):
     """`sdpa_prefill`: causal chunks with nothing cached before them (a prompt's first chunk, or a
-    whole prompt prefilled in one chunk) run through torch's fused SDPA (flash or memory-efficient)
-    over the chunk's own K/V instead of the paged Triton kernel: on an H200 those reach ~570 TFLOP/s
-    on causal attention where our paged kernel reaches ~420-450 (BENCHMARKS.md, "Kernels (H200)").
-    `prefix_sdpa` (on unless LONGDOC_PREFIX_SDPA=0): a chunk after a cached prefix runs the same
-    kernels over its visible blocks gathered into one contiguous K/V, the causal diagonal at the
-    bottom right, so a long prompt's later chunks no longer fall back to the paged kernel (on the
-    Llama-3-8B shape at 32K and 128K the engine trailed transformers' one flash call by 9% and 28%,
-    BENCHMARKS.md "The user path"); in a step of several chunks the long ones (`prefers_alone`) go
-    this way one by one, the short ones together through one varlen paged launch. Sliding-window
-    layers, soft-capping and attribution (which needs the log-sum-exp) keep the Triton kernels."""
+    whole prompt prefilled in one chunk) run through a fused attention kernel over the chunk's own
+    K/V instead of the paged Triton kernel. `prefix_sdpa` (on unless LONGDOC_PREFIX_SDPA=0): a chunk
+    after a cached prefix runs the same way over its visible blocks gathered into one contiguous K/V,
+    so a long prompt's later chunks no longer fall back to the paged kernel; in a step of several
+    chunks the long ones (`prefers_alone`) go this way one by one, the short ones together through
+    one varlen paged launch. The fused kernel is cuDNN's for head_dim <= CUDNN_MAX_HEAD_DIM (on an
+    H100 at the Llama-3-8B shape torch's FlashAttention-2 ran at ~310-325 TFLOP/s where
+    transformers' cuDNN call ran at ~580, BENCHMARKS.md "The user path on the H100"), torch's
+    flash / memory-efficient SDPA otherwise (cuDNN's plan per new length costs seconds at
+    head_dim 256). Sliding-window layers, soft-capping and attribution (which needs the
+    log-sum-exp) keep the Triton kernels."""
 
     name = "triton"
     SDPA_MIN_TOKENS = 256  # below this a chunk's attention costs next to nothing either way
