@@ -47,6 +47,7 @@ class TritonAttentionBackend(AttentionBackend):
     name = "triton"
     SDPA_MIN_TOKENS = 256  # below this a chunk's attention costs next to nothing either way
     CUDNN_MAX_HEAD_DIM = 128
+    CUDNN_DEFAULT = "auto"
 
     def __init__(self, sdpa_prefill: bool = True, prefill_reads_int8: bool | None = None,
                  prefix_sdpa: bool | None = None) -> None:
@@ -58,9 +59,10 @@ class TritonAttentionBackend(AttentionBackend):
         # cuDNN's fused attention (Hopper's wgmma kernels: on an H100 ~580 TFLOP/s where torch's
         # FlashAttention-2 reaches ~310-325 at the Llama-3-8B shape, BENCHMARKS.md) for head_dim up
         # to CUDNN_MAX_HEAD_DIM; off for larger heads, whose plans cost seconds per new length
-        # (Gemma 3's 256). LONGDOC_SDPA_CUDNN=0 turns it off, =1 on for every head_dim.
-        env = os.environ.get("LONGDOC_SDPA_CUDNN")
-        self.cudnn = {"0": False, "1": True}.get(env or "", None)
+        # (Gemma 3's 256). LONGDOC_SDPA_CUDNN=0 turns it off, =1 on for every head_dim, =auto (the
+        # default) by head_dim.
+        mode = os.environ.get("LONGDOC_SDPA_CUDNN", self.CUDNN_DEFAULT)  # "0", "1" or "auto"
+        self.cudnn = {"0": False, "1": True}.get(mode)  # None: auto, by head_dim
         self._cudnn_failed: set[tuple] = set()
         if prefill_reads_int8 is None:  # LONGDOC_PREFILL_READS_INT8=0/1
             prefill_reads_int8 = os.environ.get("LONGDOC_PREFILL_READS_INT8", "0") == "1"
