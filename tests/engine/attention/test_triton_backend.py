@@ -53,15 +53,34 @@ def test_sdpa_causal_matches_paged_reference():
     assert TritonAttentionBackend().prefill_fresh(q, k, v, scale=0.3) is None  # CUDA only
 
 
+def _tiny_llama_runs(backends: dict, seed: int, lengths: tuple[int, ...], max_tokens: int, logits_of: int | None = None):
+    """Each backend's greedy tokens (and, with `logits_of`, the first prompt's last logits rows) on one
+    tiny random Llama: blocks of 4, chunks of 16, no prefix cache."""
+    from engine.config import CacheConfig, SchedulerConfig
+    from engine.core.sampling import SamplingParams
+    from engine.model.loader.random_weights import hf_to_engine_config, llm_from_model, random_model
+    from tests.engine.tiny_models import tiny_hf_config
+
+    cfg = hf_to_engine_config(tiny_hf_config("llama"))
+    model = random_model(cfg, torch.device("cpu"), torch.float32, seed=seed)
+    cache = CacheConfig(block_size=4, memory_budget=32 * 2**20)
+    sched = SchedulerConfig(max_num_seqs=4, max_prefill_chunk=16, prefix_caching=False)
+    gen = torch.Generator().manual_seed(seed)
+    prompts = [torch.randint(3, cfg.vocab_size, (n,), generator=gen).tolist() for n in lengths]
+    params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
+    out = {}
+    for tag, be in backends.items():
+        llm = llm_from_model(model, cfg, device="cpu", dtype=torch.float32, backend=be, cache=cache, scheduler=sched)
+        toks = [o.token_ids for o in llm.generate(prompts, params)]
+        out[tag] = (toks, llm.prompt_logits(prompts[0], last=logits_of) if logits_of else None)
+    return cfg, out
+
+
 def test_prefill_fresh_routing():
     """ForwardContext offers every chunk with q_offset 0 to `prefill_fresh` (one prefill alone, or
     several with decodes in the batch) and never a chunk after a cached prefix; a backend that
     takes it gives the reference logits."""
     from engine.attention.triton_backend import sdpa_causal
-    from engine.config import CacheConfig, SchedulerConfig
-    from engine.core.sampling import SamplingParams
-    from engine.model.loader.random_weights import hf_to_engine_config, llm_from_model, random_model
-    from tests.engine.tiny_models import tiny_hf_config
 
     calls: list[int] = []
 
@@ -72,25 +91,14 @@ def test_prefill_fresh_routing():
             calls.append(q.shape[0])
             return sdpa_causal(q, k, v, scale)
 
-    cfg = hf_to_engine_config(tiny_hf_config("llama"))
-    model = random_model(cfg, torch.device("cpu"), torch.float32, seed=2)
-    cache = CacheConfig(block_size=4, memory_budget=32 * 2**20)
-    sched = SchedulerConfig(max_num_seqs=4, max_prefill_chunk=16, prefix_caching=False)
-    gen = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(3, cfg.vocab_size, (n,), generator=gen).tolist() for n in (40, 9, 23)]
-    params = SamplingParams(max_tokens=5, ignore_eos=True)
-    outs = {}
-    logits = {}
-    for tag, be in (("fresh", Fresh()), ("ref", TorchAttentionBackend())):
-        llm = llm_from_model(model, cfg, device="cpu", dtype=torch.float32, backend=be, cache=cache, scheduler=sched)
-        outs[tag] = [o.token_ids for o in llm.generate(prompts, params)]
-        logits[tag] = llm.prompt_logits(prompts[0], last=40)
-    assert outs["fresh"] == outs["ref"]
-    torch.testing.assert_close(logits["fresh"], logits["ref"], atol=1e-4, rtol=0)
+    lengths = (40, 9, 23)
+    cfg, runs = _tiny_llama_runs({"fresh": Fresh(), "ref": TorchAttentionBackend()}, 2, lengths, 5, logits_of=40)
+    assert runs["fresh"][0] == runs["ref"][0]
+    torch.testing.assert_close(runs["fresh"][1], runs["ref"][1], atol=1e-4, rtol=0)
     # only first chunks (<= 16 tokens each, one per prompt per run) were offered, never later ones
     layers = cfg.num_layers
     assert calls and max(calls) <= 16
-    assert len(calls) == layers * (len(prompts) + 1)
+    assert len(calls) == layers * (len(lengths) + 1)
 
 
 def test_several_chunks_in_one_prefill_launch(monkeypatch):
@@ -170,10 +178,6 @@ def test_long_chunks_after_a_prefix_leave_the_varlen_launch():
     """In a step of several chunks, the ones the backend `prefers_alone` go through `prefill` one by
     one (on CUDA: flash over the gathered prefix), the others together through `prefill_many`; the
     tokens and logits are the reference's either way."""
-    from engine.config import CacheConfig, SchedulerConfig
-    from engine.core.sampling import SamplingParams
-    from engine.model.loader.random_weights import hf_to_engine_config, llm_from_model, random_model
-    from tests.engine.tiny_models import tiny_hf_config
 
     class Recording(TorchAttentionBackend):
         long_rows = None  # prefers_alone for chunks of at least this many rows (None: never)
@@ -192,18 +196,9 @@ def test_long_chunks_after_a_prefix_leave_the_varlen_launch():
     class Picky(Recording):
         long_rows = 12
 
-    cfg = hf_to_engine_config(tiny_hf_config("llama"))
-    model = random_model(cfg, torch.device("cpu"), torch.float32, seed=4)
-    cache = CacheConfig(block_size=4, memory_budget=32 * 2**20)
-    sched = SchedulerConfig(max_num_seqs=4, max_prefill_chunk=16, prefix_caching=False)
-    gen = torch.Generator().manual_seed(1)
-    prompts = [torch.randint(3, cfg.vocab_size, (n,), generator=gen).tolist() for n in (44, 26, 30)]
-    params = SamplingParams(max_tokens=4, ignore_eos=True)
-    outs, backends = {}, {"picky": Picky(), "ref": Recording()}
-    for tag, be in backends.items():
-        llm = llm_from_model(model, cfg, device="cpu", dtype=torch.float32, backend=be, cache=cache, scheduler=sched)
-        outs[tag] = [o.token_ids for o in llm.generate(prompts, params)]
-    assert outs["picky"] == outs["ref"]
+    backends = {"picky": Picky(), "ref": Recording()}
+    _, runs = _tiny_llama_runs(backends, 4, (44, 26, 30), 4)
+    assert runs["picky"][0] == runs["ref"][0]
     assert max(backends["ref"].many) >= 12  # the batch has long chunks after a prefix in shared steps
     assert backends["picky"].many and max(backends["picky"].many) < 12  # which now run alone; short ones together
 
