@@ -84,8 +84,9 @@ class TritonAttentionBackend(AttentionBackend):
         return self.prefix_sdpa and self._fused_ok(q, window, softcap, rows)
 
     def _fused(self, q, k, v, scale):
-        """torch's flash / memory-efficient SDPA, or None (remembered per head_dim and dtype) where
-        neither takes the case."""
+        """Causal attention of q over k, v (`sdpa_causal`'s contract) through cuDNN (`sdpa_cudnn`, by
+        `self.cudnn` and head_dim), else torch's flash / memory-efficient SDPA; None where none of
+        them takes the case (remembered per head_dim, dtype and whether a prefix precedes)."""
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         key = (q.shape[-1], q.dtype, k.shape[0] > q.shape[0])
@@ -97,10 +98,10 @@ class TritonAttentionBackend(AttentionBackend):
                 self._cudnn_failed.add(key)
         if key in self._sdpa_failed:
             return None
-        # fused kernels only: never the math path, which would materialise Tq x Tk scores; and not
-        # cuDNN's, which builds a plan on the host for every new sequence length (on the H200: 1.4 s
-        # of a 1.5 s 8K request, 5.4 s for an 8,292-token one; BENCHMARKS.md "First request after
-        # warmup"): every user prompt has a new length
+        # flash / memory-efficient only: never the math path, which would materialise Tq x Tk
+        # scores; and not cuDNN through this door, where it would take head_dim 256 too (its plan per
+        # new length: 1.4 s of a 1.5 s 8K request on the H200, BENCHMARKS.md "First request after
+        # warmup")
         try:
             with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
                 return sdpa_causal(q, k, v, scale)
@@ -116,7 +117,7 @@ class TritonAttentionBackend(AttentionBackend):
         if (self.prefix_sdpa and not return_lse and self._fused_ok(q, window, softcap)
                 and not (warm is not None and self.prefill_reads_int8)):
             # a chunk after a cached prefix (a long prompt's second chunk on): the visible blocks
-            # gathered into one contiguous K/V (warm ones dequantised), then flash attention with the
+            # gathered into one contiguous K/V (warm ones dequantised), then fused attention with the
             # causal diagonal at the bottom right, as one call over the whole prompt would compute
             try:
                 k, v = contiguous_prefix(k_cache, v_cache, block_table, kv_len, warm)

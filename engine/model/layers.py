@@ -168,7 +168,6 @@ class Attention(nn.Module):
         out = self.o_proj(out.reshape(t, self.num_heads * self.head_dim))
         return self.tp.all_reduce(out) if self.tp is not None else out  # the row-parallel o_proj's partial sums
 
-
     def _forward_cpu(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
         """`forward` on the CPU, where a decode step is bound by the count of small operations: q and
         k stay one [T, heads + kv_heads, head_dim] view of the fused projection, normed (q/k norm)

@@ -158,6 +158,7 @@ class RotaryEmbedding:
 
 
 _SIGNED: dict[int, tuple[torch.Tensor, ...]] = {}
+_CACHE_ROWS = 64
 
 
 def apply_rope_rolled(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -167,11 +168,12 @@ def apply_rope_rolled(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> 
     of that RoPE shares (a CPU decode step rotates q and k of 18 layers: 30 -> 8 us a layer)."""
     hit = _SIGNED.get(id(sin))
     if hit is None or hit[0] is not sin or hit[1] is not cos:
-        if len(_SIGNED) >= 8:
-            _SIGNED.clear()
         half = sin.shape[-1] // 2
         hit = (sin, cos, cos[:, None, :], torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)[:, None, :])
-        _SIGNED[id(sin)] = hit  # holds sin and cos themselves, so their ids cannot be reused while cached
+        if sin.shape[0] <= _CACHE_ROWS:  # decode steps; a prefill chunk's tables are not kept
+            if len(_SIGNED) >= 8:
+                _SIGNED.clear()
+            _SIGNED[id(sin)] = hit  # holds sin and cos themselves, so their ids cannot be reused while cached
     _, _, cos3, signed = hit
     return x * cos3 + torch.roll(x, x.shape[-1] // 2, dims=-1) * signed
 
