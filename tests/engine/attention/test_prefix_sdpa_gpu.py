@@ -35,9 +35,8 @@ def test_prefix_chunk_flash_matches_paged_kernel_and_reference(h, kvh, d):
     ref = TorchAttentionBackend()
 
     def ref32(tab, warm=None):
-        w32 = None if warm is None else warm
         return ref.prefill(q.float(), k_cache.float(), v_cache.float(), tab, q_offset=q_offset, kv_len=kv_len,
-                           scale=scale, warm=w32).out
+                           scale=scale, warm=warm).out
 
     a = flash.prefill(q, k_cache, v_cache, table, q_offset=q_offset, kv_len=kv_len, scale=scale).out
     b = paged.prefill(q, k_cache, v_cache, table, q_offset=q_offset, kv_len=kv_len, scale=scale).out
