@@ -37,8 +37,7 @@ class TritonAttentionBackend(AttentionBackend):
     after a cached prefix runs the same way over its visible blocks gathered into one contiguous K/V,
     so a long prompt's later chunks no longer fall back to the paged kernel; in a step of several
     chunks the long ones (`prefers_alone`) go this way one by one, the short ones together through
-    one varlen paged launch. With LONGDOC_SDPA_CUDNN=auto the fused kernel is cuDNN's for
-    head_dim <= CUDNN_MAX_HEAD_DIM (on an
+    one varlen paged launch. The fused kernel is cuDNN's for head_dim <= CUDNN_MAX_HEAD_DIM (on an
     H100 at the Llama-3-8B shape torch's FlashAttention-2 ran at ~310-325 TFLOP/s where
     transformers' cuDNN call ran at ~580, BENCHMARKS.md "The user path on the H100"), torch's
     flash / memory-efficient SDPA otherwise (cuDNN's plan per new length costs seconds at
@@ -48,7 +47,9 @@ class TritonAttentionBackend(AttentionBackend):
     name = "triton"
     SDPA_MIN_TOKENS = 256  # below this a chunk's attention costs next to nothing either way
     CUDNN_MAX_HEAD_DIM = 128
-    CUDNN_DEFAULT = "0"  # "auto" once measured on a GPU (written 2026-12-06; the device lent no machine to verify it)
+    # auto: measured on an H100 (2026-12-06), the Llama-3-8B shape's 32K / 128K prefill 1.63 / 16.7 s
+    # with flash, 1.40 / 11.37 s with cuDNN (transformers 1.40 / 11.73); BENCHMARKS.md
+    CUDNN_DEFAULT = "auto"
 
     def __init__(self, sdpa_prefill: bool = True, prefill_reads_int8: bool | None = None,
                  prefix_sdpa: bool | None = None) -> None:
@@ -60,8 +61,8 @@ class TritonAttentionBackend(AttentionBackend):
         # cuDNN's fused attention (Hopper's wgmma kernels: on an H100 ~580 TFLOP/s where torch's
         # FlashAttention-2 reaches ~310-325 at the Llama-3-8B shape, BENCHMARKS.md) for head_dim up
         # to CUDNN_MAX_HEAD_DIM; off for larger heads, whose plans cost seconds per new length
-        # (Gemma 3's 256). LONGDOC_SDPA_CUDNN=0 turns it off, =1 on for every head_dim, =auto by
-        # head_dim; the default is CUDNN_DEFAULT.
+        # (Gemma 3's 256). LONGDOC_SDPA_CUDNN=0 turns it off, =1 on for every head_dim, =auto (the
+        # default, CUDNN_DEFAULT) by head_dim.
         mode = os.environ.get("LONGDOC_SDPA_CUDNN", self.CUDNN_DEFAULT)  # "0", "1" or "auto"
         self.cudnn = {"0": False, "1": True}.get(mode)  # None: auto, by head_dim
         self._cudnn_failed: set[tuple] = set()
