@@ -96,7 +96,9 @@ class TritonAttentionBackend(AttentionBackend):
         if use_cudnn and key not in self._cudnn_failed:
             try:
                 return sdpa_cudnn(q, k, v, scale)
-            except RuntimeError:
+            except torch.OutOfMemoryError:  # this call only (its K/V heads repeated): flash needs no copy
+                pass
+            except RuntimeError:  # cuDNN does not take the case: not asked again in this process
                 self._cudnn_failed.add(key)
         if key in self._sdpa_failed:
             return None
@@ -107,6 +109,8 @@ class TritonAttentionBackend(AttentionBackend):
         try:
             with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
                 return sdpa_causal(q, k, v, scale)
+        except torch.OutOfMemoryError:  # this call only: the paged kernel then runs
+            return None
         except RuntimeError:
             self._sdpa_failed.add(key)
             return None

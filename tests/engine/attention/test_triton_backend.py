@@ -223,3 +223,33 @@ def test_two_partial_attentions_merged_equal_the_lower_right_causal_one():
     torch.testing.assert_close(merged[0].transpose(0, 1), want, atol=1e-5, rtol=0)
     # without the second part's keys the result differs: the merge is not the identity
     assert not torch.allclose(o1[0].transpose(0, 1), want, atol=1e-3)
+
+
+def test_fused_path_falls_back_and_remembers_only_real_refusals(monkeypatch):
+    """`_fused` (called directly on CPU tensors): cuDNN out of memory falls back to flash for that
+    call only; cuDNN refusing the case (RuntimeError) falls back and is not asked again."""
+    import engine.attention.triton_backend as tb
+
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = torch.randn(40, 4, 32, generator=gen), torch.randn(60, 2, 32, generator=gen), torch.randn(60, 2, 32, generator=gen)
+    want = tb.sdpa_causal(q, k, v, 0.2)
+    calls = []
+
+    def refuse(exc):
+        def f(*a):
+            calls.append(exc)
+            raise exc("no")
+        return f
+
+    be = TritonAttentionBackend()
+    be.cudnn = True
+    monkeypatch.setattr(tb, "sdpa_cudnn", refuse(torch.OutOfMemoryError))
+    torch.testing.assert_close(be._fused(q, k, v, 0.2), want)
+    assert be._cudnn_failed == set()
+    torch.testing.assert_close(be._fused(q, k, v, 0.2), want)
+    assert len(calls) == 2  # asked again after an out-of-memory
+    monkeypatch.setattr(tb, "sdpa_cudnn", refuse(RuntimeError))
+    torch.testing.assert_close(be._fused(q, k, v, 0.2), want)
+    assert be._cudnn_failed == {(32, torch.float32, True)}
+    be._fused(q, k, v, 0.2)
+    assert len(calls) == 3  # not asked again after a refusal
