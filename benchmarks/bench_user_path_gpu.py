@@ -6,7 +6,8 @@ device="cuda")` with default settings, timed through `generate` / `stream` only,
 
 Models (random bf16 weights, real shapes: benchmarks/bench_engine_gpu.py's configs): Gemma 3 270M
 and the Llama-3-8B shape. Per model: time to first token of one prompt of 8K and 32K tokens (and
-128K for the 8B shape), each length twice (the first and a second request, different prompts); the
+128K for the 8B shape), each length three times (the first and a second request, different prompts,
+then a "newlen" request 37 tokens shorter: shapes no earlier request had); the
 decode time per token of one request at 32K, first and second request; the engine's load time
 (including any warm-up it does at load) and transformers' TTFT on the same prompts. MFU: the
 prefill's matmul and attention FLOPs over the TTFT against the H200's measured 770 TFLOP/s bf16
@@ -71,15 +72,18 @@ def engine_runs(folder: Path, dev: str, lengths: list[int], decode_ctx: int, dec
         log(f"  engine warmup(): {res['warmup_graphs']} decode graphs in {res['warmup_s']:.1f} s")
     one = SamplingParams(max_tokens=1, ignore_eos=True)
     for n in lengths:
-        for rep in ("first", "second"):
-            p = prompt(vocab, n, seed=n + (rep == "second"))
+        # a user's next document is rarely of the same length: "newlen" is a third request 37 tokens
+        # shorter, whose shapes no earlier request had
+        for rep in ("first", "second", "newlen"):
+            m = n - 37 if rep == "newlen" else n
+            p = prompt(vocab, m, seed=n + (rep == "second") + 2 * (rep == "newlen"))
             t = now()
             llm.generate([p], one)
             dt = now() - t
             res[f"ttft_{n}_{rep}_s"] = dt
-            mfu = prefill_flops(llm.model, n) / dt / 1e12 / PEAK_TFLOPS
+            mfu = prefill_flops(llm.model, m) / dt / 1e12 / PEAK_TFLOPS
             res[f"mfu_{n}_{rep}"] = mfu
-            log(f"  engine TTFT {n} ({rep} request): {dt:.3f} s, MFU {mfu:.0%}")
+            log(f"  engine TTFT {m} ({rep} request): {dt:.3f} s, MFU {mfu:.0%}")
     params = SamplingParams(max_tokens=decode_steps + 1, ignore_eos=True)
     for rep in ("first", "second"):
         p = prompt(vocab, decode_ctx, seed=7 + (rep == "second"))

@@ -5,7 +5,8 @@
 # "STAGE <name>: PASS|FAIL (exit <rc>, <s> s) <its last summary line>", and the call ends with all
 # of them again, in $OUT/summary.txt too.
 # Usage: bash benchmarks/run_h200.sh [stages]
-# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, int8prefill, profile, userpath, pipebatch, sweep, review, tp)
+# (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, int8prefill, profile, userpath, pipebatch, sweep, review, tp,
+#  cudnnshapes, firstreq, prefillprof)
 set -u
 OUT=${OUT:-/tmp/h200}
 mkdir -p "$OUT"
@@ -91,6 +92,21 @@ if [[ $STAGES == *review* ]]; then  # review table: 100 documents of 8K tokens x
 fi
 if [[ $STAGES == *tp* ]]; then  # tensor parallelism, W=1 against W=2 (needs a machine of >= 2 GPUs: nvidia-h200-x2)
   stage tp "${TP_LIMIT:-540}" tp 30 python3 benchmarks/bench_tp_gpu.py --out "$OUT/tp.json" ${TP_ARGS:-}
+fi
+if [[ $STAGES == *cudnnshapes* ]]; then  # what a new sequence length costs cuDNN's attention (first call vs second)
+  # each setting in a fresh process without the driver's JIT cache: exact lengths, padded (the default),
+  # and both with torch's opt-in ragged path that is meant to avoid a plan per length
+  for mode in exact:0:0 aligned:128:0 exact_ragged:0:1 aligned_ragged:128:1; do
+    IFS=: read -r tag align ragged <<< "$mode"
+    stage cudnnshapes_$tag 120 cudnn_shapes_$tag 15 env CUDA_CACHE_DISABLE=1 TORCH_CUDNN_SDPA_AVOID_RECOMPILE=$ragged \
+      python3 benchmarks/probe_cudnn_shapes.py --align "$align" --json "$OUT/cudnn_shapes_$tag.json"
+  done
+fi
+if [[ $STAGES == *firstreq* ]]; then  # after warmup(): requests of new lengths, cuDNN on then off (8B shape)
+  stage firstreq 300 first_request_8b 16 python3 benchmarks/probe_first_request.py --model ${FIRSTREQ_MODEL:-llama8b}
+fi
+if [[ $STAGES == *prefillprof* ]]; then  # one long prefill: kernels, host waits, Python side (engine defaults)
+  stage prefillprof 200 profile_prefill 8 python3 benchmarks/profile_prefill_gpu.py ${PREFILLPROF_ARGS:---model gemma --ctx 32768 --skip-hf}
 fi
 echo "== summary"
 printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"

@@ -562,7 +562,7 @@ class LLM:
     def warmup(self, progress: Callable[[str], None] | None = None) -> int:
         """Do now what a first request would otherwise pay for: one short request (compiles the decode
         kernels and the short-prefill path), on CUDA one prompt of a prefill chunk and a little more
-        (the long-prompt path: a full first chunk and a chunk over the paged cache) and, where decode
+        (the long-prompt path: a full first chunk, a full chunk after it and a short one over the paged cache) and, where decode
         steps replay CUDA graphs, the decode tuning and the graph of every batch and context bucket
         the engine's limits allow (`CudaGraphRunner.capture_all`). `progress` gets one line per step. Returns how many graphs
         were captured."""
@@ -570,17 +570,24 @@ class LLM:
             progress("warm-up: compiling kernels")
         self.generate([[1] * 32], SamplingParams(max_tokens=3, ignore_eos=True))
         if self.device.type == "cuda":
-            # a long prompt's path: a first chunk of the full prefill size (attention over fresh K/V)
-            # and a second chunk over the paged cache, so a user's first long prompt compiles nothing
-            n = min(self.core.chunk + 4 * self.kv.block_size, self.max_model_len - 4)
-            try:
-                self.check_len(n + 2)
-            except EngineError:  # a pool too small for a full chunk: its first long prompt compiles it
-                n = 0
+            # a long prompt's path: a first chunk of the full prefill size (attention over fresh K/V),
+            # a second full chunk over it (fused attention after a prefix: cuDNN compiles its unmasked
+            # kernel once per process, ~1 s on an H100) and a short third one (the paged kernel), so
+            # a user's first long prompt compiles nothing; one chunk and a short one where the pool
+            # or the context is too small for two
+            n = 0
+            for size in (2 * self.core.chunk + 4 * self.kv.block_size, self.core.chunk + 4 * self.kv.block_size):
+                size = min(size, self.max_model_len - 4)
+                try:
+                    self.check_len(size + 2)
+                except EngineError:  # a pool too small for it
+                    continue
+                n = size
+                break
             if n > 32:
                 if progress is not None:
                     progress(f"warm-up: a {n:,}-token prefill (the long-prompt path)")
-                self.generate([[1] * n], SamplingParams(max_tokens=2, ignore_eos=True))
+                self.generate([[2] * n], SamplingParams(max_tokens=2, ignore_eos=True))
         graphs = getattr(self.runner, "graphs", None)
         return graphs.capture_all(self.scheduler_config.max_num_seqs, progress) if graphs is not None else 0
 

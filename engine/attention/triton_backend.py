@@ -193,26 +193,64 @@ def sdpa_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float)
     return out[0].transpose(0, 1).contiguous()
 
 
-def sdpa_cudnn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """`sdpa_causal` through cuDNN's fused attention (what transformers' sdpa runs on Hopper). torch
-    offers cuDNN only the top-left causal mask, so a chunk after a prefix (Tk > Tq) is two calls:
-    the queries over the prefix's keys (no mask) and over the chunk's own keys (causal, square),
-    joined by their log-sum-exps (`merge_partial_attention`). K/V heads are repeated for grouped-query
-    attention. Raises RuntimeError where cuDNN does not take the case."""
-    tq, tk = q.shape[0], k.shape[0]
-    h, kvh = q.shape[1], k.shape[1]
-    if kvh != h:
-        k = k.repeat_interleave(h // kvh, dim=1)
-        v = v.repeat_interleave(h // kvh, dim=1)
-    qt, kt, vt = q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None]
-    op = torch.ops.aten._scaled_dot_product_cudnn_attention
-    if tk == tq:
-        out = op(qt, kt, vt, None, False, 0.0, True, False, scale=scale)[0]
-    else:
-        p = tk - tq
-        o1, l1 = op(qt, kt[:, :, :p], vt[:, :, :p], None, True, 0.0, False, False, scale=scale)[:2]
-        o2, l2 = op(qt, kt[:, :, p:], vt[:, :, p:], None, True, 0.0, True, False, scale=scale)[:2]
-        out = merge_partial_attention(o1, l1, o2, l2)
+# cuDNN builds an execution plan for every new (rows, keys) shape (~36 ms each on an H100, torch
+# 2.11 / cuDNN 9.19) and, once per process, compiles a kernel for each of causal / unmasked x
+# aligned / unaligned lengths (0.5-1.0 s each): BENCHMARKS.md, "cuDNN's cost of a new length".
+# So every call it gets has lengths that are multiples of CUDNN_ALIGN (`sdpa_cudnn`): two compiled
+# kernels in all (which `LLM.warmup()` pays), and at most chunk / CUDNN_ALIGN shapes per prefix length.
+# LONGDOC_CUDNN_ALIGN=0 passes the exact lengths (for measurement).
+CUDNN_ALIGN = int(os.environ.get("LONGDOC_CUDNN_ALIGN", "128"))
+
+
+def _cudnn_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """cuDNN's fused attention of q [1, H, Tq, D] over k, v [1, H, Tk, D] (top-left causal or no
+    mask): out [1, H, Tq, D] and the log-sum-exp [1, H, Tq] (float32)."""
+    out, lse = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False,
+                                                                  scale=scale)[:2]
+    return out, lse.reshape(out.shape[:-1])
+
+
+def _rows(x: torch.Tensor, lead: int, total: int, heads: int) -> torch.Tensor:
+    """x [T, kv_heads, D] as [1, heads, total, D] (sequence-major memory, as the engine's tensors
+    are): `lead` zero rows, then x (each kv head repeated heads / kv_heads times), then zero rows.
+    A view of x where nothing is added or repeated."""
+    t, kvh, d = x.shape
+    if lead == 0 and total == t and kvh == heads:
+        return x.transpose(0, 1)[None]
+    buf = x.new_zeros(total, heads, d) if (lead or total > t) else x.new_empty(total, heads, d)
+    g = heads // kvh
+    buf[lead:lead + t].view(t, kvh, g, d).copy_(x[:, :, None, :].expand(t, kvh, g, d))
+    return buf.transpose(0, 1)[None]
+
+
+def sdpa_cudnn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, align: int | None = None,
+               call=None) -> torch.Tensor:
+    """`sdpa_causal` through cuDNN's fused attention (what transformers' sdpa runs on Hopper), every
+    call's lengths multiples of `align` (CUDNN_ALIGN; 0 or 1: exact lengths). torch offers cuDNN only
+    the top-left causal mask, so a chunk of Tq rows after P keys of prefix is split at
+    P0 = P rounded down to `align`: the queries over keys 0..P0-1 with no mask (queries padded with
+    zero rows to a multiple), and a square causal call whose rows are the last P - P0 prefix keys'
+    dummy queries, then the chunk, then padding: with the top-left mask, chunk row i sees the
+    remaining prefix keys and its own keys up to i, exactly lower-right causal; padding rows come
+    after every real one and are never seen. The two results are joined by their log-sum-exps
+    (`merge_partial_attention`). `call(q, k, v, causal, scale) -> (out, lse)` stands in for cuDNN
+    (tests). Raises RuntimeError where cuDNN does not take the case."""
+    call = call or _cudnn_call
+    a = max(1, align if align is not None else CUDNN_ALIGN)
+    tq, tk, h = q.shape[0], k.shape[0], q.shape[1]
+    p0 = (tk - tq) // a * a  # prefix keys attended with no mask
+    lead = tk - tq - p0  # the rest of the prefix: the causal call's leading rows
+    n = lead + tq
+    na = -(-n // a) * a
+    qc = _rows(q, lead, na, h)
+    out, lse = call(qc, _rows(k[p0:], 0, na, h), _rows(v[p0:], 0, na, h), True, scale)
+    out, lse = out[:, :, lead:n], lse[:, :, lead:n]
+    if p0:
+        qa = -(-tq // a) * a
+        o1, l1 = call(qc[:, :, lead:lead + qa] if lead + qa <= na else _rows(q, 0, qa, h),
+                      _rows(k[:p0], 0, p0, h), _rows(v[:p0], 0, p0, h), False, scale)
+        out = merge_partial_attention(o1[:, :, :tq], l1[:, :, :tq], out, lse)
     return out[0].transpose(0, 1).contiguous()
 
 

@@ -66,14 +66,13 @@ def test_prefix_chunk_flash_matches_paged_kernel_and_reference(h, kvh, d):
 
 
 @pytest.mark.parametrize("h,kvh,d", [(32, 8, 128), (4, 1, 256)])
-@pytest.mark.parametrize("q_offset", [0, 4096])
-def test_cudnn_attention_matches_reference(h, kvh, d, q_offset):
+@pytest.mark.parametrize("tq,q_offset", [(2048, 0), (2048, 4096), (1999, 0), (1999, 4100), (300, 16)])
+def test_cudnn_attention_matches_reference(h, kvh, d, tq, q_offset):
     """sdpa_cudnn alone: a prompt's first chunk (one causal call) and a chunk after a prefix (two
     calls merged by their log-sum-exps) against float32 attention and against flash."""
     from engine.attention.triton_backend import sdpa_causal, sdpa_cudnn
 
     gen = torch.Generator(device=DEV).manual_seed(1)
-    tq = 2048
     tk = q_offset + tq
     q = torch.randn(tq, h, d, device=DEV, generator=gen, dtype=torch.bfloat16)
     k = torch.randn(tk, kvh, d, device=DEV, generator=gen, dtype=torch.bfloat16)
@@ -82,5 +81,5 @@ def test_cudnn_attention_matches_reference(h, kvh, d, q_offset):
     got = sdpa_cudnn(q, k, v, d ** -0.5)
     flash = sdpa_causal(q, k, v, d ** -0.5)
     err, err_flash = rel(got, want), rel(flash, want)
-    print(f"cudnn h{h}/{kvh} d{d} offset {q_offset}: rel err {err:.2e} (flash {err_flash:.2e})")
+    print(f"cudnn h{h}/{kvh} d{d} rows {tq} offset {q_offset}: rel err {err:.2e} (flash {err_flash:.2e})")
     assert err < 1e-2 and err <= 1.5 * err_flash + 1e-3

@@ -3,6 +3,7 @@ torch reference backend (CPU: through Triton's interpreter, small shapes)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from engine.attention.backend import TorchAttentionBackend
@@ -223,6 +224,41 @@ def test_two_partial_attentions_merged_equal_the_lower_right_causal_one():
     torch.testing.assert_close(merged[0].transpose(0, 1), want, atol=1e-5, rtol=0)
     # without the second part's keys the result differs: the merge is not the identity
     assert not torch.allclose(o1[0].transpose(0, 1), want, atol=1e-3)
+
+
+def _exact_call(shapes: list):
+    """An exact stand-in for cuDNN's call (top-left causal or no mask) that records each call's
+    (rows, keys, causal)."""
+    from engine.attention.backend import _explicit
+
+    def call(q, k, v, causal, scale):
+        tq, tk = q.shape[2], k.shape[2]
+        shapes.append((tq, tk, causal))
+        mask = torch.ones(tq, tk, dtype=torch.bool).tril() if causal else None
+        return _explicit(q, k, v, mask, scale, None)
+
+    return call
+
+
+@pytest.mark.parametrize("tq,p", [(11, 0), (16, 0), (11, 23), (8, 16), (5, 3), (13, 40), (1, 9)])
+@pytest.mark.parametrize("align", [1, 8])
+def test_cudnn_calls_with_aligned_lengths_equal_lower_right_causal_attention(tq, p, align):
+    """`sdpa_cudnn`'s plan with exact attention in place of cuDNN: lengths padded to multiples of
+    `align`, the prefix's unaligned remainder moved into the causal call as leading rows; the
+    result equals lower-right causal attention over all the keys, and every call's lengths are
+    multiples of `align`."""
+    from engine.attention.triton_backend import sdpa_causal, sdpa_cudnn
+
+    gen = torch.Generator().manual_seed(tq * 100 + p)
+    h, kvh, d = 4, 2, 16
+    q = torch.randn(tq, h, d, generator=gen)
+    k, v = torch.randn(p + tq, kvh, d, generator=gen), torch.randn(p + tq, kvh, d, generator=gen)
+    shapes: list = []
+    got = sdpa_cudnn(q, k, v, 0.3, align=align, call=_exact_call(shapes))
+    torch.testing.assert_close(got, sdpa_causal(q, k, v, 0.3), atol=1e-5, rtol=0)
+    assert all(a % align == 0 and b % align == 0 for a, b, _ in shapes), shapes
+    assert sum(1 for *_, causal in shapes if causal) == 1
+    assert len(shapes) == (2 if p >= align else 1)
 
 
 def test_fused_path_falls_back_and_remembers_only_real_refusals(monkeypatch):
