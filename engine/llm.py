@@ -271,7 +271,7 @@ class LLM:
         if isinstance(prompt, str):
             self._need_tokenizer()
             return self.tokenizer.encode(prompt, add_special_tokens=add_special_tokens)
-        return [int(t) for t in prompt]
+        return list(map(int, prompt))
 
     def decode(self, ids: list[int], skip_special: bool = True) -> str:
         """Text of token ids ("" for a model without a tokenizer)."""

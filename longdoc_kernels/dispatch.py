@@ -124,9 +124,9 @@ def act_mul(gu, gelu):
     return fn(gu, gelu)
 
 
-def rope_and_cache_write(q, k, v, cos, sin, k_cache, v_cache, slots):
+def rope_and_cache_write(q, k, v, cos, sin, k_cache, v_cache, slots, return_k=False):
     if use_triton(q.device):
         from longdoc_kernels.rope_kv import rope_and_cache_write as fn
     else:
         fn = reference.rope_and_cache_write
-    return fn(q, k, v, cos, sin, k_cache, v_cache, slots)
+    return fn(q, k, v, cos, sin, k_cache, v_cache, slots, return_k=return_k)

@@ -120,16 +120,17 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
 
 
-def rope_and_cache_write(q, k, v, cos, sin, k_cache, v_cache, slots):
+def rope_and_cache_write(q, k, v, cos, sin, k_cache, v_cache, slots, return_k=False):
     """Rotate q and k, write the rotated k and v into the caches at flat slots (block * bs + offset).
-    Returns the rotated q (in q's dtype); the caches are written in place."""
+    Returns the rotated q (in q's dtype; with return_k also the rotated k in k's dtype); the caches
+    are written in place."""
     bs = k_cache.shape[1]
     qr = rotate(q, cos, sin).to(q.dtype)
-    kr = rotate(k, cos, sin).to(k_cache.dtype)
+    kf = rotate(k, cos, sin)
     blocks, offs = slots // bs, slots % bs
-    k_cache[blocks, offs] = kr
+    k_cache[blocks, offs] = kf.to(k_cache.dtype)
     v_cache[blocks, offs] = v.to(v_cache.dtype)
-    return qr
+    return (qr, kf.to(k.dtype)) if return_k else qr
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, gemma: bool) -> torch.Tensor:

@@ -212,11 +212,12 @@ def _cudnn_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
 
 
 def _rows(x: torch.Tensor, lead: int, total: int, heads: int) -> torch.Tensor:
-    """x [T, kv_heads, D] as [1, heads, total, D] (sequence-major memory, as the engine's tensors
-    are): `lead` zero rows, then x (each kv head repeated heads / kv_heads times), then zero rows.
-    A view of x where nothing is added or repeated."""
+    """x [T, kv_heads, D] as [1, heads, total, D] in one layout whatever x's strides (contiguous
+    [total, heads, D] memory: cuDNN's plans depend on the strides, and q arrives as a slice of the
+    fused q/k/v projection): `lead` zero rows, then x (each kv head repeated heads / kv_heads
+    times), then zero rows. A view of x where x already is that."""
     t, kvh, d = x.shape
-    if lead == 0 and total == t and kvh == heads:
+    if lead == 0 and total == t and kvh == heads and x.is_contiguous():
         return x.transpose(0, 1)[None]
     buf = x.new_zeros(total, heads, d) if (lead or total > t) else x.new_empty(total, heads, d)
     g = heads // kvh

@@ -54,6 +54,19 @@ class BlockAllocator:
             self.on_reuse(block)
         return block
 
+    def allocate_many(self, n: int) -> list[int]:
+        """`allocate` n times (a long prompt's chunk needs thousands of blocks at once)."""
+        if n > len(self.free):
+            raise CacheFullError(f"KV cache full: all {self.num_blocks} blocks are in use")
+        pop, refs, reuse = self.free.popitem, self.ref_counts, self.on_reuse
+        blocks = [pop(last=False)[0] for _ in range(n)]
+        for b in blocks:
+            refs[b] = 1
+        if reuse is not None:
+            for b in blocks:
+                reuse(b)
+        return blocks
+
     def take(self, block: int) -> None:
         """Share `block`: incref it, taking it off the free list if it was cached-free."""
         if self.ref_counts[block] == 0:

@@ -186,14 +186,16 @@ class PagedKVCache(WarmTier):
     def allocate_slots(self, tables: list[list[int]], start: int, count: int) -> list[torch.Tensor]:
         """Make room for tokens start..start+count-1 of a sequence; return their slot ids per group."""
         bs = self.block_size
-        end_blocks = (start + count + bs - 1) // bs
+        b0, end_blocks = start // bs, (start + count + bs - 1) // bs
         slots = []
-        pos = torch.arange(start, start + count)
+        offsets = torch.arange(bs)
         for g, table in zip(self.groups, tables, strict=True):
-            while len(table) < end_blocks:
-                table.append(g.allocator.allocate())
-            t = torch.tensor(table, dtype=torch.long)
-            slots.append(t[pos // bs] * bs + pos % bs)
+            if len(table) < end_blocks:
+                table += g.allocator.allocate_many(end_blocks - len(table))
+            # every slot of the blocks the tokens fall in, then the tokens' own: a 32K-token chunk's
+            # 32K slot ids in ~0.1 ms (indexing the table per token took ~0.5-1.3 ms)
+            t = torch.tensor(table[b0:end_blocks], dtype=torch.long)
+            slots.append((t[:, None] * bs + offsets).flatten()[start - b0 * bs : start - b0 * bs + count])
         return slots
 
     def release_out_of_window(self, tables: list[list[int]], num_tokens: int) -> None:

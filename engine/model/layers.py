@@ -159,9 +159,11 @@ class Attention(nn.Module):
         v = v.reshape(t, self.num_kv_heads, self.head_dim)
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
-        rotated = ctx.rope_write(self.layer, q, k, v, cos, sin)  # decode on the GPU: one fused launch
+        rotated = ctx.rope_write(self.layer, q, k, v, cos, sin)  # on the GPU: one fused launch
         if rotated is not None:
-            out = ctx.attend(self.layer, self.window, self.scale, self.softcap, rotated, None, None)
+            q, k = rotated  # k: None in a decode step (its attention reads the cache)
+            out = ctx.attend(self.layer, self.window, self.scale, self.softcap, q, k, None if k is None else v,
+                             written=True)
         else:
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             out = ctx.attend(self.layer, self.window, self.scale, self.softcap, q, k, v)

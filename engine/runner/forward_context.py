@@ -147,13 +147,15 @@ class ForwardContext:
 
     def rope_write(
         self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-    ) -> torch.Tensor | None:
-        """For a batch of decode tokens only, on the Triton path: rotate q and k and write k and v
-        into this layer's cache slots in one launch (longdoc_kernels/rope_kv.py, float32 rotation), and
-        return the rotated q; the caller then calls `attend(..., k=None, v=None)`. None where the
-        unfused path must run (prefill chunks, whose fresh rotated k the fused SDPA path reads;
-        attribution capture; the CPU)."""
-        if self.prefills or (self.capture is not None and layer in self.capture.layers):
+    ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """On the Triton path: rotate q and k and write k and v into this layer's cache slots in one
+        launch (longdoc_kernels/rope_kv.py, float32 rotation); return the rotated q and, in a step
+        with prefill chunks (whose attention over their fresh keys reads them), the rotated k. The
+        caller then calls `attend(..., written=True)`. None where the unfused path must run
+        (attribution capture, which records the unfused path's values; the CPU). A 32K-token prefill
+        of Gemma 3 270M: ~8 ms of the H100's 55 ms were the unfused rotation's and cache write's
+        elementwise kernels (BENCHMARKS.md)."""
+        if self.capture is not None and layer in self.capture.layers:
             return None
         from longdoc_kernels import dispatch
 
@@ -161,8 +163,11 @@ class ForwardContext:
             return None
         gi, k_cache, v_cache = self.cache.layer_cache(layer)
         half = q.shape[-1] // 2
+        if not self.prefills:  # decode: its attention reads the keys from the cache
+            return dispatch.rope_and_cache_write(q, k, v, cos[:, :half], sin[:, :half], k_cache, v_cache,
+                                                 self.slot_mappings[gi]), None
         return dispatch.rope_and_cache_write(q, k, v, cos[:, :half], sin[:, :half], k_cache, v_cache,
-                                             self.slot_mappings[gi])
+                                             self.slot_mappings[gi], return_k=True)
 
     def attend(
         self,
@@ -173,12 +178,13 @@ class ForwardContext:
         q: torch.Tensor,
         k: torch.Tensor | None,
         v: torch.Tensor | None,
+        written: bool = False,
     ) -> torch.Tensor:
-        """Write this layer's new K/V into the cache (unless `rope_write` did: k and v None) and
-        return attention output [T, heads, head_dim]."""
+        """Write this layer's new K/V into the cache (unless `rope_write` did: `written`, or k and v
+        None) and return attention output [T, heads, head_dim]."""
         gi, k_cache, v_cache = self.cache.layer_cache(layer)
         warm = self.cache.layer_warm(layer)
-        if k is not None:
+        if k is not None and not written:
             slots = self.slot_mappings[gi]
             k_cache.view(-1, *k.shape[1:]).index_copy_(0, slots, k)
             v_cache.view(-1, *v.shape[1:]).index_copy_(0, slots, v)

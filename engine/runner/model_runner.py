@@ -3,6 +3,7 @@ flat batch, allocates cache slots, builds the ForwardContext and runs the model.
 
 from __future__ import annotations
 
+import array
 import contextlib
 from collections.abc import Callable
 
@@ -15,6 +16,14 @@ from engine.model.decoder import CausalLM
 from engine.runner.cuda_graph import len_bucket
 from engine.runner.forward_context import Capture, ForwardContext, PrefillItem, StepInputs
 from longdoc_kernels import dispatch
+
+
+def long_tensor(values: list[int]) -> torch.Tensor:
+    """torch.tensor(values, dtype=torch.long) through an array's buffer: a 32K-token chunk's ids in
+    ~0.5 ms instead of ~1.8 (the step's host work before its first launch is serial with the GPU)."""
+    if len(values) < 64:
+        return torch.tensor(values, dtype=torch.long)
+    return torch.frombuffer(array.array("q", values), dtype=torch.long)
 
 
 class ModelRunner:
@@ -67,8 +76,9 @@ class ModelRunner:
         the new tokens need), block tables and lengths. What `execute` runs, and what a tensor-
         parallel driver sends to the other ranks (engine/parallel)."""
         ids: list[int] = []
-        pos: list[int] = []
-        rope_lens: list[int] = []
+        pos: list[torch.Tensor] = []  # a prefill chunk's positions as one arange (a 32K-token chunk: 32K ints otherwise)
+        dec_pos: list[int] = []
+        rope_lens: list[torch.Tensor] = []
         groups = len(self.cache.groups)
         slots: list[list[torch.Tensor]] = [[] for _ in range(groups)]
         items: list[tuple[int, int, int, list[bool], list[int]]] = []
@@ -77,8 +87,9 @@ class ModelRunner:
             toks = seq.all_ids[start : start + n]
             row = len(ids)
             ids += toks
-            pos += range(start, start + n)
-            rope_lens += [seq.rope_seq_len] * n
+            pos.append(torch.arange(start, start + n))
+            if self.dynamic_rope:
+                rope_lens.append(torch.full((n,), seq.rope_seq_len))
             for g, s in enumerate(self.cache.allocate_slots(seq.tables, start, n)):
                 slots[g].append(s)
             items.append((row, n, start, [any(e <= -2 for e in t) for t in seq.tables], [len(t) for t in seq.tables]))
@@ -98,8 +109,9 @@ class ModelRunner:
             p = seq.num_tokens - 1
             assert seq.num_cached == p, "a decoding sequence has exactly one uncached token"
             ids.append(seq.all_ids[-1])
-            pos.append(p)
-            rope_lens.append(seq.rope_seq_len)
+            dec_pos.append(p)
+            if self.dynamic_rope:
+                rope_lens.append(torch.tensor([seq.rope_seq_len]))
             for g, s in enumerate(self.cache.allocate_slots(seq.tables, p, 1)):
                 slots[g].append(s)
         dec_tables = None
@@ -118,9 +130,10 @@ class ModelRunner:
         # and the eager step reads no sequence length back from the device
         bucket = len_bucket(max(s.num_tokens for s in decodes), self.cache.max_model_len) if decodes else None
         return StepInputs(
-            ids=torch.tensor(ids, dtype=torch.long),
-            positions=torch.tensor(pos, dtype=torch.long),
-            rope_seq_lens=torch.tensor(rope_lens) if self.dynamic_rope else None,
+            ids=long_tensor(ids),
+            positions=torch.cat(pos + [torch.tensor(dec_pos, dtype=torch.long)]) if pos else
+            torch.tensor(dec_pos, dtype=torch.long),
+            rope_seq_lens=torch.cat(rope_lens) if self.dynamic_rope and rope_lens else None,
             slot_mappings=[torch.cat(s) for s in slots],
             prefills=items,
             prefill_tables=pre_tables,

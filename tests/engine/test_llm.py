@@ -67,6 +67,46 @@ def test_allocator_reference_counts():
         a.allocate()
 
 
+def test_allocate_many_is_allocate_n_times_or_nothing():
+    """`allocate_many`: the blocks `allocate` would hand out one by one, in the same order, each
+    reported to `on_reuse`; asking for more than are free raises and takes none."""
+    a, b = BlockAllocator(6), BlockAllocator(6)
+    seen_a: list[int] = []
+    seen_b: list[int] = []
+    a.on_reuse, b.on_reuse = seen_a.append, seen_b.append
+    first = [a.allocate() for _ in range(2)]
+    a.decref(first[0])  # back of the free list: reused last
+    b_first = b.allocate_many(2)
+    b.decref(b_first[0])
+    assert b_first == first
+    assert b.allocate_many(4) == [a.allocate() for _ in range(4)]
+    assert seen_a == seen_b and b.ref_counts == a.ref_counts
+    with pytest.raises(CacheFullError):
+        b.allocate_many(2)
+    assert b.num_free == 1  # nothing taken by the refused call
+
+
+@pytest.mark.parametrize("start,count", [(0, 1), (0, 48), (5, 1), (13, 40), (16, 16), (31, 70)])
+def test_allocate_slots_are_block_times_size_plus_offset(start, count):
+    """A token at position p lands in slot table[p // bs] * bs + p % bs of every group, for chunks
+    that start and end mid-block."""
+    from engine.config import CacheConfig, SchedulerConfig
+    from engine.kv.paged_cache import PagedKVCache
+    from engine.model.loader.random_weights import hf_to_engine_config
+    from tests.engine.tiny_models import tiny_hf_config
+
+    cfg = hf_to_engine_config(tiny_hf_config("gemma3"))
+    kv = PagedKVCache(cfg, CacheConfig(block_size=8, memory_budget=2**20), torch.device("cpu"), torch.float32,
+                      SchedulerConfig(max_model_len=256, max_prefill_chunk=64))
+    tables = kv.new_tables()
+    if start:
+        kv.allocate_slots(tables, 0, start)
+    got = kv.allocate_slots(tables, start, count)
+    assert len(got) == len(kv.groups) >= 2  # global and sliding-window layers
+    for table, slots in zip(tables, got, strict=True):
+        assert slots.tolist() == [table[p // 8] * 8 + p % 8 for p in range(start, start + count)]
+
+
 @pytest.fixture(scope="module")
 def gemma_tiny(tmp_path_factory):
     folder = tmp_path_factory.mktemp("g3")

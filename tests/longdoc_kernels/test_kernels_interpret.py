@@ -290,6 +290,14 @@ def test_rope_and_cache_write():
     torch.testing.assert_close(kc1, kc2, atol=1e-5, rtol=0)
     torch.testing.assert_close(vc1, vc2)
     assert kc1.abs().sum() > 0
+    # a prefill also gets the rotated keys back (what its attention over fresh keys reads)
+    kc3, vc3 = torch.zeros_like(kc1), torch.zeros_like(vc1)
+    qo2, ko = rope_and_cache_write(q, k, v, cos, sin, kc3, vc3, slots, return_k=True)
+    rq2, rk = ref.rope_and_cache_write(q, k, v, cos, sin, kc2, vc2, slots, return_k=True)
+    torch.testing.assert_close(qo2, rq2, atol=1e-5, rtol=0)
+    torch.testing.assert_close(ko, rk, atol=1e-5, rtol=0)
+    torch.testing.assert_close(ko, kc3[slots // bs, slots % bs])  # the keys it wrote
+    assert not torch.allclose(ko, k, atol=1e-2)  # rotated, not the input
 
 
 def test_dispatch_uses_reference_without_triton(monkeypatch):

@@ -187,8 +187,20 @@ def test_fused_layer_path_matches_unfused(gemma, monkeypatch):
     want_dec, want_pre = run()
     assert real(torch.zeros(2, 32)) is False  # CPU tensors take the torch path by default
     monkeypatch.setattr(dispatch, "fused_path", forced)
+    rope_calls = {"prefill": 0, "decode": 0}
+    real_rope = dispatch.rope_and_cache_write
+
+    def counted(*a, return_k=False):
+        rope_calls["prefill" if return_k else "decode"] += 1
+        return real_rope(*a, return_k=return_k)
+
+    monkeypatch.setattr(dispatch, "rope_and_cache_write", counted)
+    from engine.model.layers import Attention
+
+    monkeypatch.setattr(Attention, "cpu_joint", False)  # the CUDA layer path, not the CPU's own
     got_dec, got_pre = run()
     assert calls["n"] > 0
+    assert rope_calls["prefill"] > 0 and rope_calls["decode"] > 0  # both steps rotate and write in one launch
     torch.testing.assert_close(got_pre, want_pre, atol=1e-4, rtol=0)
     torch.testing.assert_close(got_dec, want_dec, atol=1e-4, rtol=0)
 
