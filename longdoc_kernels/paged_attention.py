@@ -177,7 +177,16 @@ def _prefill_program(
     tl.store(LSE + split * stride_ls + rows * stride_lt + head, lse, mask=row_ok)
 
 
-@triton.jit
+# Triton compiles a kernel per class of each integer argument (== 1, a multiple of 16, other): a
+# prompt whose length or offset falls in a class no earlier one had paid a compile inside the
+# user's request (~1 s on an H100: an 8,155-token prompt after 8,192-token ones, BENCHMARKS.md).
+# The lengths, offsets and split counts are not specialised on (they bound loops and masks, no
+# vector access depends on them); the split buffers are padded so that their strides stay
+# multiples of 16.
+_LENGTH_ARGS = ["q_offset", "kv_len", "n_rows", "window", "n_splits"]
+
+
+@triton.jit(do_not_specialize=_LENGTH_ARGS)
 def _prefill_kernel(
     Q, K, V, TABLE, OUT, LSE,
     q_offset, kv_len, n_rows, scale, window, n_splits,
@@ -203,7 +212,7 @@ def _prefill_kernel(
         GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["window", "n_splits", "stride_tb"])
 def _prefill_varlen_kernel(
     Q, K, V, TABLES, OUT, LSE, ITEMS, TILES,
     scale, window, n_splits,
@@ -235,6 +244,15 @@ def _prefill_varlen_kernel(
         stride_ot, stride_oh, stride_lt, stride_os, stride_ls,
         K, V, K, V, 0, 0, 0, 0,  # no INT8 pages in a varlen launch (the engine sends those chunks one by one)
         GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, False)
+
+
+def _split_parts(splits: int, rows: int, h: int, d: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Float32 buffers for the key splits' partial outputs [splits, rows, h, d] and log-sum-exps
+    [splits, rows, h], views of buffers whose rows are padded to a multiple of 16."""
+    padded = -(-rows // 16) * 16
+    out = torch.empty((splits, padded, h, d), dtype=torch.float32, device=device)[:, :rows]
+    lse = torch.empty((splits, padded, h), dtype=torch.float32, device=device)[:, :rows]
+    return out, lse
 
 
 PREFILL_CONFIGS = {  # head_dim bucket -> (BLOCK_M, BLOCK_N, num_warps, num_stages); see BENCHMARKS.md
@@ -291,9 +309,8 @@ def paged_prefill(
     seen = min(kv_len, (window or kv_len) + tq)  # keys one query tile may read, at most
     splits = n_splits if n_splits is not None else prefill_splits(q_tiles * h, seen, bn, q.device)
     parts_out, parts_lse = out, lse
-    if splits > 1:
-        parts_out = torch.empty((splits, tq, h, d), dtype=torch.float32, device=q.device)
-        parts_lse = torch.empty((splits, tq, h), dtype=torch.float32, device=q.device)
+    if splits > 1:  # rows padded to a multiple of 16: the split strides keep one specialisation
+        parts_out, parts_lse = _split_parts(splits, tq, h, d, q.device)
     grid = (q_tiles, h, splits)
     has_int8 = k_cache_int8 is not None
     if has_int8:
@@ -381,8 +398,7 @@ def paged_prefill_varlen(
     splits = n_splits if n_splits is not None else prefill_splits(tiles_t.shape[0] * h, seen, bn, q.device)
     parts_out, parts_lse = out, lse
     if splits > 1:
-        parts_out = torch.empty((splits, t, h, d), dtype=torch.float32, device=q.device)
-        parts_lse = torch.empty((splits, t, h), dtype=torch.float32, device=q.device)
+        parts_out, parts_lse = _split_parts(splits, t, h, d, q.device)
     _prefill_varlen_kernel[(tiles_t.shape[0], h, splits)](
         q, k_cache, v_cache, tables, parts_out, parts_lse, items_t, tiles_t,
         scale, window or 0, splits,
