@@ -166,7 +166,15 @@ def _one_query(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
     b, h, _, d = q.shape
     kvh = k.shape[1]
     qg = q.float().reshape(b, kvh, h // kvh, d)  # head i reads kv head i // (h // kvh); float32 (a no-op in float32)
-    s = torch.matmul(qg, k.float().transpose(-1, -2)) * scale  # [B, KVH, G, L]
+    if kvh == 1:
+        # one kv head: its keys are one [L, D] matrix with contiguous rows; multiplied as they lie
+        # (keys x queries^T) they read faster than as a transposed right operand: 4 heads of 256
+        # over 512 / 1,024 keys, 18 layers' worth, 147 / 439 us a layer against 191 / 513 (one
+        # thread), 117 / 202 against 191 / 347 (two); with 8 kv heads the other way round (877 against
+        # 708 us), so they keep the form below (a throwaway timing, 2026-12-06, AMD EPYC)
+        s = torch.matmul(k.float(), qg.transpose(-1, -2)).transpose(-1, -2) * scale
+    else:
+        s = torch.matmul(qg, k.float().transpose(-1, -2)) * scale  # [B, KVH, G, L]
     if mask is not None:
         s = s.masked_fill(~mask.reshape(b, 1, 1, -1), float("-inf"))
     return torch.matmul(torch.softmax(s, dim=-1), v.float()).reshape(b, h, 1, d).to(q.dtype)
