@@ -561,11 +561,11 @@ class LLM:
     # ------------------------------------------------------------------ observability
     def warmup(self, progress: Callable[[str], None] | None = None) -> int:
         """Do now what a first request would otherwise pay for: one short request (compiles the decode
-        kernels and the short-prefill path), on CUDA one prompt of a prefill chunk and a little more
-        (the long-prompt path: a full first chunk, a full chunk after it and a short one over the paged cache) and, where decode
-        steps replay CUDA graphs, the decode tuning and the graph of every batch and context bucket
-        the engine's limits allow (`CudaGraphRunner.capture_all`). `progress` gets one line per step. Returns how many graphs
-        were captured."""
+        kernels and the short-prefill path), on CUDA one prompt of two prefill chunks and a little
+        more (the long-prompt path: a full first chunk, a full chunk after it and a short one over
+        the paged cache) and, where decode steps replay CUDA graphs, the decode tuning and the graph
+        of every batch and context bucket the engine's limits allow (`CudaGraphRunner.capture_all`).
+        `progress` gets one line per step. Returns how many graphs were captured."""
         if progress is not None:
             progress("warm-up: compiling kernels")
         self.generate([[1] * 32], SamplingParams(max_tokens=3, ignore_eos=True))

@@ -195,7 +195,7 @@ def sdpa_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float)
 
 # cuDNN builds an execution plan for every new (rows, keys) shape (~36 ms each on an H100, torch
 # 2.11 / cuDNN 9.19) and, once per process, compiles a kernel for each of causal / unmasked x
-# aligned / unaligned lengths (0.5-1.0 s each): BENCHMARKS.md, "cuDNN's cost of a new length".
+# aligned / unaligned lengths (0.5-1.0 s each): BENCHMARKS.md, "Every length at full speed on the H100".
 # So every call it gets has lengths that are multiples of CUDNN_ALIGN (`sdpa_cudnn`): two compiled
 # kernels in all (which `LLM.warmup()` pays), and at most chunk / CUDNN_ALIGN shapes per prefix length.
 # LONGDOC_CUDNN_ALIGN=0 passes the exact lengths (for measurement).
