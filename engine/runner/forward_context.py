@@ -163,11 +163,10 @@ class ForwardContext:
             return None
         gi, k_cache, v_cache = self.cache.layer_cache(layer)
         half = q.shape[-1] // 2
-        if not self.prefills:  # decode: its attention reads the keys from the cache
-            return dispatch.rope_and_cache_write(q, k, v, cos[:, :half], sin[:, :half], k_cache, v_cache,
-                                                 self.slot_mappings[gi]), None
-        return dispatch.rope_and_cache_write(q, k, v, cos[:, :half], sin[:, :half], k_cache, v_cache,
-                                             self.slot_mappings[gi], return_k=True)
+        prefill = bool(self.prefills)  # a decode step's attention reads its keys from the cache
+        out = dispatch.rope_and_cache_write(q, k, v, cos[:, :half], sin[:, :half], k_cache, v_cache,
+                                            self.slot_mappings[gi], return_k=prefill)
+        return out if prefill else (out, None)
 
     def attend(
         self,
