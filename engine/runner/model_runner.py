@@ -131,8 +131,7 @@ class ModelRunner:
         bucket = len_bucket(max(s.num_tokens for s in decodes), self.cache.max_model_len) if decodes else None
         return StepInputs(
             ids=long_tensor(ids),
-            positions=torch.cat(pos + [torch.tensor(dec_pos, dtype=torch.long)]) if pos else
-            torch.tensor(dec_pos, dtype=torch.long),
+            positions=torch.cat(pos + [torch.tensor(dec_pos, dtype=torch.long)]),
             rope_seq_lens=torch.cat(rope_lens) if self.dynamic_rope and rope_lens else None,
             slot_mappings=[torch.cat(s) for s in slots],
             prefills=items,
