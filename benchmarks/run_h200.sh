@@ -6,7 +6,7 @@
 # of them again, in $OUT/summary.txt too.
 # Usage: bash benchmarks/run_h200.sh [stages]
 # (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, int8prefill, profile, userpath, pipebatch, sweep, review, tp,
-#  cudnnshapes, firstreq, prefillprof)
+#  cudnnshapes, firstreq, prefillprof, warmprobe)
 set -u
 OUT=${OUT:-/tmp/h200}
 mkdir -p "$OUT"
@@ -53,7 +53,7 @@ fi
 if [[ $STAGES == *copy* ]]; then  # the tier copier: side-stream gathers against compute, bandwidth
   stage copy 90 tier_copy 20 python3 benchmarks/bench_tier_copy_gpu.py --json "$OUT/tier_copy.json"
 fi
-if [[ $STAGES == *warm* ]]; then  # e2e decode with bf16 pages and with the INT8 warm tier, side by side
+if [[ ,$STAGES, == *,warm,* ]]; then  # e2e decode with bf16 pages and with the INT8 warm tier, side by side
   stage warm 400 warm 22 python3 benchmarks/bench_engine_gpu.py --models llama8b,gemma --warm-tier --out "$OUT/warm"
 fi
 if [[ $STAGES == *int8prefill* ]]; then  # the warm tier's prefill reading INT8 pages directly against dequantising
@@ -70,6 +70,12 @@ if [[ $STAGES == *int8prefill* ]]; then  # the warm tier's prefill reading INT8 
     stage int8prefill_$tag 200 warm_gemma_int8prefill_$tag 12 env LONGDOC_PREFILL_READS_INT8=$flag \
       LONGDOC_PREFILL_INT8_STAGES=${INT8_STAGES:-2} python3 benchmarks/bench_engine_gpu.py --models gemma --warm-tier \
       --out "$OUT/warm_gemma_int8prefill_$tag"
+  done
+fi
+if [[ $STAGES == *warmprobe* ]]; then  # where the warm tier's batched prefill time goes (probe_warm_prefill.py)
+  for flag in ${WARMPROBE_FLAGS:-0 1}; do
+    stage warmprobe_reads_int8_$flag "${WARMPROBE_LIMIT:-280}" warmprobe_reads_int8_$flag 80 \
+      env LONGDOC_PREFILL_READS_INT8=$flag python3 benchmarks/probe_warm_prefill.py ${WARMPROBE_ARGS:-}
   done
 fi
 if [[ $STAGES == *kernels* ]]; then

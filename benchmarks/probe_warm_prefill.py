@@ -1,0 +1,157 @@
+"""Where the INT8 warm tier's batched prefill time goes (issue 18): Gemma 3 270M shape (random
+weights), 16 prompts of 32K tokens admitted together, time to the last first token with bf16
+pages only and with the warm tier (every global-layer block outside the sinks and a 256-token hot
+window INT8), each configuration warmed up and then timed twice on fresh prompts; then one
+warm-tier batch under torch.profiler (the top CUDA kernels and host ops), and the scheduler's
+steps (how many, tokens per step, seconds per step) for each configuration.
+
+    python3 benchmarks/probe_warm_prefill.py [--ctx 32768] [--batch 16] [--profile-ctx 8192] [--tiny]
+
+LONGDOC_PREFILL_READS_INT8=1 makes the prefill kernel read warm pages directly (the default
+dequantises the visible prefix into a temporary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.bench_engine_gpu import (  # noqa: E402
+    build_pair,
+    engine_llm,
+    hf_configs,
+    kv_budget,
+    now,
+    rand_prompt,
+    warm_tier_kw,
+)
+
+
+def make(eng, cfg, dev, ctx: int, batch: int, warm: bool):
+    chunk = min(ctx, max(2048, 32768 // batch))
+    extra = 4 * batch
+    return engine_llm(eng, cfg, dev, ctx + extra + 64, batch, chunk, budget=kv_budget(cfg, ctx + extra, batch, chunk),
+                      **(warm_tier_kw(cfg, ctx + extra, batch) if warm else {}))
+
+
+def count_steps(llm) -> list:
+    """Wrap the runner's execute: (rows, seconds) per step, the step synchronised."""
+    steps: list = []
+    inner = llm.runner.execute
+
+    def timed(step, *a, **k):
+        t = now()
+        out = inner(step, *a, **k)
+        if out.is_cuda:
+            torch.cuda.synchronize()
+        npre = len(step.prefills)
+        steps.append((int(step.ids.numel()), now() - t, npre, int(step.ids.numel()) - step.decode_start))
+        return out
+
+    llm.runner.execute = timed
+    return steps
+
+
+def e2e_batch(llm, cfg, ctx: int, batch: int, gen, steps: list, new_tokens: int) -> None:
+    """As bench_engine_gpu's e2e decode case: the prompts streamed with `new_tokens` each (the early
+    sequences decode while the later ones prefill); the time to the last first token, and the
+    steps before it by kind (prefill-only, mixed, decode-only) with their seconds."""
+    from engine import SamplingParams
+
+    prompts = [rand_prompt(cfg.vocab_size, ctx, gen) for _ in range(batch)]
+    core = llm.core
+    before = dict(core.scheduler.counters.to_dict())
+    steps.clear()
+    t = now()
+    first: dict[int, float] = {}
+    n_at_last_first = 0
+    for d in llm.stream(prompts, SamplingParams(max_tokens=new_tokens, ignore_eos=True)):
+        if d.index not in first:
+            first[d.index] = now() - t
+            n_at_last_first = len(steps)
+    kinds: dict[str, list[float]] = {}
+    for _rows, secs, npre, ndec in steps[:n_at_last_first]:
+        kind = "prefill" if ndec == 0 else ("decode" if npre == 0 else "mixed")
+        kinds.setdefault(kind, []).append(secs)
+    after = core.scheduler.counters.to_dict()
+    print(f"  e2e {batch} x {ctx} + {new_tokens} new: first token {min(first.values()):.2f} s, last first token "
+          f"{max(first.values()):.2f} s over {n_at_last_first} steps: "
+          + ", ".join(f"{k} {len(v)} steps {sum(v):.2f} s (median {statistics.median(v) * 1e3:.1f} ms)"
+                      for k, v in kinds.items())
+          + f"; scheduler counters {({k: after[k] - before.get(k, 0) for k in after})}", flush=True)
+
+
+def ttft_batch(llm, cfg, ctx: int, batch: int, gen) -> float:
+    from engine import SamplingParams
+
+    prompts = [rand_prompt(cfg.vocab_size, ctx, gen) for _ in range(batch)]
+    t = now()
+    llm.generate(prompts, SamplingParams(max_tokens=1, ignore_eos=True))
+    return now() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ctx", type=int, default=32768)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--profile-ctx", type=int, default=8192)
+    ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--new-tokens", type=int, default=113, help="e2e: tokens per sequence (bench_engine_gpu: 48 + 1 + 64)")
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    from engine import SamplingParams
+
+    dev = "cpu" if args.tiny else "cuda"
+    ctx = max(64, args.ctx // 128) if args.tiny else args.ctx
+    pctx = max(64, args.profile_ctx // 128) if args.tiny else args.profile_ctx
+    hf, eng, cfg = build_pair(hf_configs(args.tiny)["gemma"], dev)
+    del hf
+    gen = torch.Generator().manual_seed(0)
+    for warm in (False, True):
+        tag = "warm INT8" if warm else "bf16 pages"
+        llm = make(eng, cfg, dev, ctx, args.batch, warm)
+        t = now()
+        llm.generate([rand_prompt(cfg.vocab_size, min(1024, ctx), gen) for _ in range(args.batch)],
+                     SamplingParams(max_tokens=4, ignore_eos=True))
+        ttft_batch(llm, cfg, min(ctx, 4096), args.batch, gen)  # every chunk shape once
+        print(f"[{tag}] warm-up {now() - t:.1f} s", flush=True)
+        steps = count_steps(llm)
+        times = []
+        for _rep in range(2):
+            steps.clear()
+            times.append(ttft_batch(llm, cfg, ctx, args.batch, gen))
+            secs = [s[1] for s in steps]
+            print(f"[{tag}] {args.batch} x {ctx}: time to last first token {times[-1]:.2f} s; {len(steps)} steps, "
+                  f"median {statistics.median(secs) * 1e3:.1f} ms, max {max(secs) * 1e3:.1f} ms, "
+                  f"sum {sum(secs):.2f} s, rows/step median {statistics.median([s[0] for s in steps])}", flush=True)
+            if warm:
+                tiers = llm.kv.blocks_per_tier()
+                print(f"[{tag}] blocks per tier after the batch: {tiers}", flush=True)
+        for _ in range(2):
+            e2e_batch(llm, cfg, ctx, args.batch, gen, steps, args.new_tokens)
+        if warm and dev == "cuda" and args.profile:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                ttft_batch(llm, cfg, pctx, args.batch, gen)
+                torch.cuda.synchronize()
+            ka = prof.key_averages()
+            print(f"[{tag}] profiled {args.batch} x {pctx}: top CUDA time", flush=True)
+            print(ka.table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=70), flush=True)
+            print(f"[{tag}] top host time (self)", flush=True)
+            print(ka.table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=70), flush=True)
+        del llm
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+        time.sleep(0)
+
+
+if __name__ == "__main__":
+    main()
