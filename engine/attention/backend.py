@@ -145,6 +145,8 @@ def gather_blocks(
             return k_cache[first : first + n], v_cache[first : first + n]
     if warm is None:
         return k_cache.index_select(0, blocks), v_cache.index_select(0, blocks)
+    if blocks.device.type == "cuda":
+        return gather_blocks_dense(k_cache, v_cache, blocks, warm)
     k = k_cache.index_select(0, blocks.clamp(min=0))
     v = v_cache.index_select(0, blocks.clamp(min=0))
     rows = torch.nonzero(blocks <= -2).squeeze(1)
@@ -153,6 +155,26 @@ def gather_blocks(
         k.index_copy_(0, rows, dispatch.dequantize_blocks(warm.kq.index_select(0, w), warm.ks.index_select(0, w), k.dtype))
         v.index_copy_(0, rows, dispatch.dequantize_blocks(warm.vq.index_select(0, w), warm.vs.index_select(0, w), v.dtype))
     return k, v
+
+
+def gather_blocks_dense(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, blocks: torch.Tensor, warm: WarmPages
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`gather_blocks` with warm entries, without a host synchronisation: every entry is read both
+    as a hot block and as a warm block (clamped ids) and `torch.where` keeps the one it names. The
+    sparse form's `nonzero` waits for the device; a prefill chunk gathers its prefix once per global
+    layer, so with 16 prompts of 32K tokens (Gemma 3 270M shape, H100) those waits put the warm
+    tier's batched prefill at 1.30x bf16 pages' time. Reading every entry both ways costs 1.5x the
+    bytes of the hot copy, microseconds on a GPU; on the CPU, where bytes are the cost, the sparse
+    form stays (BENCHMARKS.md, "The warm tier's batched prefill")."""
+    warm_rows = (blocks <= -2)[:, None, None, None]
+    w = (-blocks - 2).clamp(min=0)
+    hot = blocks.clamp(min=0)
+    out = []
+    for pool, q, sc in ((k_cache, warm.kq, warm.ks), (v_cache, warm.vq, warm.vs)):
+        deq = dispatch.dequantize_blocks(q.index_select(0, w), sc.index_select(0, w), pool.dtype)
+        out.append(torch.where(warm_rows, deq, pool.index_select(0, hot)))
+    return out[0], out[1]
 
 
 def _one_query(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,

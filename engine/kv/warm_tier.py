@@ -26,7 +26,18 @@ if TYPE_CHECKING:
     from engine.model.config import ModelConfig
 
 
-@dataclass
+def device_ids(a: list[int], b: list[int], dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two id lists as int64 tensors on `dev`. On CUDA one copy from pinned memory, queued without
+    waiting: a copy from pageable memory waits for the stream, and `demote` runs for every
+    sequence after every step."""
+    ids = torch.tensor(a + b, dtype=torch.long)
+    if dev.type == "cuda":
+        ids = ids.pin_memory().to(dev, non_blocking=True)
+    elif dev.type != "cpu":
+        ids = ids.to(dev)
+    return ids[: len(a)], ids[len(a):]
+
+
 @dataclass
 class WarmPool:
     """The INT8 warm pages of one layer group. Block w of layer j holds K as kq[j, w] * ks[j, w]
@@ -195,8 +206,7 @@ class WarmTier:
         g = self.groups[gi]
         wp = g.warm
         dev = g.k.device
-        hot = torch.tensor(hot_ids, dtype=torch.long, device=dev)
-        dst = torch.tensor(warm_ids, dtype=torch.long, device=dev)
+        hot, dst = device_ids(hot_ids, warm_ids, dev)
         nl, n = len(g.layers), len(hot_ids)
         for src, q_pool, s_pool in ((g.k, wp.kq, wp.ks), (g.v, wp.vq, wp.vs)):
             x = src.index_select(1, hot).flatten(0, 1)  # [layers * n, bs, kvh, d]
