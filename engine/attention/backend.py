@@ -162,9 +162,9 @@ def gather_blocks_dense(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`gather_blocks` with warm entries, without a host synchronisation: every entry is read both
     as a hot block and as a warm block (clamped ids) and `torch.where` keeps the one it names. The
-    sparse form's `nonzero` waits for the device; a prefill chunk gathers its prefix once per global
-    layer, so with 16 prompts of 32K tokens (Gemma 3 270M shape, H100) those waits put the warm
-    tier's batched prefill at 1.30x bf16 pages' time. Reading every entry both ways costs 1.5x the
+    sparse form's `nonzero` waits for the device, once per chunk and global layer (16 prompts of
+    32K tokens, Gemma 3 270M shape, H100: the warm batch spent 356 ms on the host against 159 ms on
+    the GPU, 1.30x bf16 pages' time; this form's gain is not yet measured). Reading every entry both ways costs 1.5x the
     bytes of the hot copy, microseconds on a GPU; on the CPU, where bytes are the cost, the sparse
     form stays (BENCHMARKS.md, "The warm tier's batched prefill")."""
     warm_rows = (blocks <= -2)[:, None, None, None]
