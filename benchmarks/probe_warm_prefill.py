@@ -1,11 +1,13 @@
 """Where the INT8 warm tier's batched prefill time goes (issue 18): Gemma 3 270M shape (random
 weights), 16 prompts of 32K tokens admitted together, time to the last first token with bf16
 pages only and with the warm tier (every global-layer block outside the sinks and a 256-token hot
-window INT8), each configuration warmed up and then timed twice on fresh prompts; then one
-warm-tier batch under torch.profiler (the top CUDA kernels and host ops), and the scheduler's
-steps (how many, tokens per step, seconds per step) for each configuration.
+window INT8), each configuration warmed up and then timed twice on fresh prompts, with the
+scheduler's steps (how many, tokens per step, seconds per step); then twice as bench_engine_gpu's
+e2e case streams them (`--new-tokens` each), the steps before the last first token by kind; with
+`--profile`, one warm-tier batch of `--profile-ctx` tokens under torch.profiler (the top CUDA
+kernels and host ops).
 
-    python3 benchmarks/probe_warm_prefill.py [--ctx 32768] [--batch 16] [--profile-ctx 8192] [--tiny]
+    python3 benchmarks/probe_warm_prefill.py [--ctx 32768] [--batch 16] [--profile [--profile-ctx 8192]] [--tiny]
 
 LONGDOC_PREFILL_READS_INT8=1 makes the prefill kernel read warm pages directly (the default
 dequantises the visible prefix into a temporary).
@@ -16,7 +18,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -35,6 +36,7 @@ from benchmarks.bench_engine_gpu import (  # noqa: E402
 
 
 def make(eng, cfg, dev, ctx: int, batch: int, warm: bool):
+    """The LLM bench_engine_gpu.engine_decode_e2e builds for `batch` prompts of `ctx` tokens."""
     chunk = min(ctx, max(2048, 32768 // batch))
     extra = 4 * batch
     return engine_llm(eng, cfg, dev, ctx + extra + 64, batch, chunk, budget=kv_budget(cfg, ctx + extra, batch, chunk),
@@ -42,7 +44,8 @@ def make(eng, cfg, dev, ctx: int, batch: int, warm: bool):
 
 
 def count_steps(llm) -> list:
-    """Wrap the runner's execute: (rows, seconds) per step, the step synchronised."""
+    """Wrap the runner's execute: (rows, seconds, prefill chunks, decode rows) per step, the step
+    synchronised."""
     steps: list = []
     inner = llm.runner.execute
 
@@ -67,7 +70,7 @@ def e2e_batch(llm, cfg, ctx: int, batch: int, gen, steps: list, new_tokens: int)
 
     prompts = [rand_prompt(cfg.vocab_size, ctx, gen) for _ in range(batch)]
     core = llm.core
-    before = dict(core.scheduler.counters.to_dict())
+    before = core.scheduler.counters.to_dict()
     steps.clear()
     t = now()
     first: dict[int, float] = {}
@@ -85,7 +88,7 @@ def e2e_batch(llm, cfg, ctx: int, batch: int, gen, steps: list, new_tokens: int)
           f"{max(first.values()):.2f} s over {n_at_last_first} steps: "
           + ", ".join(f"{k} {len(v)} steps {sum(v):.2f} s (median {statistics.median(v) * 1e3:.1f} ms)"
                       for k, v in kinds.items())
-          + f"; scheduler counters {({k: after[k] - before.get(k, 0) for k in after})}", flush=True)
+          + f"; scheduler counters {({k: after[k] - before[k] for k in after})}", flush=True)
 
 
 def ttft_batch(llm, cfg, ctx: int, batch: int, gen) -> float:
@@ -123,17 +126,15 @@ def main() -> None:
         ttft_batch(llm, cfg, min(ctx, 4096), args.batch, gen)  # every chunk shape once
         print(f"[{tag}] warm-up {now() - t:.1f} s", flush=True)
         steps = count_steps(llm)
-        times = []
         for _rep in range(2):
             steps.clear()
-            times.append(ttft_batch(llm, cfg, ctx, args.batch, gen))
+            took = ttft_batch(llm, cfg, ctx, args.batch, gen)
             secs = [s[1] for s in steps]
-            print(f"[{tag}] {args.batch} x {ctx}: time to last first token {times[-1]:.2f} s; {len(steps)} steps, "
+            print(f"[{tag}] {args.batch} x {ctx}: time to last first token {took:.2f} s; {len(steps)} steps, "
                   f"median {statistics.median(secs) * 1e3:.1f} ms, max {max(secs) * 1e3:.1f} ms, "
                   f"sum {sum(secs):.2f} s, rows/step median {statistics.median([s[0] for s in steps])}", flush=True)
             if warm:
-                tiers = llm.kv.blocks_per_tier()
-                print(f"[{tag}] blocks per tier after the batch: {tiers}", flush=True)
+                print(f"[{tag}] blocks per tier after the batch: {llm.kv.blocks_per_tier()}", flush=True)
         for _ in range(2):
             e2e_batch(llm, cfg, ctx, args.batch, gen, steps, args.new_tokens)
         if warm and dev == "cuda" and args.profile:
@@ -150,7 +151,6 @@ def main() -> None:
         del llm
         if dev == "cuda":
             torch.cuda.empty_cache()
-        time.sleep(0)
 
 
 if __name__ == "__main__":
