@@ -109,6 +109,15 @@ def decode_case(name, h, kvh, d, b, ctx, int8, rows, sweep=False):
                         lambda bn=bn, splits=splits: paged_decode(q, k, v, tables, lens, scale=scale, max_kv_len=ctx, block_n=bn, num_splits=splits, **kw))
                 except Exception as exc:  # e.g. a tile shape the compiler rejects
                     tried[f"block_n={bn},splits={splits}"] = f"failed: {type(exc).__name__}"
+        if int8:  # how the int8 values reach the tensor cores (paged_decode's int8_conv: 0 cast, 1 f16 bit trick, 2 int8 dot)
+            for conv in (1, 2):
+                for bn in (32, 64):
+                    try:
+                        tried[f"conv={conv},block_n={bn}"] = bench(
+                            lambda conv=conv, bn=bn: paged_decode(q, k, v, tables, lens, scale=scale, max_kv_len=ctx, block_n=bn,
+                                                                  int8_conv=conv, **kw))
+                    except Exception as exc:
+                        tried[f"conv={conv},block_n={bn}"] = f"failed: {type(exc).__name__}"
         print(name, "decode sweep -> ms:", tried, flush=True)
     kc = k.view(b, -1, kvh, d)[:, :ctx].transpose(1, 2)
     vc = v.view(b, -1, kvh, d)[:, :ctx].transpose(1, 2)

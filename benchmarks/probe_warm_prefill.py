@@ -5,9 +5,10 @@ window INT8), each configuration warmed up and then timed twice on fresh prompts
 scheduler's steps (how many, tokens per step, seconds per step); then twice as bench_engine_gpu's
 e2e case streams them (`--new-tokens` each), the steps before the last first token by kind; with
 `--profile`, one warm-tier batch of `--profile-ctx` tokens under torch.profiler (the top CUDA
-kernels and host ops).
+kernels and host ops); with `--user-warmup`, `LLM.warmup()` first and the e2e batch straight after
+it (what a user's first batch costs).
 
-    python3 benchmarks/probe_warm_prefill.py [--ctx 32768] [--batch 16] [--profile [--profile-ctx 8192]] [--tiny]
+    python3 benchmarks/probe_warm_prefill.py [--ctx 32768] [--batch 16] [--profile [--profile-ctx 8192]] [--user-warmup] [--tiny]
 
 LONGDOC_PREFILL_READS_INT8=1 makes the prefill kernel read warm pages directly (the default
 dequantises the visible prefix into a temporary).
@@ -108,6 +109,9 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--new-tokens", type=int, default=113, help="e2e: tokens per sequence (bench_engine_gpu: 48 + 1 + 64)")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--user-warmup", action="store_true",
+                    help="call LLM.warmup() as the CLI and UI do, then run the e2e batch first, before the probe's own warm-up "
+                         "(does a user's first batch pay for tuning?)")
     args = ap.parse_args()
     from engine import SamplingParams
 
@@ -120,6 +124,12 @@ def main() -> None:
     for warm in (False, True):
         tag = "warm INT8" if warm else "bf16 pages"
         llm = make(eng, cfg, dev, ctx, args.batch, warm)
+        if args.user_warmup:
+            t = now()
+            graphs = llm.warmup()
+            print(f"[{tag}] LLM.warmup(): {now() - t:.1f} s, {graphs} graphs captured; then the first e2e batch:", flush=True)
+            e2e_batch(llm, cfg, ctx, args.batch, gen, count_steps(llm), args.new_tokens)
+            del llm.runner.execute  # unwrap the step timer (an instance attribute over the method)
         t = now()
         llm.generate([rand_prompt(cfg.vocab_size, min(1024, ctx), gen) for _ in range(args.batch)],
                      SamplingParams(max_tokens=4, ignore_eos=True))
