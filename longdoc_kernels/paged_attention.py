@@ -561,7 +561,10 @@ def _decode_tiles(
     return m_i, l_i, acc
 
 
-@triton.jit
+# as _LENGTH_ARGS: an eager decode step's table width and split size vary with its sequences'
+# lengths (a mixed step's decode rows), and each new class of them would compile the kernel again
+# inside a request; CUDA-graph captures see only the bucket widths
+@triton.jit(do_not_specialize=["window", "max_blocks", "blocks_per_split"])
 def _decode_split_kernel(
     Q, K, V, KQ, VQ, KS, VS, TABLES, LENS, OUT_PART, LSE_PART,
     scale, window, max_blocks, blocks_per_split,
@@ -654,7 +657,7 @@ def _decode_split_kernel(
     tl.store(LSE_PART + seq * stride_lb + heads * stride_lh + split, lse, mask=row_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_splits"])
 def _decode_merge_kernel(
     OUT_PART, LSE_PART, OUT, LSE, n_splits,
     stride_ob, stride_oh, stride_os, stride_lb, stride_lh, stride_fb, stride_fh,

@@ -170,8 +170,7 @@ class EngineCore:
         for i, s in enumerate(decodes):
             rows.append(off + i)
             stepped.append(s)
-        for s in [p for p, _ in batch.prefills] + decodes:
-            self.kv.demote(s.tables, s.num_cached)
+        self.kv.demote_all([(s.tables, s.num_cached) for s in [p for p, _ in batch.prefills] + decodes])
         if not stepped:
             return []
         toks = None

@@ -166,7 +166,23 @@ class WarmTier:
         out.reverse()
         return out
 
-    def demote(self, tables: list[list[int]], num_tokens: int, force: bool = False) -> int:
+    def demote_all(self, seqs: list[tuple[list[list[int]], int]]) -> int:
+        """`demote` for several sequences ((tables, num_tokens) each) after one step: the same blocks
+        chosen in the same order, the data moved by one `demote_copy` per group instead of one per
+        sequence and group (a step of 16 sequences: 16x fewer launches and id copies). Returns how
+        many blocks moved."""
+        if not self.has_warm():
+            return 0
+        pending: dict[int, tuple[list[int], list[int]]] = {}
+        moved = sum(self.demote(tables, n, pending=pending) for tables, n in seqs)
+        # no hot block is allocated between the table updates above and these copies, so the hot
+        # blocks just decref'd still hold their data
+        for gi, (hot_ids, warm_ids) in pending.items():
+            self.demote_copy(gi, hot_ids, warm_ids)
+        return moved
+
+    def demote(self, tables: list[list[int]], num_tokens: int, force: bool = False,
+               pending: dict[int, tuple[list[int], list[int]]] | None = None) -> int:
         """Move a sequence's old blocks to the warm tier; return how many blocks moved.
 
         Every full block outside the sinks and the hot window is quantised into a newly allocated
@@ -174,7 +190,8 @@ class WarmTier:
         -(w + 2) and its hot block is decref'd (never overwritten: it may be shared). When the warm
         pool has no free block the rest stay hot (oldest blocks move first). With a
         `demote_watermark` (and not `force`), only the oldest blocks whose release brings the
-        group's hot pool down to the watermark move. No-op without a warm pool."""
+        group's hot pool down to the watermark move. No-op without a warm pool. With `pending`
+        (`demote_all`), the copies are appended to it per group, for the caller to run."""
         moved = 0
         for gi, (g, table) in enumerate(zip(self.groups, tables, strict=True)):
             if g.warm is None:
@@ -192,7 +209,12 @@ class WarmTier:
             if not blocks:
                 continue
             warm_ids = [g.warm.allocator.allocate() for _ in blocks]
-            self.demote_copy(gi, [table[b] for b in blocks], warm_ids)
+            if pending is None:
+                self.demote_copy(gi, [table[b] for b in blocks], warm_ids)
+            else:
+                hot_ids, dst = pending.setdefault(gi, ([], []))
+                hot_ids += [table[b] for b in blocks]
+                dst += warm_ids
             for b, w in zip(blocks, warm_ids, strict=True):
                 g.allocator.decref(table[b])
                 table[b] = warm_entry(w)

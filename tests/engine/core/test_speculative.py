@@ -117,7 +117,7 @@ def test_rejected_drafts_leave_no_trace(tiny_folders, family, warm):
     spec = _int8_llm(folder, 3, cache, max_prefill_chunk=16)
     want = plain.generate([prompt], params)[0].token_ids
     moved, demote = [], spec.kv.demote
-    spec.kv.demote = lambda tables, n, force=False: moved.append(demote(tables, n, force)) or moved[-1]
+    spec.kv.demote = lambda tables, n, force=False, **k: moved.append(demote(tables, n, force, **k)) or moved[-1]
     spec.core.proposer = oracle = _Oracle(want, len(prompt))
     assert spec.generate([prompt], params)[0].token_ids == want
     assert oracle.stats.steps > 5 and oracle.stats.accepted == 2 * oracle.stats.steps

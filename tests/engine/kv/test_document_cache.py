@@ -270,7 +270,7 @@ def test_warm_tier_document_computed_hot_placed_then_demoted(folders, family):
     assert llm.kv.groups[0].window is None and llm.kv.groups[0].warm is not None
     moved = []
     demote = llm.kv.demote
-    llm.kv.demote = lambda tables, n: moved.append(demote(tables, n)) or moved[-1]
+    llm.kv.demote = lambda tables, n, **k: moved.append(demote(tables, n, **k)) or moved[-1]
     doc = llm.doc_cache.get(DOC)  # computed without demotion: every block read was hot (_read asserts it)
     assert sum(moved) == 0 and doc.groups[0][1].shape[1] == len(DOC)
     first = llm.generate_with_document(INSTR, DOC, QUESTION, GREEDY)

@@ -350,7 +350,7 @@ def test_generate_and_prompt_logits_use_the_warm_tier(tiny_folders):
     llm = tiny_llm(folder, warm_budget=2**20, sink_tokens=4, hot_window=8)
     moved = []
     demote = llm.kv.demote
-    llm.kv.demote = lambda tables, n: moved.append(demote(tables, n)) or moved[-1]
+    llm.kv.demote = lambda tables, n, **k: moved.append(demote(tables, n, **k)) or moved[-1]
     out = llm.generate([ids, ids[:30]], SamplingParams(max_tokens=12, ignore_eos=True))
     assert sum(moved) > 0, "the engine's loop should demote after each forward"
     ref = tiny_llm(folder).generate([ids, ids[:30]], SamplingParams(max_tokens=12, ignore_eos=True))
@@ -405,8 +405,8 @@ def test_tiny_gemma_warm_sliding_logits_close_to_all_hot(tiny_folders):
     seen = []
     demote = llm.kv.demote
 
-    def spy(tables, n):
-        out = demote(tables, n)
+    def spy(tables, n, **k):
+        out = demote(tables, n, **k)
         seen.append(llm.kv.blocks_per_tier()["warm_used"][1:])
         return out
 

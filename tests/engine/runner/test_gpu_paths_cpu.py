@@ -238,3 +238,34 @@ def test_warmup_on_cpu_runs_one_request_and_captures_nothing():
     lines: list[str] = []
     assert llm.warmup(lines.append) == 0
     assert lines == ["warm-up: compiling kernels"]
+
+
+def test_warmup_on_cuda_runs_the_long_prompt_and_a_batch(monkeypatch):
+    """The CUDA branch of warmup (device faked, generate recorded): a long prompt of two chunks and
+    more, then a batch of three prompts admitted together (two longer than a chunk, one short), so a
+    user's first batch compiles neither the varlen prefill nor eager decode launches."""
+    from types import SimpleNamespace
+
+    from engine.config import CacheConfig, SchedulerConfig
+    from engine.model.loader.random_weights import llm_from_model, random_model
+
+    cfg = _tiny(True)
+    llm = llm_from_model(random_model(cfg, "cpu", torch.float32, seed=4, std=0.2), cfg, device="cpu",
+                         dtype="float32", cache=CacheConfig(block_size=4, memory_budget=2**22),
+                         scheduler=SchedulerConfig(max_num_seqs=4, max_prefill_chunk=64, max_model_len=512))
+    calls: list[list[int]] = []
+    real = llm.generate
+
+    def recording(prompts, params=None, on_step=None):
+        calls.append([len(p) for p in prompts])
+        return real(prompts, params, on_step)
+
+    monkeypatch.setattr(llm, "generate", recording)
+    monkeypatch.setattr(llm, "device", SimpleNamespace(type="cuda"))
+    lines: list[str] = []
+    assert llm.warmup(lines.append) == 0  # no graph runner on the CPU
+    chunk = llm.core.chunk
+    assert calls[0] == [32]
+    assert calls[1][0] > 2 * chunk
+    assert calls[2] == [32, chunk + 256, chunk + 256]
+    assert lines[-1] == f"warm-up: a batch of 3 prompts ({chunk + 256:,}, {chunk + 256:,} and 32 tokens)"
