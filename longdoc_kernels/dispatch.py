@@ -100,6 +100,14 @@ def dequantize_blocks(q, scale, dtype=torch.float32):
     return fn(q, scale, dtype)
 
 
+def gather_blocks_tiered(k_cache, v_cache, blocks, kq, vq, ks, vs):
+    if use_triton(blocks.device):
+        from longdoc_kernels.kv_quant import gather_blocks_tiered as fn
+    else:
+        fn = reference.gather_blocks_tiered
+    return fn(k_cache, v_cache, blocks, kq, vq, ks, vs)
+
+
 def rms_norm(x, weight, eps, gemma):
     if use_triton(x.device):
         from longdoc_kernels.rmsnorm import rms_norm as fn

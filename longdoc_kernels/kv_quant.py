@@ -67,3 +67,53 @@ def dequantize_blocks(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype =
         _dequant_kernel[(n, kvh)](q, scale.contiguous(), x, q.stride(0), q.stride(1), q.stride(2), scale.stride(0),
                                   BS=bs, D=d, BLOCK_S=triton.next_power_of_2(bs), BLOCK_D=triton.next_power_of_2(d))
     return x
+
+
+@triton.jit
+def _gather_tiered_kernel(BLOCKS, K, V, KQ, VQ, KS, VS, KO, VO,
+                          stride_kb, stride_ks, stride_kh, stride_qb, stride_qs, stride_qh, stride_sb,
+                          stride_ob, stride_os, stride_oh,
+                          BS: tl.constexpr, D: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    i = tl.program_id(0)
+    head = tl.program_id(1)
+    rows = tl.arange(0, BLOCK_S)
+    dims = tl.arange(0, BLOCK_D)
+    ok = (rows[:, None] < BS) & (dims[None, :] < D)
+    entry = tl.load(BLOCKS + i).to(tl.int64)  # ids in int64: id x block stride passes 2**31 in a large pool
+    is_warm = entry <= -2
+    hot = tl.maximum(entry, 0)  # -1 (a released entry) reads hot block 0: the caller masks it
+    w = tl.maximum(-entry - 2, 0)
+    out = i.to(tl.int64) * stride_ob + rows[:, None] * stride_os + head * stride_oh + dims[None, :]
+    h_off = hot * stride_kb + rows[:, None] * stride_ks + head * stride_kh + dims[None, :]
+    q_off = w * stride_qb + rows[:, None] * stride_qs + head * stride_qh + dims[None, :]
+    dt = KO.dtype.element_ty
+    if is_warm:
+        ks = tl.load(KS + w * stride_sb + head)
+        vs = tl.load(VS + w * stride_sb + head)
+        tl.store(KO + out, (tl.load(KQ + q_off, mask=ok, other=0).to(tl.float32) * ks).to(dt), mask=ok)
+        tl.store(VO + out, (tl.load(VQ + q_off, mask=ok, other=0).to(tl.float32) * vs).to(dt), mask=ok)
+    else:
+        tl.store(KO + out, tl.load(K + h_off, mask=ok, other=0.0), mask=ok)
+        tl.store(VO + out, tl.load(V + h_off, mask=ok, other=0.0), mask=ok)
+
+
+def gather_blocks_tiered(k_cache: torch.Tensor, v_cache: torch.Tensor, blocks: torch.Tensor, kq: torch.Tensor,
+                         vq: torch.Tensor, ks: torch.Tensor, vs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """K and V of the table entries `blocks` [n] as [n, block_size, kv_heads, head_dim] in the pools'
+    dtype, in one launch: a hot entry copied from k/v_cache, a warm one (<= -2, warm block -e - 2)
+    dequantised from kq/vq with its scales ks/vs [N, KVH], -1 read as hot block 0. Each program
+    reads only the tier its entry names, and nothing waits for the device (the engine's
+    `gather_blocks` on CUDA; `dequantize_blocks` after index_selects is its CPU reference)."""
+    n = blocks.shape[0]
+    _, bs, kvh, d = k_cache.shape
+    ko = torch.empty((n, bs, kvh, d), dtype=k_cache.dtype, device=k_cache.device)
+    vo = torch.empty_like(ko)
+    if n:
+        assert k_cache.stride() == v_cache.stride() and kq.stride() == vq.stride() and ks.stride() == vs.stride()
+        assert k_cache.stride(3) == 1 and kq.stride(3) == 1
+        _gather_tiered_kernel[(n, kvh)](
+            blocks.contiguous(), k_cache, v_cache, kq, vq, ks, vs, ko, vo,
+            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), kq.stride(0), kq.stride(1), kq.stride(2),
+            ks.stride(0), ko.stride(0), ko.stride(1), ko.stride(2),
+            BS=bs, D=d, BLOCK_S=triton.next_power_of_2(bs), BLOCK_D=triton.next_power_of_2(d))
+    return ko, vo

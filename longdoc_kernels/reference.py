@@ -112,6 +112,17 @@ def dequantize_blocks(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype =
     return (q.float() * scale[:, None, :, None]).to(dtype)
 
 
+def gather_blocks_tiered(k_cache, v_cache, blocks, kq, vq, ks, vs):
+    """kv_quant.gather_blocks_tiered in torch: every entry read both as a hot block and as a warm
+    block (clamped ids), `where` keeps the one it names (no host wait either)."""
+    warm_rows = (blocks <= -2)[:, None, None, None]
+    w = (-blocks - 2).clamp(min=0).long()
+    hot = blocks.clamp(min=0).long()
+    return tuple(torch.where(warm_rows, dequantize_blocks(q.index_select(0, w), sc.index_select(0, w), pool.dtype),
+                             pool.index_select(0, hot))
+                 for pool, q, sc in ((k_cache, kq, ks), (v_cache, vq, vs)))
+
+
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Half-split RoPE (the HF "rotate_half" convention): x [T, heads, D], cos/sin [T, D/2]."""
     half = x.shape[-1] // 2

@@ -160,21 +160,14 @@ def gather_blocks(
 def gather_blocks_dense(
     k_cache: torch.Tensor, v_cache: torch.Tensor, blocks: torch.Tensor, warm: WarmPages
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`gather_blocks` with warm entries, without a host synchronisation: every entry is read both
-    as a hot block and as a warm block (clamped ids) and `torch.where` keeps the one it names. The
-    sparse form's `nonzero` waits for the device, once per chunk and global layer (16 prompts of
-    32K tokens, Gemma 3 270M shape, H100: the warm batch spent 356 ms on the host against 159 ms on
-    the GPU, 1.30x bf16 pages' time; this form's gain is not yet measured). Reading every entry both ways costs 1.5x the
-    bytes of the hot copy, microseconds on a GPU; on the CPU, where bytes are the cost, the sparse
-    form stays (BENCHMARKS.md, "The warm tier's batched prefill")."""
-    warm_rows = (blocks <= -2)[:, None, None, None]
-    w = (-blocks - 2).clamp(min=0)
-    hot = blocks.clamp(min=0)
-    out = []
-    for pool, q, sc in ((k_cache, warm.kq, warm.ks), (v_cache, warm.vq, warm.vs)):
-        deq = dispatch.dequantize_blocks(q.index_select(0, w), sc.index_select(0, w), pool.dtype)
-        out.append(torch.where(warm_rows, deq, pool.index_select(0, hot)))
-    return out[0], out[1]
+    """`gather_blocks` with warm entries, without a host synchronisation: on CUDA one Triton launch
+    for K and V (longdoc_kernels/kv_quant.py `gather_blocks_tiered`: each entry read from the tier it
+    names), elsewhere its torch form (every entry read hot and warm, `where` keeps the named one).
+    The sparse form's `nonzero` waits for the device, once per chunk and global layer: 16 prompts of
+    32K tokens, Gemma 3 270M shape, H100, the warm batch spent 356 ms on the host against 159 ms on
+    the GPU with it, 257 against 157 ms with the torch dense form (BENCHMARKS.md, "The warm tier's
+    batched prefill"). On the CPU, where bytes are the cost, the sparse form stays."""
+    return dispatch.gather_blocks_tiered(k_cache, v_cache, blocks, warm.kq, warm.vq, warm.ks, warm.vs)
 
 
 def _one_query(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,

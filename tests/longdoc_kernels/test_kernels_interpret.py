@@ -403,3 +403,34 @@ def test_tuning_tables_cover_the_bound_in_the_pools():
     assert int(tables[hot].max()) < 50 and int((-tables[~hot] - 2).max()) < 20 and int((-tables[~hot] - 2).min()) >= 0
     only_hot, _ = _tuning_tables(2, 100, 16, n_hot=5, n_warm=None, device="cpu")
     assert (only_hot >= 0).all() and int(only_hot.max()) < 5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gather_blocks_tiered_matches_reference(dtype):
+    """One launch gathers hot entries, dequantises warm ones (<= -2) and reads -1 as hot block 0,
+    as the torch form does; head_dim 80 (not a power of two), block size 4, two kv heads."""
+    from longdoc_kernels.kv_quant import gather_blocks_tiered
+
+    gen = torch.Generator().manual_seed(11)
+    kvh, d, bs, nblocks, nw = 2, 80, 4, 9, 6
+    k_cache = torch.randn(nblocks, bs, kvh, d, generator=gen).to(dtype)
+    v_cache = torch.randn(nblocks, bs, kvh, d, generator=gen).to(dtype)
+    kq = torch.randint(-127, 128, (nw, bs, kvh, d), generator=gen, dtype=torch.int8)
+    vq = torch.randint(-127, 128, (nw, bs, kvh, d), generator=gen, dtype=torch.int8)
+    ks, vs = torch.rand(nw, kvh, generator=gen) / 50, torch.rand(nw, kvh, generator=gen) / 50
+    for blocks in ([3, -2, 8, -7, -1, 0, -4], [-3, -2], [8, 1, 4], []):
+        t = torch.tensor(blocks, dtype=torch.int32)
+        k1, v1 = gather_blocks_tiered(k_cache, v_cache, t, kq, vq, ks, vs)
+        k2, v2 = ref.gather_blocks_tiered(k_cache, v_cache, t, kq, vq, ks, vs)
+        assert k1.dtype == dtype and k1.shape == (len(blocks), bs, kvh, d)
+        # bfloat16: the interpreter's float32 -> bfloat16 rounding may differ from torch's by an ulp
+        tol = {} if dtype == torch.float32 else {"rtol": 2**-7, "atol": 0.0}
+        torch.testing.assert_close(k1, k2, **({"rtol": 0, "atol": 0} | tol), msg=str(blocks))
+        torch.testing.assert_close(v1, v2, **({"rtol": 0, "atol": 0} | tol), msg=str(blocks))
+        for j, e in enumerate(blocks):
+            if e >= -1:  # hot (and -1, read as block 0): copied bit for bit
+                assert torch.equal(k1[j], k_cache[max(e, 0)]) and torch.equal(v1[j], v_cache[max(e, 0)])
+        if -7 in blocks:  # warm block 5's values, scaled
+            j = blocks.index(-7)
+            torch.testing.assert_close(k1[j], (kq[5].float() * ks[5][None, :, None]).to(dtype),
+                                       **({"rtol": 0, "atol": 0} | tol))
