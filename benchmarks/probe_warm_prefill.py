@@ -6,7 +6,8 @@ scheduler's steps (how many, tokens per step, seconds per step); then twice as b
 e2e case streams them (`--new-tokens` each), the steps before the last first token by kind; with
 `--profile`, one warm-tier batch of `--profile-ctx` tokens under torch.profiler (the top CUDA
 kernels and host ops); with `--user-warmup`, `LLM.warmup()` first and the e2e batch straight after
-it (what a user's first batch costs).
+it (what a user's first batch costs), with the Triton compiles and decode tunings that fell inside
+it (the step each came in) and its slowest steps.
 
     python3 benchmarks/probe_warm_prefill.py [--ctx 32768] [--batch 16] [--profile [--profile-ctx 8192]] [--user-warmup] [--tiny]
 
@@ -61,6 +62,48 @@ def count_steps(llm) -> list:
 
     llm.runner.execute = timed
     return steps
+
+
+def trace_first_use(events: list) -> None:
+    """Record into `events` every in-process Triton compile (or load from Triton's disk cache) as
+    ("compile", kernel, seconds, steps so far) and every decode tuning as ("tune", key, seconds,
+    steps so far); `events` holds the step list at [0] (count_steps'), entries after it."""
+    import time as _time
+
+    from triton.runtime import jit as tjit
+
+    from longdoc_kernels import paged_attention as pa
+
+    inner_compile = getattr(tjit.JITFunction, "_do_compile", None)
+    if inner_compile is not None:
+        def do_compile(self, *a, **k):
+            t = _time.perf_counter()
+            out = inner_compile(self, *a, **k)
+            events.append(("compile", getattr(self, "__name__", "?"), _time.perf_counter() - t, len(events[0])))
+            return out
+
+        tjit.JITFunction._do_compile = do_compile
+    inner_tune = pa._tune_decode
+
+    def tune(launch, key, *a, **k):
+        t = _time.perf_counter()
+        out = inner_tune(launch, key, *a, **k)
+        events.append(("tune", key, _time.perf_counter() - t, len(events[0])))
+        return out
+
+    pa._tune_decode = tune
+
+
+def report_first_use(tag: str, events: list, steps: list) -> None:
+    """What the first batch paid for: compiles and tunings (with the step they fell in), and its
+    slowest steps (rows, prefill chunks, decode rows, seconds)."""
+    for ev in events[1:]:
+        kind, what, secs, at = ev
+        print(f"[{tag}]   {kind} {what} {secs * 1e3:.0f} ms (step {at})", flush=True)
+    slow = sorted(range(len(steps)), key=lambda i: -steps[i][1])[:6]
+    print(f"[{tag}]   slowest steps: " + ", ".join(
+        f"#{i} {steps[i][1] * 1e3:.0f} ms ({steps[i][0]} rows, {steps[i][2]} chunks, {steps[i][3]} decodes)" for i in slow),
+        flush=True)
 
 
 def e2e_batch(llm, cfg, ctx: int, batch: int, gen, steps: list, new_tokens: int) -> None:
@@ -128,7 +171,12 @@ def main() -> None:
             t = now()
             graphs = llm.warmup()
             print(f"[{tag}] LLM.warmup(): {now() - t:.1f} s, {graphs} graphs captured; then the first e2e batch:", flush=True)
-            e2e_batch(llm, cfg, ctx, args.batch, gen, count_steps(llm), args.new_tokens)
+            first_steps = count_steps(llm)
+            events = [first_steps]
+            if dev == "cuda":
+                trace_first_use(events)
+            e2e_batch(llm, cfg, ctx, args.batch, gen, first_steps, args.new_tokens)
+            report_first_use(tag, events, first_steps)
             del llm.runner.execute  # unwrap the step timer (an instance attribute over the method)
         t = now()
         llm.generate([rand_prompt(cfg.vocab_size, min(1024, ctx), gen) for _ in range(args.batch)],
