@@ -592,7 +592,8 @@ class LLM:
             # a batch's paths, which a lone prompt never takes: several chunks after a prefix in one
             # step (the varlen kernel: the sliding-window layers' prefill in any batch) and decode
             # rows beside prefill chunks (eager decode launches); without this a user's first batch
-            # compiled them (16 x 32K Gemma: 8.9 s to the last first token against 1.7 s after)
+            # compiled them (16 x 32K Gemma, H100: its prefill steps 3.8 s against 0.6 s steady;
+            # BENCHMARKS.md "The warm tier, first batches and CPU decode")
             m = min(self.core.chunk + 256, self.max_model_len - 8)
             if self.scheduler_config.max_num_seqs >= 3 and m > 256:
                 try:

@@ -103,7 +103,7 @@ def gather_blocks_tiered(k_cache: torch.Tensor, v_cache: torch.Tensor, blocks: t
     dtype, in one launch: a hot entry copied from k/v_cache, a warm one (<= -2, warm block -e - 2)
     dequantised from kq/vq with its scales ks/vs [N, KVH], -1 read as hot block 0. Each program
     reads only the tier its entry names, and nothing waits for the device (the engine's
-    `gather_blocks` on CUDA; `dequantize_blocks` after index_selects is its CPU reference)."""
+    `gather_blocks` on CUDA; `reference.gather_blocks_tiered` is the torch form)."""
     n = blocks.shape[0]
     _, bs, kvh, d = k_cache.shape
     ko = torch.empty((n, bs, kvh, d), dtype=k_cache.dtype, device=k_cache.device)
