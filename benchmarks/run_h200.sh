@@ -6,7 +6,7 @@
 # of them again, in $OUT/summary.txt too.
 # Usage: bash benchmarks/run_h200.sh [stages]
 # (default tests,llama8b,gemma,kernels; also: chunks, copy, warm, int8prefill, profile, userpath, pipebatch, sweep, review, tp,
-#  cudnnshapes, firstreq, prefillprof, warmprobe)
+#  cudnnshapes, gemmshapes, firstreq, prefillprof, warmprobe)
 set -u
 OUT=${OUT:-/tmp/h200}
 mkdir -p "$OUT"
@@ -98,6 +98,9 @@ if [[ $STAGES == *review* ]]; then  # review table: 100 documents of 8K tokens x
 fi
 if [[ $STAGES == *tp* ]]; then  # tensor parallelism, W=1 against W=2 (needs a machine of >= 2 GPUs: nvidia-h200-x2)
   stage tp "${TP_LIMIT:-540}" tp 30 python3 benchmarks/bench_tp_gpu.py --out "$OUT/tp.json" ${TP_ARGS:-}
+fi
+if [[ $STAGES == *gemmshapes* ]]; then  # what a new row count costs a GEMM the first time (a mixed step's rows)
+  stage gemmshapes 120 gemm_shapes 8 python3 benchmarks/probe_gemm_shapes.py --json "$OUT/gemm_shapes.json"
 fi
 if [[ $STAGES == *cudnnshapes* ]]; then  # what a new sequence length costs cuDNN's attention (first call vs second)
   # each setting in a fresh process without the driver's JIT cache: exact lengths, padded (the default),
