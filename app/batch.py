@@ -40,6 +40,7 @@ import multiprocessing as mp
 import os
 import signal
 import stat
+import sys
 import threading
 import time
 import traceback
@@ -328,12 +329,40 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def _worker_main(conn, fn: Callable[[Task], Outcome], parent_pid: int) -> None:
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity where the OS tells it, else the count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def worker_threads(jobs: int) -> int:
+    """Torch threads for each of `jobs` worker processes: the usable CPUs shared out, at least one.
+    Each worker's torch would otherwise take every core, `jobs` times over (2 workers on 2 cores:
+    4 threads, and torch's waiting threads turn small operations into milliseconds)."""
+    return max(1, usable_cpus() // max(1, jobs))
+
+
+def _set_threads(n: int) -> None:
+    """Run this process's torch on `n` threads, unless the user set OMP_NUM_THREADS themselves (an
+    environment variable torch reads at import; set here for a torch imported later)."""
+    if os.environ.get("OMP_NUM_THREADS"):
+        return
+    os.environ["OMP_NUM_THREADS"] = str(n)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(n)
+
+
+def _worker_main(conn, fn: Callable[[Task], Outcome], parent_pid: int, threads: int | None = None) -> None:
     """A worker process: run the groups of tasks the parent sends, one group at a time, until it
-    sends None or goes away."""
+    sends None or goes away; its torch on `threads` threads (None: torch's default)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent(parent_pid)
+    if threads is not None:
+        _set_threads(threads)
     while True:
         try:
             tasks = conn.recv()
@@ -354,9 +383,10 @@ def _worker_main(conn, fn: Callable[[Task], Outcome], parent_pid: int) -> None:
 
 
 class LocalExecutor(Executor):
-    """Inline for jobs=1, else `jobs` worker processes (spawned, so no state leaks). The parent
-    hands each worker one group of tasks at a time (`group` inputs at most, `group_size`), so
-    stopping means sending no more: nothing is queued inside a worker."""
+    """Inline for jobs=1, else `jobs` worker processes (spawned, so no state leaks), each with its
+    share of the CPUs as torch threads (`worker_threads`). The parent hands each worker one group
+    of tasks at a time (`group` inputs at most, `group_size`), so stopping means sending no more:
+    nothing is queued inside a worker."""
 
     def __init__(self, jobs: int = 1, grace_s: float = GRACE_S, group: int = 1):
         self.jobs = max(1, jobs)
@@ -378,8 +408,8 @@ class LocalExecutor(Executor):
 
         def start_worker() -> None:
             parent_end, child_end = ctx.Pipe()
-            proc = ctx.Process(target=_worker_main, args=(child_end, fn, os.getpid()), daemon=True,
-                               name="longdoc-batch-worker")
+            proc = ctx.Process(target=_worker_main, args=(child_end, fn, os.getpid(), worker_threads(self.jobs)),
+                               daemon=True, name="longdoc-batch-worker")
             proc.start()
             child_end.close()
             procs[parent_end] = proc
