@@ -64,22 +64,39 @@ def count_steps(llm) -> list:
     return steps
 
 
+# where trace_first_use's hooks record: None between first batches (the hooks are installed once
+# per process and stay; nothing is recorded outside a traced batch)
+_TRACE: dict[str, list | None] = {"events": None}
+_HOOKED = False
+
+
 def trace_first_use(events: list) -> None:
     """Record into `events` every in-process Triton compile (or load from Triton's disk cache) as
     ("compile", kernel, seconds, steps so far) and every decode tuning as ("tune", key, seconds,
-    steps so far); `events` holds the step list at [0] (count_steps'), entries after it."""
+    steps so far), until `report_first_use`; `events` holds the step list at [0] (count_steps'),
+    entries after it. The hooks are installed on the first call."""
+    global _HOOKED
+    _TRACE["events"] = events
+    if _HOOKED:
+        return
+    _HOOKED = True
     import time as _time
 
     from triton.runtime import jit as tjit
 
     from longdoc_kernels import paged_attention as pa
 
+    def record(kind, what, t0):
+        ev = _TRACE["events"]
+        if ev is not None:
+            ev.append((kind, what, _time.perf_counter() - t0, len(ev[0])))
+
     inner_compile = getattr(tjit.JITFunction, "_do_compile", None)
     if inner_compile is not None:
         def do_compile(self, *a, **k):
             t = _time.perf_counter()
             out = inner_compile(self, *a, **k)
-            events.append(("compile", getattr(self, "__name__", "?"), _time.perf_counter() - t, len(events[0])))
+            record("compile", getattr(self, "__name__", "?"), t)
             return out
 
         tjit.JITFunction._do_compile = do_compile
@@ -88,7 +105,7 @@ def trace_first_use(events: list) -> None:
     def tune(launch, key, *a, **k):
         t = _time.perf_counter()
         out = inner_tune(launch, key, *a, **k)
-        events.append(("tune", key, _time.perf_counter() - t, len(events[0])))
+        record("tune", key, t)
         return out
 
     pa._tune_decode = tune
@@ -96,7 +113,8 @@ def trace_first_use(events: list) -> None:
 
 def report_first_use(tag: str, events: list, steps: list) -> None:
     """What the first batch paid for: compiles and tunings (with the step they fell in), and its
-    slowest steps (rows, prefill chunks, decode rows, seconds)."""
+    slowest steps (rows, prefill chunks, decode rows, seconds). Recording stops here."""
+    _TRACE["events"] = None
     for ev in events[1:]:
         kind, what, secs, at = ev
         print(f"[{tag}]   {kind} {what} {secs * 1e3:.0f} ms (step {at})", flush=True)

@@ -595,15 +595,15 @@ class LLM:
             # compiled them (16 x 32K Gemma, H100: its prefill steps 3.8 s against 0.6 s steady;
             # BENCHMARKS.md "The warm tier, first batches and CPU decode")
             m = min(self.core.chunk + 256, self.max_model_len - 8)
-            if self.scheduler_config.max_num_seqs >= 3 and m > 256:
-                try:
-                    self.check_len(m + 8)
-                except EngineError:  # a pool too small for it
-                    m = 0
-                if m:
-                    if progress is not None:
-                        progress(f"warm-up: a batch of 3 prompts ({m:,}, {m:,} and 32 tokens)")
-                    self.generate([[3] * 32, [4] * m, [5] * m], SamplingParams(max_tokens=4, ignore_eos=True))
+            try:
+                self.check_len(m + 8)
+                fits = True
+            except EngineError:  # a pool too small for it
+                fits = False
+            if fits and self.scheduler_config.max_num_seqs >= 3 and m > 256:
+                if progress is not None:
+                    progress(f"warm-up: a batch of 3 prompts ({m:,}, {m:,} and 32 tokens)")
+                self.generate([[3] * 32, [4] * m, [5] * m], SamplingParams(max_tokens=4, ignore_eos=True))
         graphs = getattr(self.runner, "graphs", None)
         return graphs.capture_all(self.scheduler_config.max_num_seqs, progress) if graphs is not None else 0
 

@@ -146,7 +146,11 @@ def gather_blocks(
     if warm is None:
         return k_cache.index_select(0, blocks), v_cache.index_select(0, blocks)
     if blocks.device.type == "cuda":
-        return gather_blocks_dense(k_cache, v_cache, blocks, warm)
+        # without a host wait: one Triton launch for K and V, each entry read from the tier it names
+        # (the sparse form below waits on `nonzero` once per chunk and global layer: 16 x 32K Gemma,
+        # H100, 356 ms of host time against 159 ms of GPU time; BENCHMARKS.md "The warm tier, first
+        # batches and CPU decode"). On the CPU, where bytes are the cost, the sparse form stays.
+        return dispatch.gather_blocks_tiered(k_cache, v_cache, blocks, warm.kq, warm.vq, warm.ks, warm.vs)
     k = k_cache.index_select(0, blocks.clamp(min=0))
     v = v_cache.index_select(0, blocks.clamp(min=0))
     rows = torch.nonzero(blocks <= -2).squeeze(1)
@@ -155,19 +159,6 @@ def gather_blocks(
         k.index_copy_(0, rows, dispatch.dequantize_blocks(warm.kq.index_select(0, w), warm.ks.index_select(0, w), k.dtype))
         v.index_copy_(0, rows, dispatch.dequantize_blocks(warm.vq.index_select(0, w), warm.vs.index_select(0, w), v.dtype))
     return k, v
-
-
-def gather_blocks_dense(
-    k_cache: torch.Tensor, v_cache: torch.Tensor, blocks: torch.Tensor, warm: WarmPages
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """`gather_blocks` with warm entries, without a host synchronisation: on CUDA one Triton launch
-    for K and V (longdoc_kernels/kv_quant.py `gather_blocks_tiered`: each entry read from the tier it
-    names), elsewhere its torch form (every entry read hot and warm, `where` keeps the named one).
-    The sparse form's `nonzero` waits for the device, once per chunk and global layer: 16 prompts of
-    32K tokens, Gemma 3 270M shape, H100, the warm batch spent 356 ms on the host against 159 ms on
-    the GPU with it, 257 against 157 ms with the torch dense form (BENCHMARKS.md, "The warm tier's
-    batched prefill"). On the CPU, where bytes are the cost, the sparse form stays."""
-    return dispatch.gather_blocks_tiered(k_cache, v_cache, blocks, warm.kq, warm.vq, warm.ks, warm.vs)
 
 
 def _one_query(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,

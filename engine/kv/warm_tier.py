@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 def device_ids(a: list[int], b: list[int], dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Two id lists as int64 tensors on `dev`. On CUDA one copy from pinned memory, queued without
-    waiting: a copy from pageable memory waits for the stream, and `demote` runs for every
-    sequence after every step."""
+    waiting: a copy from pageable memory waits for the stream, and demotion copies run after every
+    step (once per layer group, `demote_all`)."""
     ids = torch.tensor(a + b, dtype=torch.long)
     if dev.type == "cuda":
         ids = ids.pin_memory().to(dev, non_blocking=True)
@@ -209,12 +209,13 @@ class WarmTier:
             if not blocks:
                 continue
             warm_ids = [g.warm.allocator.allocate() for _ in blocks]
+            hot_ids = [table[b] for b in blocks]
             if pending is None:
-                self.demote_copy(gi, [table[b] for b in blocks], warm_ids)
+                self.demote_copy(gi, hot_ids, warm_ids)
             else:
-                hot_ids, dst = pending.setdefault(gi, ([], []))
-                hot_ids += [table[b] for b in blocks]
-                dst += warm_ids
+                queued_hot, queued_warm = pending.setdefault(gi, ([], []))
+                queued_hot += hot_ids
+                queued_warm += warm_ids
             for b, w in zip(blocks, warm_ids, strict=True):
                 g.allocator.decref(table[b])
                 table[b] = warm_entry(w)

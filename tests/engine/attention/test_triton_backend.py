@@ -292,10 +292,11 @@ def test_fused_path_falls_back_and_remembers_only_real_refusals(monkeypatch):
 
 
 def test_dense_warm_gather_equals_the_sparse_one():
-    """`gather_blocks_dense` (CUDA's sync-free form: every entry read hot and warm, `where` keeps
-    the one named) returns the same K and V as the sparse gather for hot, warm and -1 entries."""
-    from engine.attention.backend import gather_blocks, gather_blocks_dense
+    """`gather_blocks_tiered`'s torch form (CUDA's sync-free gather: every entry read hot and warm,
+    `where` keeps the one named) returns the same K and V as the sparse gather for hot, warm and -1 entries."""
+    from engine.attention.backend import gather_blocks
     from engine.kv.warm_tier import WarmPages
+    from longdoc_kernels.reference import gather_blocks_tiered
 
     gen = torch.Generator().manual_seed(7)
     kvh, d, bs, nblocks, nw = 2, 8, 4, 10, 5
@@ -308,6 +309,6 @@ def test_dense_warm_gather_equals_the_sparse_one():
     for blocks in ([3, -2, 7, -6, -1, 0, -4], [-3, -2], [9, 1, 4], []):
         t = torch.tensor(blocks, dtype=torch.long)
         k1, v1 = gather_blocks(k_cache, v_cache, t, warm)
-        k2, v2 = gather_blocks_dense(k_cache, v_cache, t, warm)
+        k2, v2 = gather_blocks_tiered(k_cache, v_cache, t, kq, vq, ks, vs)
         assert torch.equal(k1, k2) and torch.equal(v1, v2), blocks
         assert any(b <= -2 for b in blocks) is not torch.equal(k2, k_cache.index_select(0, t.clamp(min=0)))
