@@ -68,12 +68,15 @@ TEXTS = [
 # ----------------------------------------------------------------------------------------- workers
 def worker_longdoc(weights: str) -> None:
     """weights: "int8", "float", "int8-full-head": int8 with the output layer's GreedyHead
-    switched off by hand (every logit computed, as before it), or "int8-nospec": int8 with
-    prompt-lookup speculative decoding off (`num_speculative_tokens=0`), for the comparisons."""
+    switched off by hand (every logit computed, as before it), "int8-nospec": int8 with
+    prompt-lookup speculative decoding off (`num_speculative_tokens=0`), or "int8-int4-filter" /
+    "int8-int8-filter": the GreedyHead's filter named (LONGDOC_GREEDY_FILTER), for the comparisons."""
     sys.path.insert(0, str(ROOT))
     full_head = weights == "int8-full-head"
     nospec = weights == "int8-nospec"
-    weights = "int8" if full_head or nospec else weights
+    if weights in ("int8-int4-filter", "int8-int8-filter"):
+        os.environ["LONGDOC_GREEDY_FILTER"] = weights.split("-")[1]
+    weights = "int8" if weights != "float" else weights
     import torch
 
     from engine import SamplingParams
@@ -86,7 +89,7 @@ def worker_longdoc(weights: str) -> None:
     if full_head:
         llm.model.greedy_head = None
     reply({"ready": True, "load_s": time.perf_counter() - t, "weights": llm.weights,
-           "greedy_head": llm.model.greedy_head is not None,
+           "greedy_head": llm.model.greedy_head.filter if llm.model.greedy_head is not None else None,
            "speculative": llm.core.proposer.k if llm.core.proposer is not None else 0})
     for req in requests():
         torch.set_num_threads(req["threads"])
@@ -239,6 +242,10 @@ def main() -> None:
         "longdoc-float32": lambda: Worker("longdoc-float32", [*me, "--worker", "longdoc:float"]),
         "longdoc-int8-full-head": lambda: Worker("longdoc-int8-full-head", [*me, "--worker", "longdoc:int8-full-head"]),
         "longdoc-int8-nospec": lambda: Worker("longdoc-int8-nospec", [*me, "--worker", "longdoc:int8-nospec"]),
+        "longdoc-int8-int4-filter": lambda: Worker("longdoc-int8-int4-filter",
+                                                   [*me, "--worker", "longdoc:int8-int4-filter"]),
+        "longdoc-int8-int8-filter": lambda: Worker("longdoc-int8-int8-filter",
+                                                   [*me, "--worker", "longdoc:int8-int8-filter"]),
         "llama.cpp": lambda: Worker("llama.cpp", [args.llama_python, str(Path(__file__).resolve()),
                                                   "--worker", f"llama:{gguf}", *thr]),
         "transformers": lambda: Worker("transformers", [*me, "--worker", "hf"]),

@@ -14,7 +14,9 @@ data/samples/contracts/en-github-tos-2017-10-to-2018-05/v2.txt): int8 10.602, fl
 (+0.41%). An int4 output layer (requantised from the int8 one; 2,048 tokens of the same text)
 reads in 9.7 ms instead of 24 ms but costs perplexity: symmetric groups of 32 +9.2%, of 64 +14.5%,
 asymmetric groups of 32 +5.3% (argmax agreement 81-88%), so the output layer stays int8. For greedy
-steps `GreedyHead` uses the int4 copy only to rule rows out, and the argmax stays exactly int8's.
+steps `GreedyHead` uses the int4 copy (or, where the CPU lacks AVX-512, the int8 layer through
+fbgemm with integer activations: `Int8Filter`) only to rule rows out, and the argmax stays exactly
+int8's.
 
 Prefill is the other way round: many rows per weight, compute-bound, and `_weight_int8pack_mm` is
 built for a few rows. Where the CPU multiplies bfloat16 natively (AMX, AVX512-BF16) the layers'
@@ -23,7 +25,10 @@ products of GEMM_ROWS rows or more go through a bfloat16 copy of each weight (ma
 (engine/attention/backend.py: `sdpa_dtype`). Intel Xeon with AMX, the packaged model, 2,048-token
 prompt: 233 -> 849 tokens/s on one thread, 441 -> 1,417 on two; decode unchanged; held-text
 perplexity 10.6455 -> 10.6307 against float32's 10.6036 (BENCHMARKS.md, "CPU prefill: bfloat16
-GEMMs").
+GEMMs"). Where it does not (AVX2 only: oneDNN emulates bfloat16 there, slower than float32), the
+products of FP32_GEMM_ROWS rows or more multiply the int8 weights dequantised to float32 on the
+fly, no copy kept: AMD EPYC with AVX2, two threads, 1,024-token prompts 271 -> 407 tokens/s
+(BENCHMARKS.md, "CPU on an AVX2-only host").
 
 `LoadConfig.weights` picks it: "int8", "float" (the dtype as loaded: the reference), or None: int8
 for the packaged default model (`LLM(model=None)`) on the CPU when no dtype was named, float
@@ -50,6 +55,28 @@ WEIGHT_MODES = ("float", "int8")
 # turns it off, =1 forces it.
 GEMM_ROWS = 16
 _BF16_GEMM: bool | None = None
+
+
+# Where the CPU has no bfloat16 GEMM (AVX2: oneDNN emulates bfloat16, 4x slower than float32), products
+# of at least FP32_GEMM_ROWS rows multiply the weight dequantised to float32 on the fly (the int8
+# kernel's weights exactly: q x the bfloat16 scale), no copy kept: `_weight_int8pack_mm` is built for
+# a few rows. AMD EPYC (AVX2 only), one thread, [rows, 640] x [4096, 640]: 1,024 rows 156 ms int8pack
+# against 77 ms float32, 256 rows 39.5 against 18.9, 64 rows 8.1 against 5.7, 16 rows 3.1 against 3.9
+# (before the dequantisation, ~1-2 ms a product). LONGDOC_CPU_FP32_GEMM=0 turns it off, =1 forces it.
+FP32_GEMM_ROWS = 64
+_FP32_GEMM: bool | None = None
+
+
+def fp32_gemm() -> bool:
+    """Whether row-heavy int8 products run as float32 GEMMs on this CPU (see FP32_GEMM_ROWS): where
+    bf16_gemm() does not hold."""
+    global _FP32_GEMM
+    if _FP32_GEMM is None:
+        import os
+
+        env = os.environ.get("LONGDOC_CPU_FP32_GEMM")
+        _FP32_GEMM = env == "1" if env in ("0", "1") else not bf16_gemm()
+    return _FP32_GEMM
 
 
 def bf16_gemm() -> bool:
@@ -93,6 +120,9 @@ class Int8Weight:
             if self.w16 is None:
                 self.w16 = (self.q.float() * self.scale_bf16.float()[:, None]).to(torch.bfloat16)
             y = F.linear(x2, self.w16)
+        elif self.gemm and x2.shape[0] >= FP32_GEMM_ROWS and fp32_gemm():
+            x32 = x if flat else x.reshape(-1, x.shape[-1])
+            y = F.linear(x32.float(), self.q * self.scale_bf16.float()[:, None])  # float32 activations, not rounded
         else:
             y = torch._weight_int8pack_mm(x2, self.q, self.scale_bf16)
         y = y.to(x.dtype)
@@ -154,6 +184,57 @@ class Int4Weight:
         return y.float().reshape(*lead, self.shape[0])
 
 
+class Int8Filter:
+    """The GreedyHead's other filter: the int8 output layer itself, multiplied by fbgemm's int8 x
+    int8 kernel (`quantized::linear_with_input_q_dq_qweight_dq_output_fp32`, the x86 engine), whose
+    weights are exactly the ones `_weight_int8pack_mm` multiplies by (the int8 rows, each row's
+    bfloat16 scale). Only the activations are approximated, in two integer rows: x / s = q1 + q2 /
+    126, s = max|x| / 63, q1 and q2 in -63..63 (fbgemm's activations are 7-bit: u8 x s8 products
+    summed in pairs must not saturate 16 bits). The error e = x - s (q1 + q2 / 126) is known
+    exactly, so |x.w_j - approx_j| <= ||e|| ||w_j|| (Cauchy-Schwarz), with ||e|| <= ~max|x| / 15,876.
+
+    Why a second filter: torch's int4 CPU kernel is compute-bound where the CPU lacks AVX-512
+    (AVX2 only: the 262,144 x 640 int4 pass 25 ms on one thread, against 14 ms for fbgemm reading
+    twice the bytes; with AVX-512 the int4 pass read at ~13.5 GB/s, faster than fbgemm's ~16.7 over
+    twice the bytes). GreedyHead times both on the layer at build and keeps the faster; both give
+    the int8 product's exact argmax, so the choice changes only the time."""
+
+    def __init__(self, head: Int8Weight) -> None:
+        w = head.q
+        scales = head.scale_bf16.to(torch.float64)
+        import warnings
+
+        prev = torch.backends.quantized.engine
+        torch.backends.quantized.engine = "x86"
+        try:
+            with warnings.catch_warnings():  # torch's quantized tensors are deprecated: only the packing uses one
+                warnings.simplefilter("ignore", UserWarning)
+                qw = torch._make_per_channel_quantized_tensor(w, scales, torch.zeros(w.shape[0], dtype=torch.long), 0)
+            self.packed = torch.ops.quantized.linear_prepack(qw, None)
+        finally:
+            torch.backends.quantized.engine = prev
+        self.norm = (w.float() * head.scale_bf16.float()[:, None]).norm(dim=1)  # ||w_j|| [out]
+        self.shape = head.shape
+        self.nbytes = w.numel() + 4 * self.norm.numel()
+
+    def coarse(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x [B, in] float32 (the bfloat16 activations the int8 kernel reads) -> (approx [B, out],
+        bound [B, out]): |x.w_j - approx[b, j]| <= bound[b, j], fbgemm's float rounding included."""
+        b = x.shape[0]
+        s = (x.abs().amax(dim=1, keepdim=True) / 63).clamp_(min=1e-30)  # [B, 1]
+        u = x / s
+        q1 = torch.round(u)
+        q2 = torch.round((u - q1) * 126)
+        y = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(torch.cat((q1, q2)), 1.0, 64,
+                                                                              self.packed)
+        y0, y1 = y[:b], y[b:] * (1 / 126)
+        approx = (y0 + y1) * s
+        err = (x - (q1 + q2 * (1 / 126)) * s).norm(dim=1, keepdim=True)  # [B, 1]
+        # fbgemm sums integers exactly and rounds a few times per float multiply: a few float32 ulps
+        # of each term (which may cancel), and ||e|| itself computed in float32
+        return approx, err * (1 + 2.0**-10) * self.norm + (y0.abs() + y1.abs()) * s * 2.0**-20
+
+
 # bfloat16 keeps 8 significant bits: a kernel's bfloat16 result is within 2^-8 of its float value
 _BF16_REL = 2.0**-7  # both kernels' roundings, with room for the float32 accumulation
 _SLACK = 1e-3
@@ -163,45 +244,94 @@ FULL_HEAD_SHARE = 8
 
 
 class GreedyHead:
-    """The argmax of an Int8Weight output layer for greedy decoding, exactly, at about half the
-    bytes read: an int4 copy of the layer gives every row's logit within a bound, and only the rows
-    whose bound reaches the best row's exact logit are computed with the int8 weights.
+    """The argmax of an Int8Weight output layer for greedy decoding, exactly, without the whole
+    int8 product: a filter gives every row's logit within a bound, and only the rows whose bound
+    reaches the best row's exact logit are computed with the int8 weights.
 
-    For a row j, |x.w8_j - x.w4_j| <= ||x|| * ||w8_j - w4_j|| (Cauchy-Schwarz; the per-row norms of
-    the weight gap are computed once, against the weights each kernel really multiplies by), plus
-    both kernels' bfloat16 rounding. So the int8 logit of j is at most its int4 logit plus that
-    bound; a row whose ceiling is below the int8 logit of the int4 argmax cannot be the argmax and
-    is skipped. The candidates' int8 logits come from the same kernel on the gathered rows, which
-    on this torch computes each row exactly as the whole product does (tests/engine/model/
-    test_greedy_head.py checks it), and ties go to the lowest index as torch.argmax's do. Gemma 3
-    270M on the 2-core host, one token: 11 ms for the int4 pass and ~3 ms for a median of 341
-    candidates (at most 8,433) against 25-31 ms for the int8 product; the argmax was the int8
-    product's at every one of 147 positions of a contract (BENCHMARKS.md, "CPU decode: the output
-    layer")."""
+    Two filters, each with a per-row bound:
+    - "int4": an int4 copy of the layer (half the bytes). For a row j, |x.w8_j - x.w4_j| <= ||x|| *
+      ||w8_j - w4_j|| (Cauchy-Schwarz; the per-row norms of the weight gap are computed once, against
+      the weights each kernel really multiplies by), plus both kernels' bfloat16 rounding.
+    - "int8": the same int8 layer through fbgemm with the activations in two 7-bit integer rows
+      (`Int8Filter`): the same bytes as the int8 product, but a faster kernel where the CPU lacks
+      AVX-512.
+    `filter=None`: int8 where the CPU has no AVX-512 (torch's capability "AVX2"); elsewhere both are
+    built, timed on the layer, and the faster kept; int4 where fbgemm is missing.
+    LONGDOC_GREEDY_FILTER=int4|int8 picks one. The int8 logit of j is at most its filter
+    logit plus the bound; a row whose ceiling is below the int8 logit of the filter's argmax cannot
+    be the argmax and is skipped. The candidates' int8 logits come from the same kernel on the
+    gathered rows, which on this torch computes each row exactly as the whole product does
+    (tests/engine/model/test_greedy_head.py checks it), and ties go to the lowest index as
+    torch.argmax's do. Gemma 3 270M on a 2-core AVX-512 host, one token: 11 ms for the int4 pass and
+    ~3 ms for a median of 341 candidates (at most 8,433) against 25-31 ms for the int8 product; the
+    argmax was the int8 product's at every one of 147 positions of a contract (BENCHMARKS.md, "CPU
+    decode: the output layer")."""
 
-    def __init__(self, head: Int8Weight, group: int = 32) -> None:
+    def __init__(self, head: Int8Weight, group: int = 32, filter: str | None = None) -> None:
+        import os
+
         self.head = head
-        self.int4 = Int4Weight(head, group)
-        self.gap = self.int4.err_norm  # [out]: ||int8 row - int4 row||
         self.last_candidates = 0
+        filter = filter or os.environ.get("LONGDOC_GREEDY_FILTER") or None
+        if filter not in (None, "int4", "int8"):
+            raise ValueError(f"GreedyHead filter must be int4 or int8, not {filter!r}")
+        self.int8: Int8Filter | None = None
+        if filter in (None, "int8"):
+            try:
+                self.int8 = Int8Filter(head)
+            except (RuntimeError, AttributeError, NotImplementedError):  # a torch built without fbgemm
+                if filter == "int8":
+                    raise
+        # the int4 kernel is compute-bound without AVX-512 (see Int8Filter): not built there unless asked
+        wide = torch.backends.cpu.get_cpu_capability() not in ("DEFAULT", "AVX2", "NO AVX")
+        self.int4 = Int4Weight(head, group) if filter == "int4" or (filter is None and (wide or self.int8 is None)) \
+            else None
+        if self.int4 is not None and self.int8 is not None:
+            self.timings = {"int4": self._time(self._int4), "int8": self._time(self.int8.coarse)}
+            if self.timings["int8"] < self.timings["int4"]:
+                self.int4 = None
+            else:
+                self.int8 = None
+        self.filter = "int4" if self.int4 is not None else "int8"
+
+    def _int4(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The int4 filter: (approx [B, out], bound [B, out]) for x [B, in] (bfloat16 values)."""
+        coarse = self.int4.matmul(x)
+        gap = x.float().norm(dim=1, keepdim=True) * self.int4.err_norm * (1 + _BF16_REL)  # the int8 result's rounding too
+        return coarse, coarse.abs() * _BF16_REL + gap
+
+    def _time(self, fn) -> float:
+        """Seconds per call of a filter on one row (the best of three, after one)."""
+        import time
+
+        x = torch.randn(1, self.head.shape[1], generator=torch.Generator().manual_seed(0))
+        x = x.to(torch.bfloat16).float()
+        fn(x)
+        best = float("inf")
+        for _ in range(3):
+            t = time.perf_counter()
+            fn(x)
+            best = min(best, time.perf_counter() - t)
+        return best
 
     @property
     def nbytes(self) -> int:
+        if self.int8 is not None:
+            return self.int8.nbytes
         return self.int4.packed.numel() + 4 * self.int4.scale_zeros.shape[0] * self.int4.scale_zeros.shape[1] + \
-            4 * self.gap.numel()
+            4 * self.int4.err_norm.numel()
 
     def argmax(self, x: torch.Tensor) -> list[int]:
         """The int8 output layer's argmax for every row of x [B, in] (the final hidden states)."""
         xb = x.to(torch.bfloat16)
-        coarse = self.int4.matmul(xb)  # [B, V]
+        coarse, bound = self._int4(xb) if self.int4 is not None else self.int8.coarse(xb.float())  # [B, V] each
         best = coarse.argmax(-1)  # [B]
         # index_select, not advanced indexing: on the CPU q[rows] of a few hundred rows takes ~150 us,
         # index_select ~7 (one thread, 341 rows of 640)
         q, sc = self.head.q, self.head.scale_bf16
         floor = torch._weight_int8pack_mm(xb, q.index_select(0, best), sc.index_select(0, best)).float()
-        floor = floor.diagonal()  # each row's exact logit at its int4 argmax
-        gap = xb.float().norm(dim=1, keepdim=True) * self.gap * (1 + _BF16_REL)  # the int8 result's rounding too
-        ceiling = coarse + coarse.abs() * _BF16_REL + _SLACK + gap
+        floor = floor.diagonal()  # each row's exact logit at its filter argmax
+        ceiling = coarse + bound + _SLACK
         keep = ceiling >= (floor - floor.abs() * _BF16_REL - _SLACK)[:, None]  # [B, V]
         rows = torch.nonzero(keep.any(0)).flatten()  # union over the batch, ascending
         self.last_candidates = int(rows.numel())

@@ -1,25 +1,30 @@
-"""GreedyHead (engine/model/quant.py): the argmax of an int8 output layer found through an int4
-filter equals the argmax of the whole int8 product, the candidates' int8 logits equal the whole
-product's bit for bit (what its exactness rests on), and a greedy request on the packaged model
-gives the same tokens with and without it."""
+"""GreedyHead (engine/model/quant.py): the argmax of an int8 output layer found through a filter
+(an int4 copy, or the int8 layer through fbgemm with two-row integer activations) equals the
+argmax of the whole int8 product, the filters' bounds hold, the candidates' int8 logits equal the
+whole product's bit for bit (what its exactness rests on), the filter is chosen as documented, and
+a greedy request on the packaged model gives the same tokens with and without it."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from engine.model.quant import GreedyHead, Int8Weight
+from engine.model import quant
+from engine.model.quant import GreedyHead, Int8Filter, Int8Weight
 
+FILTERS = ["int4", "int8"]
 pytestmark = pytest.mark.skipif(not hasattr(torch, "_weight_int4pack_mm_for_cpu"), reason="no CPU int4 kernel")
 
 
-def test_argmax_equals_the_int8_product_and_rows_compute_alike():
+@pytest.mark.parametrize("filt", FILTERS)
+def test_argmax_equals_the_int8_product_and_rows_compute_alike(filt):
     gen = torch.Generator().manual_seed(0)
     w = torch.randn(20000, 256, generator=gen) * 0.05
     w[123] += 0.02  # a few rows close to each other: near-ties the filter must keep
     w[124] = w[123] + 1e-4
     head = Int8Weight(w)
-    greedy = GreedyHead(head)
+    greedy = GreedyHead(head, filter=filt)
+    assert greedy.filter == filt
     x = torch.randn(16, 256, generator=gen) * 3
     x[3] = w[123] * 40  # a row whose best tokens nearly tie
     full = head.matmul(x).float()
@@ -35,12 +40,10 @@ def test_argmax_equals_the_int8_product_and_rows_compute_alike():
 
 def test_too_many_candidates_take_the_whole_product(monkeypatch):
     """A flat distribution (every row a candidate): the whole int8 product, the same argmax."""
-    from engine.model import quant
-
     gen = torch.Generator().manual_seed(1)
     w = torch.randn(4096, 256, generator=gen) * 0.05
     head = Int8Weight(w)
-    greedy = GreedyHead(head)
+    greedy = GreedyHead(head, filter="int4")
     x = torch.randn(3, 256, generator=gen) * 1e-3  # logits all near 0: nothing is ruled out
     full = head.matmul(x).float().argmax(-1).tolist()
     calls = []
@@ -51,6 +54,7 @@ def test_too_many_candidates_take_the_whole_product(monkeypatch):
 
 
 def test_greedy_generation_is_unchanged_on_the_packaged_model():
+    """Each filter on the real output layer (262,144 rows): the same tokens as the whole int8 product."""
     from engine import LLM, SamplingParams
 
     try:
@@ -60,11 +64,83 @@ def test_greedy_generation_is_unchanged_on_the_packaged_model():
     assert llm.model.greedy_head is not None
     prompts = ["The supplier shall deliver the goods within", "Article 1. Definitions. In this Agreement,"]
     params = SamplingParams(max_tokens=12, ignore_eos=True)
-    fast = [o.token_ids for o in llm.generate(prompts, params)]
-    head = llm.model.greedy_head
-    llm.model.greedy_head = None
+    default = llm.model.greedy_head
     try:
+        llm.model.greedy_head = None
         slow = [o.token_ids for o in llm.generate(prompts, params)]
+        for filt in FILTERS:
+            llm.model.greedy_head = default if default.filter == filt else GreedyHead(llm.model.qhead, filter=filt)
+            assert [o.token_ids for o in llm.generate(prompts, params)] == slow, filt
     finally:
-        llm.model.greedy_head = head
-    assert fast == slow
+        llm.model.greedy_head = default
+
+
+def _exact(x: torch.Tensor, head: Int8Weight) -> torch.Tensor:
+    """x.w_j in float64 with the weights _weight_int8pack_mm multiplies by (int8 rows x bfloat16 scales)."""
+    return x.double() @ (head.q.double() * head.scale_bf16.double()[:, None]).T
+
+
+def test_int8_filter_bound_holds_and_is_tight():
+    """|x.w_j - approx_j| <= bound_j for every row, activations with outlier channels included
+    (what the filter's exactness rests on), and the bound is far below the logits' spread."""
+    gen = torch.Generator().manual_seed(2)
+    w = torch.randn(6000, 640, generator=gen) * 0.05
+    head = Int8Weight(w)
+    filt = Int8Filter(head)
+    x = torch.randn(4, 640, generator=gen)
+    x[1, 7] = 300.0  # an outlier channel: the scale follows it
+    x[2] *= 1e-4  # a tiny row
+    x[3] = 0.0
+    x[3, 5] = 2.5
+    x = x.to(torch.bfloat16).float()  # the activations the int8 kernel reads
+    approx, bound = filt.coarse(x)
+    err = (approx.double() - _exact(x, head)).abs()
+    assert bool((err <= bound.double()).all())
+    assert float(bound[0].max()) < 1e-2 * float(_exact(x[:1], head).std())  # measured: 3.6e-3 of it
+
+
+def test_int8_filter_prefers_few_candidates():
+    """On random activations the int8 filter keeps far fewer rows than the int4 one (its bound is
+    the activations' rounding, not the weights')."""
+    gen = torch.Generator().manual_seed(3)
+    w = torch.randn(20000, 256, generator=gen) * 0.05
+    head = Int8Weight(w)
+    x = torch.randn(1, 256, generator=gen) * 3
+    counts = {}
+    for filt in FILTERS:
+        greedy = GreedyHead(head, filter=filt)
+        assert greedy.argmax(x) == [int(head.matmul(x).float().argmax())]
+        counts[filt] = greedy.last_candidates
+    assert 1 <= counts["int8"] < counts["int4"]
+
+
+def test_filter_choice(monkeypatch):
+    """AVX2: the int8 filter, the int4 copy not built; AVX-512: both timed, the faster kept; no
+    fbgemm: int4; LONGDOC_GREEDY_FILTER names one; anything else is refused."""
+    head = Int8Weight(torch.randn(512, 64, generator=torch.Generator().manual_seed(4)))
+    monkeypatch.delenv("LONGDOC_GREEDY_FILTER", raising=False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    g = GreedyHead(head)
+    assert (g.filter, g.int4) == ("int8", None)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    for fast in FILTERS:
+        monkeypatch.setattr(GreedyHead, "_time", lambda self, fn, fast=fast: 0.0 if (fn == self._int4) == (fast == "int4")
+                            else 1.0)
+        g = GreedyHead(head)
+        assert g.filter == fast and set(g.timings) == set(FILTERS)
+        assert (g.int4 is None) == (fast == "int8") and (g.int8 is None) == (fast == "int4")
+    monkeypatch.setenv("LONGDOC_GREEDY_FILTER", "int4")
+    assert GreedyHead(head).filter == "int4"
+    monkeypatch.setenv("LONGDOC_GREEDY_FILTER", "int2")
+    with pytest.raises(ValueError, match="int2"):
+        GreedyHead(head)
+    monkeypatch.delenv("LONGDOC_GREEDY_FILTER")
+
+    def no_fbgemm(self, head):
+        raise RuntimeError("no fbgemm in this build")
+
+    monkeypatch.setattr(quant.Int8Filter, "__init__", no_fbgemm)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert GreedyHead(head).filter == "int4"
+    with pytest.raises(RuntimeError, match="fbgemm"):
+        GreedyHead(head, filter="int8")

@@ -95,7 +95,38 @@ def test_many_rows_take_the_bfloat16_gemm(monkeypatch, rows):
         assert layer.w16 is not None and layer.nbytes == 96 * 64 * 3 + 6 * 96
         torch.testing.assert_close(got, ref, rtol=2**-7, atol=2**-7 * ref.abs().max().item())
     monkeypatch.setattr(quant, "_BF16_GEMM", False)
-    assert torch.equal(Int8Weight(w, gemm=True).matmul(x), ref)  # a CPU without bfloat16 GEMMs
+    monkeypatch.setattr(quant, "_FP32_GEMM", False)
+    assert torch.equal(Int8Weight(w, gemm=True).matmul(x), ref)  # neither GEMM: the int8 kernel
+
+
+@pytest.mark.parametrize("rows", [1, 16, 63, 64, 300])
+def test_many_rows_take_the_float32_gemm_without_bfloat16(monkeypatch, rows):
+    """A CPU without bfloat16 GEMMs (AVX2): from FP32_GEMM_ROWS rows a layer weight multiplies as
+    float32, dequantised on the fly to exactly the int8 kernel's weights, with float32 activations
+    (no copy kept); fewer rows, and the output layer, stay on the int8 kernel bit for bit."""
+    from engine.model import quant
+
+    monkeypatch.setattr(quant, "_BF16_GEMM", False)
+    monkeypatch.setattr(quant, "_FP32_GEMM", None)
+    monkeypatch.delenv("LONGDOC_CPU_FP32_GEMM", raising=False)
+    assert quant.fp32_gemm()  # the default where bfloat16 GEMMs are not
+    gen = torch.Generator().manual_seed(5)
+    w = torch.randn(96, 64, generator=gen)
+    x = torch.randn(rows, 64, generator=gen)
+    layer, head = Int8Weight(w, gemm=True), Int8Weight(w)
+    ref = torch._weight_int8pack_mm(x.to(torch.bfloat16), layer.q, layer.scale_bf16).float()
+    exact = x.double() @ (layer.q.double() * layer.scale_bf16.double()[:, None]).T
+    got = layer.matmul(x)
+    assert torch.equal(head.matmul(x), ref)
+    if rows < quant.FP32_GEMM_ROWS:
+        assert torch.equal(got, ref)
+    else:
+        assert not torch.equal(got, ref) and layer.w16 is None and layer.nbytes == 96 * 64 + 6 * 96
+        torch.testing.assert_close(got.double(), exact, rtol=1e-5, atol=1e-4)  # float32, not bfloat16
+        assert (got.double() - exact).abs().max() < (ref.double() - exact).abs().max()
+    monkeypatch.setattr(quant, "_FP32_GEMM", None)
+    monkeypatch.setenv("LONGDOC_CPU_FP32_GEMM", "0")
+    assert not quant.fp32_gemm() and torch.equal(Int8Weight(w, gemm=True).matmul(x), ref)
 
 
 def test_prefill_attention_in_bfloat16_is_close_and_decode_is_not_cast(monkeypatch):
