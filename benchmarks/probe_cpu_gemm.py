@@ -7,7 +7,10 @@ text (time to the first token of `generate`, max_tokens=1, a different window ea
 ms per token after a 1,024-token prompt, and (one thread) the perplexity of 2,047 tokens of the
 GitHub ToS v2 (the text BENCHMARKS.md's int8 perplexity uses), scored through `prompt_logits`.
 
-    python benchmarks/probe_cpu_gemm.py [--threads 1 2] [--float32] [--out FILE.json]"""
+    python benchmarks/probe_cpu_gemm.py [--threads 1 2] [--float32] [--gemm bf16|fp32] [--out FILE.json]
+
+--gemm fp32 toggles the float32 GEMMs of CPUs without bfloat16 ones (LONGDOC_CPU_FP32_GEMM) instead
+of the bfloat16 copies (LONGDOC_CPU_BF16_GEMM)."""
 
 from __future__ import annotations
 
@@ -63,6 +66,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--out", default=None)
     ap.add_argument("--float32", action="store_true", help="also the float32 reference (first thread count)")
+    ap.add_argument("--gemm", choices=["bf16", "fp32"], default="bf16", help="which many-row GEMM to toggle")
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -77,10 +81,11 @@ def main() -> None:
         print(rows[-1], flush=True)
     for th in a.threads:
         for gemm in ("0", "1"):
-            env = dict(os.environ, LONGDOC_CPU_BF16_GEMM=gemm, OMP_NUM_THREADS=str(th))
+            env = dict(os.environ, OMP_NUM_THREADS=str(th))
+            env[f"LONGDOC_CPU_{a.gemm.upper()}_GEMM"] = gemm
             r = subprocess.run([sys.executable, __file__, "--worker", str(th), "1" if th == a.threads[0] else "0", "-"],
                                env=env, capture_output=True, text=True, check=True)
-            row = {"threads": th, "weights": "int8", "bf16_gemm": gemm == "1",
+            row = {"threads": th, "weights": "int8", f"{a.gemm}_gemm": gemm == "1",
                    **json.loads(r.stdout.strip().splitlines()[-1])}
             print(row, flush=True)
             rows.append(row)
