@@ -213,7 +213,9 @@ class Int8Filter:
             self.packed = torch.ops.quantized.linear_prepack(qw, None)
         finally:
             torch.backends.quantized.engine = prev
-        self.norm = (w.float() * head.scale_bf16.float()[:, None]).norm(dim=1)  # ||w_j|| [out]
+        # ||w_j|| = |scale_j| ||q_j|| [out], in runs of rows (no float copy of the whole layer)
+        self.norm = torch.cat([w[a:a + 16384].float().norm(dim=1) for a in range(0, w.shape[0], 16384)])
+        self.norm *= head.scale_bf16.float().abs()
         self.shape = head.shape
         self.nbytes = w.numel() + 4 * self.norm.numel()
 
