@@ -25,7 +25,7 @@ products of GEMM_ROWS rows or more go through a bfloat16 copy of each weight (ma
 (engine/attention/backend.py: `sdpa_dtype`). Intel Xeon with AMX, the packaged model, 2,048-token
 prompt: 233 -> 849 tokens/s on one thread, 441 -> 1,417 on two; decode unchanged; held-text
 perplexity 10.6455 -> 10.6307 against float32's 10.6036 (BENCHMARKS.md, "CPU prefill: bfloat16
-GEMMs"). Where it does not (AVX2 only: oneDNN emulates bfloat16 there, slower than float32), the
+GEMMs"). Where it does not (AVX2 only: a bfloat16 GEMM there is ~8x slower than float32), the
 products of FP32_GEMM_ROWS rows or more multiply the int8 weights dequantised to float32 on the
 fly, no copy kept: AMD EPYC with AVX2, two threads, 1,024-token prompts 271 -> 407 tokens/s
 (BENCHMARKS.md, "CPU on an AVX2-only host").
@@ -59,7 +59,7 @@ GEMM_ROWS = 16
 _BF16_GEMM: bool | None = None
 
 
-# Where the CPU has no bfloat16 GEMM (AVX2: oneDNN emulates bfloat16, 4x slower than float32), products
+# Where the CPU has no bfloat16 GEMM (AVX2: no bfloat16 instructions, a bfloat16 GEMM 8x float32's time), products
 # of at least FP32_GEMM_ROWS rows multiply the weight dequantised to float32 on the fly (the int8
 # kernel's weights exactly: q x the bfloat16 scale), no copy kept: `_weight_int8pack_mm` is built for
 # a few rows. AMD EPYC (AVX2 only), one thread, [rows, 640] x [4096, 640]: 1,024 rows 156 ms int8pack
