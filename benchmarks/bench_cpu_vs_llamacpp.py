@@ -65,6 +65,12 @@ TEXTS = [
 ]
 
 
+# longdoc's engine names -> worker_longdoc's weights argument
+LONGDOC_ENGINES = {"longdoc-int8": "int8", "longdoc-float32": "float", "longdoc-int8-full-head": "int8-full-head",
+                   "longdoc-int8-nospec": "int8-nospec", "longdoc-int8-int4-filter": "int8-int4-filter",
+                   "longdoc-int8-int8-filter": "int8-int8-filter"}
+
+
 # ----------------------------------------------------------------------------------------- workers
 def worker_longdoc(weights: str) -> None:
     """weights: "int8", "float", "int8-full-head": int8 with the output layer's GreedyHead
@@ -238,14 +244,8 @@ def main() -> None:
     me = [sys.executable, str(Path(__file__).resolve())]
     thr = ["--threads", *map(str, args.threads)]
     spawn = {
-        "longdoc-int8": lambda: Worker("longdoc-int8", [*me, "--worker", "longdoc:int8"]),
-        "longdoc-float32": lambda: Worker("longdoc-float32", [*me, "--worker", "longdoc:float"]),
-        "longdoc-int8-full-head": lambda: Worker("longdoc-int8-full-head", [*me, "--worker", "longdoc:int8-full-head"]),
-        "longdoc-int8-nospec": lambda: Worker("longdoc-int8-nospec", [*me, "--worker", "longdoc:int8-nospec"]),
-        "longdoc-int8-int4-filter": lambda: Worker("longdoc-int8-int4-filter",
-                                                   [*me, "--worker", "longdoc:int8-int4-filter"]),
-        "longdoc-int8-int8-filter": lambda: Worker("longdoc-int8-int8-filter",
-                                                   [*me, "--worker", "longdoc:int8-int8-filter"]),
+        **{name: (lambda name=name, mode=mode: Worker(name, [*me, "--worker", f"longdoc:{mode}"]))
+           for name, mode in LONGDOC_ENGINES.items()},
         "llama.cpp": lambda: Worker("llama.cpp", [args.llama_python, str(Path(__file__).resolve()),
                                                   "--worker", f"llama:{gguf}", *thr]),
         "transformers": lambda: Worker("transformers", [*me, "--worker", "hf"]),

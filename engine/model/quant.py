@@ -117,16 +117,15 @@ class Int8Weight:
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., in] @ w.T -> [..., out] in x's dtype."""
         flat = x.dim() == 2  # the engine's activations [T, in]: no reshapes (a decode step makes 72 of these calls)
-        x2 = (x if flat else x.reshape(-1, x.shape[-1])).to(torch.bfloat16)
+        x2 = x if flat else x.reshape(-1, x.shape[-1])
         if self.gemm and x2.shape[0] >= GEMM_ROWS and bf16_gemm():
             if self.w16 is None:
                 self.w16 = (self.q.float() * self.scale_bf16.float()[:, None]).to(torch.bfloat16)
-            y = F.linear(x2, self.w16)
+            y = F.linear(x2.to(torch.bfloat16), self.w16)
         elif self.gemm and x2.shape[0] >= FP32_GEMM_ROWS and fp32_gemm():
-            x32 = x if flat else x.reshape(-1, x.shape[-1])
-            y = F.linear(x32.float(), self.q * self.scale_bf16.float()[:, None])  # float32 activations, not rounded
+            y = F.linear(x2.float(), self.q * self.scale_bf16.float()[:, None])  # float32 activations, not rounded
         else:
-            y = torch._weight_int8pack_mm(x2, self.q, self.scale_bf16)
+            y = torch._weight_int8pack_mm(x2.to(torch.bfloat16), self.q, self.scale_bf16)
         y = y.to(x.dtype)
         return y if flat else y.reshape(*x.shape[:-1], self.shape[0])
 
