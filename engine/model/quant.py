@@ -216,8 +216,7 @@ class Int8Filter:
         # ||w_j|| = |scale_j| ||q_j|| [out], in runs of rows (no float copy of the whole layer)
         self.norm = torch.cat([w[a:a + 16384].float().norm(dim=1) for a in range(0, w.shape[0], 16384)])
         self.norm *= head.scale_bf16.float().abs()
-        self.shape = head.shape
-        self.nbytes = w.numel() + 4 * self.norm.numel()
+        self.nbytes = w.numel() + 4 * self.norm.numel()  # fbgemm's packed copy of the int8 rows, the norms
 
     def coarse(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x [B, in] float32 (the bfloat16 activations the int8 kernel reads) -> (approx [B, out],
