@@ -68,7 +68,7 @@ TEXTS = [
 # longdoc's engine names -> worker_longdoc's weights argument
 LONGDOC_ENGINES = {"longdoc-int8": "int8", "longdoc-float32": "float", "longdoc-int8-full-head": "int8-full-head",
                    "longdoc-int8-nospec": "int8-nospec", "longdoc-int8-int4-filter": "int8-int4-filter",
-                   "longdoc-int8-int8-filter": "int8-int8-filter"}
+                   "longdoc-int8-int8-filter": "int8-int8-filter", "longdoc-int8-nokernels": "int8-nokernels"}
 
 
 # ----------------------------------------------------------------------------------------- workers
@@ -76,18 +76,22 @@ def worker_longdoc(weights: str) -> None:
     """weights: "int8", "float", "int8-full-head": int8 with the output layer's GreedyHead
     switched off by hand (every logit computed, as before it), "int8-nospec": int8 with
     prompt-lookup speculative decoding off (`num_speculative_tokens=0`), or "int8-int4-filter" /
-    "int8-int8-filter": the GreedyHead's filter named (LONGDOC_GREEDY_FILTER), for the comparisons."""
+    "int8-int8-filter": the GreedyHead's filter named (LONGDOC_GREEDY_FILTER), or "int8-nokernels":
+    the C kernels off (LONGDOC_CPU_KERNELS=0), for the comparisons."""
     sys.path.insert(0, str(ROOT))
     full_head = weights == "int8-full-head"
     nospec = weights == "int8-nospec"
     if weights in ("int8-int4-filter", "int8-int8-filter"):
         os.environ["LONGDOC_GREEDY_FILTER"] = weights.split("-")[1]
+    if weights == "int8-nokernels":  # torch's int8 kernel for every product, not the C kernels (longdoc_kernels/cpu)
+        os.environ["LONGDOC_CPU_KERNELS"] = "0"
     weights = "int8" if weights != "float" else weights
     import torch
 
     from engine import SamplingParams
     from engine.config import CacheConfig, EngineConfig, LoadConfig, SchedulerConfig
     from engine.llm import LLM
+    from longdoc_kernels import cpu as cpu_kernels
 
     t = time.perf_counter()
     llm = LLM(config=EngineConfig(LoadConfig(device="cpu", weights=weights), CacheConfig(memory_budget=2**30),
@@ -96,7 +100,8 @@ def worker_longdoc(weights: str) -> None:
         llm.model.greedy_head = None
     reply({"ready": True, "load_s": time.perf_counter() - t, "weights": llm.weights,
            "greedy_head": llm.model.greedy_head.filter if llm.model.greedy_head is not None else None,
-           "speculative": llm.core.proposer.k if llm.core.proposer is not None else 0})
+           "speculative": llm.core.proposer.k if llm.core.proposer is not None else 0,
+           "cpu_kernels": cpu_kernels.status()})
     for req in requests():
         torch.set_num_threads(req["threads"])
         stamps, toks, t = [], [], time.perf_counter()

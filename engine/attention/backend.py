@@ -128,6 +128,14 @@ class AttentionBackend(ABC):
         return None
 
 
+def cpu_kernels():
+    """longdoc_kernels.cpu where its C kernels are built on this machine (and not turned off with
+    LONGDOC_CPU_KERNELS=0), else None: the torch paths below."""
+    from longdoc_kernels import cpu
+
+    return cpu if cpu.lib() is not None else None
+
+
 def gather_blocks(
     k_cache: torch.Tensor, v_cache: torch.Tensor, blocks: torch.Tensor, warm: WarmPages | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -279,9 +287,17 @@ class TorchAttentionBackend(AttentionBackend):
         first = 0 if window is None else max(0, q_offset - window + 1)  # first key the tile can see
         b0, b1 = first // bs, (kv_len + bs - 1) // bs
         blocks = block_table[b0:b1]
+        few = (q.device.type == "cpu" and 1 < tq < self.few_rows and tq == kv_len - q_offset
+               and not return_lse and softcap is None)
+        if few and (kernels := cpu_kernels()) is not None:
+            # the C kernel (longdoc_kernels/cpu), row i as the decode step at its position computes it
+            lens = torch.arange(q_offset + 1, kv_len + 1)
+            table = block_table.to(torch.int64).unsqueeze(0).expand(tq, -1)
+            out = kernels.decode_attention(q, k_cache, v_cache, table, lens, scale, window)
+            if out is not None:
+                return AttentionOutput(out)
         kb, vb = gather_blocks(k_cache, v_cache, blocks, warm)
-        if (q.device.type == "cpu" and 1 < tq < self.few_rows and tq == kv_len - q_offset
-                and not return_lse and softcap is None):
+        if few:
             # a few rows (a prompt's short tail, speculative verification: engine/core/speculative.py):
             # each row as the decode step computes it (keys first..its position, `_one_query`), so a
             # verified token is the one plain decoding picks; the chunk's blocks are gathered once
@@ -342,6 +358,13 @@ class TorchAttentionBackend(AttentionBackend):
         bs = k_cache.shape[1]
         b = q.shape[0]
         dev = q.device
+        if dev.type == "cpu" and not return_lse and (kernels := cpu_kernels()) is not None:
+            # the C kernel (longdoc_kernels/cpu): each sequence's keys read in place through its
+            # table, in one call for the batch; None where it does not apply (a warm-tier entry)
+            out = kernels.decode_attention(q, k_cache, v_cache, block_tables.to(torch.int64), kv_lens, scale, window,
+                                           softcap)
+            if out is not None:
+                return AttentionOutput(out)
         if b == 1:  # one sequence: gather exactly its visible keys, no padding, no mask
             n = int(kv_lens[0])
             r = self._prefill_tile(

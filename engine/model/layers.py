@@ -31,6 +31,18 @@ def _fused_path(x: torch.Tensor) -> bool:
     return dispatch.fused_path(x)
 
 
+# Norms of at most this many values (a decode step's rows; a prefill chunk's are left to torch,
+# which spreads them over threads) run as one C call where longdoc_kernels.cpu is built
+_KERNEL_NORM_MAX = 16384
+
+
+def _cpu_kernels():
+    """longdoc_kernels.cpu where its C kernels are built here (LONGDOC_CPU_KERNELS=0: never), else None."""
+    from longdoc_kernels import cpu
+
+    return cpu if cpu.lib() is not None else None
+
+
 class RMSNorm(nn.Module):
     """RMSNorm over the last dimension. Llama: w * x_norm.to(dtype); Gemma: (x_norm * (1 + w)).to(dtype)."""
 
@@ -58,6 +70,9 @@ class RMSNorm(nn.Module):
             if dispatch.use_triton(x.device):
                 return dispatch.rms_norm(x, self.kernel_weight(), self.eps, self.gemma)
         if x.dtype == torch.float32 and not x.is_cuda and (w := self.kernel_weight()).dtype == torch.float32:
+            if x.numel() <= _KERNEL_NORM_MAX and (kernels := _cpu_kernels()) is not None:
+                # a decode step's rows: one C call (longdoc_kernels/cpu), ~8 us against torch's ~20-50
+                return kernels.rms_norm(x, w, self.eps)
             # one op instead of six (a CPU decode step runs 109 of them for Gemma 3 270M), the same
             # float32 arithmetic in the same order: equal bit for bit to the lines below
             # (tests/engine/model/test_layers_rmsnorm.py)
@@ -185,6 +200,8 @@ class Attention(nn.Module):
             w = self._joint_qk_weight(qk)
             if w is None:
                 qk = torch.cat((self.q_norm(qk[:, :h]), self.k_norm(qk[:, h:])), dim=1)
+            elif qk.numel() <= _KERNEL_NORM_MAX and (kernels := _cpu_kernels()) is not None:
+                qk = kernels.rms_norm(qk, w, self.q_norm.eps)  # every head's norm and weight in one C call
             else:  # one norm, then each head's weight: F.rms_norm's own order (normalise, then scale)
                 qk = F.rms_norm(qk, (d,), None, self.q_norm.eps) * w
         qk = apply_rope_rolled(qk, cos, sin)
@@ -236,6 +253,12 @@ class DecoderLayer(nn.Module):
                                              eps, gemma)[0]
             x, h = dispatch.add_rms_norm(x, a, None, self.post_attention_layernorm.kernel_weight(), eps, gemma)
             return x + self.mlp(h)
+        if self.sandwich and (w := self._sandwich_kernel(x)) is not None:
+            # each residual add with the norms around it in one C call (longdoc_kernels/cpu)
+            kernels = _cpu_kernels()
+            eps = self.post_attention_layernorm.eps
+            x, h = kernels.add_rms_norm(x, self.self_attn(self.input_layernorm(x), cos, sin, ctx), w[0], w[1], eps)
+            return kernels.add_rms_norm(x, self.mlp(h), w[2], None, eps)[0]
         if self.sandwich:
             h = self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), cos, sin, ctx))
             x = x + h
@@ -243,3 +266,14 @@ class DecoderLayer(nn.Module):
             return x + h
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, ctx)
         return x + self.mlp(self.post_attention_layernorm(x))
+
+    def _sandwich_kernel(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """The float32 weights of the post-attention, pre-feedforward and post-feedforward norms
+        where the C kernels take this step's rows x (float32 on the CPU, a decode step's size),
+        else None."""
+        if x.is_cuda or x.dtype != torch.float32 or x.dim() != 2 or x.numel() > _KERNEL_NORM_MAX \
+                or _cpu_kernels() is None:
+            return None
+        ws = (self.post_attention_layernorm.kernel_weight(), self.pre_feedforward_layernorm.kernel_weight(),
+              self.post_feedforward_layernorm.kernel_weight())
+        return ws if all(w.dtype == torch.float32 for w in ws) else None

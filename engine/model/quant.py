@@ -69,6 +69,20 @@ FP32_GEMM_ROWS = 64
 _FP32_GEMM: bool | None = None
 
 
+# A layer's products of at most KERNEL_ROWS rows (a decode step, a few speculative drafts) go through
+# the C kernel of longdoc_kernels/cpu where it is built (float32 activations, no bfloat16 casts
+# around the call); more rows, the output layer (GreedyHead's exactness rests on its one kernel) and
+# machines without the kernels keep `_weight_int8pack_mm`. LONGDOC_CPU_KERNELS=0 turns it off.
+KERNEL_ROWS = 4
+
+
+def cpu_kernels():
+    """longdoc_kernels.cpu where its C kernels are built here, else None."""
+    from longdoc_kernels import cpu
+
+    return cpu if cpu.lib() is not None else None
+
+
 def fp32_gemm() -> bool:
     """Whether row-heavy int8 products run as float32 GEMMs on this CPU (see FP32_GEMM_ROWS): where
     bf16_gemm() does not hold."""
@@ -110,6 +124,7 @@ class Int8Weight:
         self.scale = (amax / 127.0).contiguous()
         self.q = torch.round(w / self.scale[:, None]).clamp_(-127, 127).to(torch.int8).contiguous()
         self.scale_bf16 = self.scale.to(torch.bfloat16)
+        self.scale_k = self.scale_bf16.float() if gemm else None  # the same scales as the C kernel takes them
         self.shape = tuple(w.shape)
         self.gemm = gemm
         self.w16: torch.Tensor | None = None  # bfloat16 q x scale_bf16 (one rounding of the exact product)
@@ -124,6 +139,8 @@ class Int8Weight:
             y = F.linear(x2.to(torch.bfloat16), self.w16)
         elif self.gemm and x2.shape[0] >= FP32_GEMM_ROWS and fp32_gemm():
             y = F.linear(x2.float(), self.q * self.scale_bf16.float()[:, None])  # float32 activations, not rounded
+        elif self.gemm and x2.shape[0] <= KERNEL_ROWS and not x2.is_cuda and (kernels := cpu_kernels()) is not None:
+            y = kernels.int8_matmul(x2.float(), self.q, self.scale_k)  # float32 activations, no casts
         else:
             y = torch._weight_int8pack_mm(x2.to(torch.bfloat16), self.q, self.scale_bf16)
         y = y.to(x.dtype)
@@ -138,7 +155,7 @@ class Int8Weight:
 
     @property
     def nbytes(self) -> int:
-        return self.q.numel() + 6 * self.scale.numel() + (2 * self.w16.numel() if self.w16 is not None else 0)
+        return self.q.numel() + (10 if self.gemm else 6) * self.scale.numel() + (2 * self.w16.numel() if self.w16 is not None else 0)
 
 
 class Int4Weight:

@@ -81,6 +81,7 @@ def test_many_rows_take_the_bfloat16_gemm(monkeypatch, rows):
     and the output layer, stay on the int8 kernel bit for bit."""
     from engine.model import quant
 
+    monkeypatch.setattr(quant, "cpu_kernels", lambda: None)  # the C kernel's few rows: test_few_rows_take_the_c_kernel
     monkeypatch.setattr(quant, "_BF16_GEMM", True)
     gen = torch.Generator().manual_seed(2)
     w = torch.randn(96, 64, generator=gen)
@@ -92,7 +93,7 @@ def test_many_rows_take_the_bfloat16_gemm(monkeypatch, rows):
     if rows < quant.GEMM_ROWS:
         assert torch.equal(got, ref) and layer.w16 is None
     else:
-        assert layer.w16 is not None and layer.nbytes == 96 * 64 * 3 + 6 * 96
+        assert layer.w16 is not None and layer.nbytes == 96 * 64 * 3 + 10 * 96
         torch.testing.assert_close(got, ref, rtol=2**-7, atol=2**-7 * ref.abs().max().item())
     monkeypatch.setattr(quant, "_BF16_GEMM", False)
     monkeypatch.setattr(quant, "_FP32_GEMM", False)
@@ -106,6 +107,7 @@ def test_many_rows_take_the_float32_gemm_without_bfloat16(monkeypatch, rows):
     (no copy kept); fewer rows, and the output layer, stay on the int8 kernel bit for bit."""
     from engine.model import quant
 
+    monkeypatch.setattr(quant, "cpu_kernels", lambda: None)  # the C kernel's few rows: test_few_rows_take_the_c_kernel
     monkeypatch.setattr(quant, "_BF16_GEMM", False)
     monkeypatch.setattr(quant, "_FP32_GEMM", None)
     monkeypatch.delenv("LONGDOC_CPU_FP32_GEMM", raising=False)
@@ -121,7 +123,7 @@ def test_many_rows_take_the_float32_gemm_without_bfloat16(monkeypatch, rows):
     if rows < quant.FP32_GEMM_ROWS:
         assert torch.equal(got, ref)
     else:
-        assert not torch.equal(got, ref) and layer.w16 is None and layer.nbytes == 96 * 64 + 6 * 96
+        assert not torch.equal(got, ref) and layer.w16 is None and layer.nbytes == 96 * 64 + 10 * 96
         torch.testing.assert_close(got.double(), exact, rtol=1e-5, atol=1e-4)  # float32, not bfloat16
         assert (got.double() - exact).abs().max() < (ref.double() - exact).abs().max()
     monkeypatch.setattr(quant, "_FP32_GEMM", None)
@@ -152,3 +154,31 @@ def test_prefill_attention_in_bfloat16_is_close_and_decode_is_not_cast(monkeypat
     assert default_backend(torch.device("cpu"), "float").sdpa_dtype is None
     monkeypatch.setattr(quant, "_BF16_GEMM", False)
     assert default_backend(torch.device("cpu"), "int8").sdpa_dtype is None
+
+
+@pytest.mark.parametrize("rows", [1, 3, 4, 5])
+def test_few_rows_take_the_c_kernel(monkeypatch, rows):
+    """A layer's products of at most KERNEL_ROWS rows go through the C kernel where it is built:
+    float32 activations, closer to the float64 product than the bfloat16-activation kernel; more
+    rows, the output layer, and LONGDOC_CPU_KERNELS=0 keep `_weight_int8pack_mm` bit for bit."""
+    from engine.model import quant
+    from longdoc_kernels import cpu
+
+    if cpu.lib() is None:
+        pytest.skip(f"C kernels not built here: {cpu.status()}")
+    gen = torch.Generator().manual_seed(7)
+    w = torch.randn(96, 64, generator=gen)  # (torch's int8 kernel reads past rows of 72: whole vectors only)
+    x = torch.randn(rows, 64, generator=gen) * 4
+    layer, head = Int8Weight(w, gemm=True), Int8Weight(w)
+    ref = torch._weight_int8pack_mm(x.to(torch.bfloat16), layer.q, layer.scale_bf16).float()
+    exact = x.double() @ (layer.q.double() * layer.scale_bf16.double()[:, None]).T
+    got = layer.matmul(x)
+    assert torch.equal(head.matmul(x), ref)
+    if rows <= quant.KERNEL_ROWS:
+        torch.testing.assert_close(got.double(), exact, rtol=1e-5, atol=1e-4)
+        assert (got.double() - exact).abs().max() < (ref.double() - exact).abs().max()
+        assert torch.equal(got[:1], layer.matmul(x[:1]))  # a row's result does not depend on the others
+    else:
+        assert torch.equal(got, ref)
+    monkeypatch.setattr(quant, "cpu_kernels", lambda: None)
+    assert torch.equal(layer.matmul(x), ref)

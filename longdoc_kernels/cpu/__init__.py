@@ -1,0 +1,197 @@
+"""C kernels for the CPU's decode step (decode.c), built at first use by the system C compiler and
+loaded with ctypes; where they cannot be built (no compiler, a failed build, `LONGDOC_CPU_KERNELS=0`)
+the engine keeps its torch path and `status()` says why.
+
+Why C: a CPU decode step of a small model is bound by the count of small operations as much as by
+the bytes of weights: in torch every operation costs a dispatch of several microseconds whatever
+its size (one RMSNorm of 640 values ~36 us as six ops on the 2-core Xeon of 2026-12-06; a decode
+step of Gemma 3 270M runs 91 of them). A C call through ctypes costs ~2-4 us.
+
+The build is `cc -O3 -march=native -fopenmp -shared -fPIC` into the engine's cache folder
+(`$LONGDOC_CACHE`, else ~/.cache/longdoc; read from the environment, since kernels do not import
+the engine), keyed by the source, the compiler's version, this CPU's flags and torch's version, so
+a new machine or compiler rebuilds it (~1 s). It links the OpenMP runtime that torch has already
+loaded (libgomp), so the kernels and torch share one thread pool.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+
+import torch
+
+_SOURCE = Path(__file__).with_name("decode.c")
+_FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=gnu11", "-Wno-psabi"]
+_LIB: ctypes.CDLL | None = None
+_STATUS: str | None = None  # "ok: <path>" or why the kernels are off
+
+
+def _cpu_id() -> str:
+    """This CPU's model and instruction-set flags (what -march=native compiles for)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    keep = [ln for ln in text.splitlines() if ln.startswith(("model name", "flags"))]
+    return "\n".join(dict.fromkeys(keep))  # the first core's lines (all cores alike)
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("LONGDOC_CACHE")
+    return (Path(root).expanduser() if root else Path.home() / ".cache" / "longdoc") / "cpu_kernels"
+
+
+def _build() -> tuple[ctypes.CDLL | None, str]:
+    if os.environ.get("LONGDOC_CPU_KERNELS") == "0":
+        return None, "off (LONGDOC_CPU_KERNELS=0)"
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return None, f"off (no kernels for {platform.machine()})"
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        return None, "off (no C compiler found: cc, gcc or clang; set CC)"
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"off ({cc} --version failed: {exc})"
+    source = _SOURCE.read_bytes()
+    key = hashlib.sha256(b"\0".join([source, version.encode(), " ".join(_FLAGS).encode(), _cpu_id().encode(),
+                                     torch.__version__.encode()])).hexdigest()[:16]
+    path = _cache_dir() / f"decode-{key}.so"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}.so")
+        try:
+            done = subprocess.run([cc, *_FLAGS, str(_SOURCE), "-o", str(tmp)], capture_output=True, text=True,
+                                  timeout=120)
+            if done.returncode != 0:
+                msg = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                return None, f"off (building {_SOURCE.name} with {cc} failed: {msg})"
+            os.replace(tmp, path)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return None, f"off (building {_SOURCE.name} with {cc} failed: {exc})"
+        finally:
+            tmp.unlink(missing_ok=True)
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        return None, f"off (loading {path} failed: {exc})"
+    f32, i64, ptr = ctypes.c_float, ctypes.c_int64, ctypes.c_void_p
+    lib.ld_rms_norm.restype = None
+    lib.ld_rms_norm.argtypes = [ptr, i64, ptr, i64, ptr, i64, i64, f32]
+    lib.ld_add_rms_norm.restype = None
+    lib.ld_add_rms_norm.argtypes = [ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, f32]
+    lib.ld_int8_matmul.restype = None
+    lib.ld_int8_matmul.argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, ctypes.c_int]
+    lib.ld_decode_attention.restype = ctypes.c_int
+    lib.ld_decode_attention.argtypes = [ptr, ptr, ptr, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, i64, f32, f32,
+                                        ptr, ctypes.c_int]
+    return lib, f"ok: {path}"
+
+
+def lib() -> ctypes.CDLL | None:
+    """The built kernels, or None (see status()). Built once per process (and once per machine)."""
+    global _LIB, _STATUS
+    if _STATUS is None:
+        _LIB, _STATUS = _build()
+        if _LIB is None and os.environ.get("LONGDOC_CPU_KERNELS") != "0":
+            warnings.warn(f"longdoc CPU kernels {_STATUS}; the CPU decode step keeps its slower torch path",
+                          stacklevel=2)
+    return _LIB
+
+
+def status() -> str:
+    lib()
+    return _STATUS or ""
+
+
+def reset() -> None:
+    """Forget the loaded state, so the next lib() decides again (tests)."""
+    global _LIB, _STATUS
+    _LIB, _STATUS = None, None
+
+
+def _ok(*ts: torch.Tensor) -> bool:
+    return all(t.dtype == torch.float32 and t.device.type == "cpu" for t in ts)
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last dimension of x [..., n, d], each row times w [d], or row j of every
+    [n, d] slice times w[j] for w [n, d] (a weight per head), w contiguous: the float32 arithmetic of `F.rms_norm(x, (d,), None, eps) * w`, up to
+    the order of the sum of squares. x float32 on the CPU with a contiguous last dimension; its rows
+    may lie at one stride (the engine's q/k heads, a view of the fused projection)."""
+    d = x.shape[-1]
+    if x.dim() > 2 and not x.is_contiguous() and x.shape[0] > 1:
+        x = x.contiguous()  # rows at more than one stride
+    if x.dtype != torch.float32 or w.dtype != torch.float32 or x.stride(-1) != 1 or x.device.type != "cpu":
+        raise ValueError(f"rms_norm takes float32 CPU tensors with a contiguous last dimension, not {x.dtype}")
+    rows = x.numel() // d
+    w_rows = w.numel() // d
+    if w.shape[-1] != d or not w.is_contiguous() or (w_rows != 1 and (x.dim() < 2 or x.shape[-2] != w_rows)):
+        raise ValueError(f"rms_norm: weight {tuple(w.shape)} does not fit rows of {d} ({rows} rows)")
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    lib().ld_rms_norm(x.data_ptr(), x.stride(-2) if x.dim() > 1 else d, w.data_ptr(), w_rows, out.data_ptr(), rows,
+                      d, eps)
+    return out
+
+
+def add_rms_norm(x: torch.Tensor, a: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor | None,
+                 eps: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(x + rms_norm(a) * w1, rms_norm(that) * w2): the residual add between two norms in one call;
+    the second is None when w2 is. x, a [rows, d] float32 contiguous; w1, w2 [d]."""
+    if not _ok(x, a, w1) or (w2 is not None and not _ok(w2)) or x.shape != a.shape or x.dim() != 2:
+        raise ValueError("add_rms_norm takes float32 CPU tensors x, a [rows, d] of one shape")
+    x, a = x.contiguous(), a.contiguous()
+    x_out = torch.empty_like(x)
+    h_out = torch.empty_like(x) if w2 is not None else None
+    lib().ld_add_rms_norm(x.data_ptr(), a.data_ptr(), w1.data_ptr(), w2.data_ptr() if w2 is not None else None,
+                          x_out.data_ptr(), h_out.data_ptr() if h_out is not None else None, x.shape[0], x.shape[1],
+                          eps)
+    return x_out, h_out
+
+
+def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, tables: torch.Tensor,
+                     kv_lens: torch.Tensor, scale: float, window: int | None = None,
+                     softcap: float | None = None) -> torch.Tensor | None:
+    """One query row per sequence over its paged keys: q [n, heads, d] float32, k/v pools [blocks,
+    block_size, kv_heads, d] float32, tables [n, max_blocks] int64 block ids (a row may be repeated
+    with stride 0: the rows of one sequence's speculative drafts), kv_lens [n] (query i sits at
+    position kv_lens[i] - 1 and reads keys from max(0, kv_lens[i] - window) on). Returns [n, heads,
+    d] float32, or None where the kernel does not apply (a block id outside the hot pool, such as a
+    warm-tier entry, or dtypes other than float32): the caller's torch path then runs."""
+    if not _ok(q, k_cache, v_cache) or not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+        return None
+    n, h, d = q.shape
+    nb, bs, kvh, dk = k_cache.shape
+    if dk != d or tables.dtype != torch.int64 or tables.dim() != 2 or tables.stride(1) != 1:
+        return None
+    q = q.contiguous()
+    lens = kv_lens.to(torch.int64).contiguous()
+    out = torch.empty_like(q)
+    rc = lib().ld_decode_attention(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), nb, tables.data_ptr(),
+                                   tables.stride(0), lens.data_ptr(), n, h, kvh, d, bs, window or 0, scale,
+                                   softcap or 0.0, out.data_ptr(), torch.get_num_threads())
+    return out if rc == 0 else None
+
+
+def int8_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """x [T, k] float32 @ (q [n, k] int8 rows times scale [n] float32).T -> [T, n] float32: int8
+    weights widened in registers, float32 activations (not rounded to bfloat16 as
+    `torch._weight_int8pack_mm` needs them) and accumulation. For a few rows: each weight row is
+    read once for all T rows, but its products are not blocked for many."""
+    if x.dtype != torch.float32 or q.dtype != torch.int8 or scale.dtype != torch.float32 or x.device.type != "cpu":
+        raise ValueError(f"int8_matmul takes float32 x, int8 q, float32 scale on the CPU, not {x.dtype}, {q.dtype}, "
+                         f"{scale.dtype}")
+    if x.dim() != 2 or x.shape[1] != q.shape[1] or scale.shape[0] != q.shape[0]:
+        raise ValueError(f"int8_matmul: x {tuple(x.shape)} does not fit q {tuple(q.shape)}, scale {tuple(scale.shape)}")
+    x = x.contiguous()
+    out = torch.empty(x.shape[0], q.shape[0], dtype=torch.float32)
+    lib().ld_int8_matmul(q.data_ptr(), scale.data_ptr(), x.data_ptr(), out.data_ptr(), q.shape[0], q.shape[1],
+                         x.shape[0], torch.get_num_threads())
+    return out

@@ -1,0 +1,257 @@
+/* C kernels for the CPU decode step (longdoc_kernels/cpu/__init__.py builds this file with the
+ * system C compiler, -O3 -march=native -fopenmp, and loads it with ctypes).
+ *
+ * A CPU decode step of a small model is a few hundred small operations; in torch each costs a
+ * dispatch of several microseconds whatever its size (an RMSNorm of 640 values: ~36 us as six ops
+ * on the 2-core Xeon of 2026-12-06) and one attention over a few thousand cached keys is a dozen
+ * ops. These kernels do the same float32 arithmetic in one call each. Every output is computed by
+ * one thread in a fixed order, so results do not depend on the thread count. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+/* y[i, :] = x[i, :] / sqrt(mean(x[i, :]^2) + eps) * w[i % w_rows, :] for i < rows; x rows `x_stride`
+ * floats apart, y contiguous. */
+void ld_rms_norm(const float *x, int64_t x_stride, const float *w, int64_t w_rows, float *y, int64_t rows,
+                 int64_t dim, float eps) {
+  for (int64_t i = 0; i < rows; i++) {
+    const float *xi = x + i * x_stride;
+    const float *wi = w + (i % w_rows) * dim;
+    float *yi = y + i * dim;
+    float ss = 0.0f;
+    for (int64_t k = 0; k < dim; k++) ss += xi[k] * xi[k];
+    const float r = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int64_t k = 0; k < dim; k++) yi[k] = (xi[k] * r) * wi[k];
+  }
+}
+
+/* The residual add between Gemma's sandwich norms, in one call: x_out = x + rms_norm(a) * w1, then
+ * h_out = rms_norm(x_out) * w2 (skipped when w2 is NULL). All [rows, dim] contiguous. */
+void ld_add_rms_norm(const float *x, const float *a, const float *w1, const float *w2, float *x_out, float *h_out,
+                     int64_t rows, int64_t dim, float eps) {
+  for (int64_t i = 0; i < rows; i++) {
+    const float *xi = x + i * dim, *ai = a + i * dim;
+    float *xo = x_out + i * dim;
+    float ss = 0.0f;
+    for (int64_t k = 0; k < dim; k++) ss += ai[k] * ai[k];
+    float r = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int64_t k = 0; k < dim; k++) xo[k] = xi[k] + (ai[k] * r) * w1[k];
+    if (!w2) continue;
+    float *ho = h_out + i * dim;
+    ss = 0.0f;
+    for (int64_t k = 0; k < dim; k++) ss += xo[k] * xo[k];
+    r = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int64_t k = 0; k < dim; k++) ho[k] = (xo[k] * r) * w2[k];
+  }
+}
+
+#define LD_CHUNK 256 /* keys per task: a sequence's keys are split into chunks computed in parallel */
+#define LD_MAX_G 64  /* query heads per kv head handled (GQA group) */
+#define LD_VEC 16    /* floats per vector below (two AVX2 registers, one AVX-512 register) */
+typedef float ld_vf __attribute__((vector_size(LD_VEC * sizeof(float)), aligned(sizeof(float))));
+typedef float ld_v8 __attribute__((vector_size(8 * sizeof(float))));
+
+/* 16 int8 values widened to float32 (gcc scalarises __builtin_convertvector of int8 vectors) */
+static inline ld_vf ld_load_i8(const int8_t *p) {
+  ld_vf r;
+#if defined(__AVX512F__)
+  const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+  __builtin_memcpy(&r, &v, sizeof r);
+#elif defined(__AVX2__)
+  const __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+  const __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8))));
+  __builtin_memcpy(&r, &lo, sizeof lo);
+  __builtin_memcpy((char *)&r + sizeof lo, &hi, sizeof hi);
+#else
+  for (int e = 0; e < LD_VEC; e++) r[e] = (float)p[e];
+#endif
+  return r;
+}
+
+/* the sum of a vector's 16 lanes as a tree of adds (lanes i and i + 8, then i and i + 4, ...) */
+static inline float ld_hsum(ld_vf a) {
+  ld_v8 lo, hi;
+  __builtin_memcpy(&lo, &a, sizeof lo);
+  __builtin_memcpy(&hi, (const char *)&a + sizeof lo, sizeof hi);
+  ld_v8 b = lo + hi;
+  float f[8];
+  __builtin_memcpy(f, &b, sizeof f);
+  return ((f[0] + f[4]) + (f[2] + f[6])) + ((f[1] + f[5]) + (f[3] + f[7]));
+}
+
+/* Attention of one query row per sequence over its paged K/V (float32 pools [blocks, bs, kvh, d]),
+ * the decode step's attention: sequence i's query q[i] [h, d] reads keys first_i .. kv_lens[i] - 1
+ * (first_i = kv_lens[i] - window where window > 0) through its block-table row tables + i *
+ * table_stride; query head j reads kv head j / (h / kvh). Scores times `scale`, soft-capped where
+ * softcap > 0 (cap * tanh(s / cap)), softmax, then the weighted sum of V, all float32. The keys
+ * are split in chunks of LD_CHUNK computed in parallel, each to a partial (max, sum, weighted V),
+ * then merged per head (flash-decoding). Returns 0, or -1 (nothing written) where a block id the
+ * keys need is outside 0 .. n_blocks - 1 (a warm or missing entry: the caller's torch path). */
+int ld_decode_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_blocks,
+                        const int64_t *tables, int64_t table_stride, const int64_t *kv_lens, int64_t n, int64_t h,
+                        int64_t kvh, int64_t d, int64_t bs, int64_t window, float scale, float softcap, float *out,
+                        int nthreads) {
+  const int64_t g = h / kvh;
+  if (g > LD_MAX_G || g * kvh != h) return -1;
+  /* tasks: (sequence, chunk) pairs, every kv head of a chunk in one task */
+  int64_t *task_seq = NULL, *task_lo = NULL, n_tasks = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t len = kv_lens[i], first = window > 0 && len > window ? len - window : 0;
+    if (len <= 0) return -1;
+    for (int64_t b = first / bs; b < (len + bs - 1) / bs; b++) {
+      const int64_t id = tables[i * table_stride + b];
+      if (id < 0 || id >= n_blocks) return -1;
+    }
+    n_tasks += (len - first + LD_CHUNK - 1) / LD_CHUNK;
+  }
+  task_seq = (int64_t *)malloc(sizeof(int64_t) * n_tasks * 2);
+  float *part = (float *)malloc(sizeof(float) * n_tasks * h * (d + 2));
+  if (!task_seq || !part) {
+    free(task_seq);
+    free(part);
+    return -1;
+  }
+  task_lo = task_seq + n_tasks;
+  for (int64_t i = 0, t = 0; i < n; i++) {
+    const int64_t len = kv_lens[i], first = window > 0 && len > window ? len - window : 0;
+    for (int64_t lo = first; lo < len; lo += LD_CHUNK, t++) {
+      task_seq[t] = i;
+      task_lo[t] = lo;
+    }
+  }
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic, 1)
+  for (int64_t t = 0; t < n_tasks; t++) {
+    const int64_t i = task_seq[t], lo = task_lo[t];
+    const int64_t hi = lo + LD_CHUNK < kv_lens[i] ? lo + LD_CHUNK : kv_lens[i];
+    const int64_t *table = tables + i * table_stride;
+    const int64_t dv = d - d % LD_VEC; /* the vectorised part of each row */
+    float s[LD_MAX_G * LD_CHUNK];
+    for (int64_t kv = 0; kv < kvh; kv++) {
+      const float *qg = q + (i * h + kv * g) * d;
+      /* scores: each key row read once for up to 4 query heads at a time, two accumulators each
+         (independent FMA chains: one chain would wait on each FMA's latency) */
+      for (int64_t j = lo; j < hi;) {
+        const int64_t off = j % bs, run = (bs - off < hi - j) ? bs - off : hi - j;
+        const float *kb = k_cache + ((table[j / bs] * bs + off) * kvh + kv) * d;
+        for (int64_t o = 0; o < run; o++) {
+          const float *kr = kb + o * kvh * d;
+          for (int64_t r0 = 0; r0 < g; r0 += 4) {
+            const int nr = (int)(g - r0 < 4 ? g - r0 : 4);
+            ld_vf a[4][2] = {{{0}}};
+            int64_t e = 0;
+            for (; e + 2 * LD_VEC <= dv; e += 2 * LD_VEC) {
+              const ld_vf k0 = *(const ld_vf *)(kr + e), k1 = *(const ld_vf *)(kr + e + LD_VEC);
+              for (int r = 0; r < nr; r++) {
+                const float *qr = qg + (r0 + r) * d + e;
+                a[r][0] += *(const ld_vf *)qr * k0;
+                a[r][1] += *(const ld_vf *)(qr + LD_VEC) * k1;
+              }
+            }
+            for (; e < dv; e += LD_VEC)
+              for (int r = 0; r < nr; r++) a[r][0] += *(const ld_vf *)(qg + (r0 + r) * d + e) * *(const ld_vf *)(kr + e);
+            for (int r = 0; r < nr; r++) {
+              const float *qr = qg + (r0 + r) * d;
+              float dot = ld_hsum(a[r][0] + a[r][1]);
+              for (int64_t x = dv; x < d; x++) dot += qr[x] * kr[x];
+              dot *= scale;
+              if (softcap > 0.0f) dot = softcap * tanhf(dot / softcap);
+              s[(r0 + r) * LD_CHUNK + (j + o - lo)] = dot;
+            }
+          }
+        }
+        j += run;
+      }
+      for (int64_t r = 0; r < g; r++) {
+        float *sr = s + r * LD_CHUNK, m = sr[0], l = 0.0f;
+        for (int64_t j = 1; j < hi - lo; j++) m = sr[j] > m ? sr[j] : m;
+        for (int64_t j = 0; j < hi - lo; j++) {
+          sr[j] = expf(sr[j] - m);
+          l += sr[j];
+        }
+        float *p = part + (t * h + kv * g + r) * (d + 2);
+        p[0] = m;
+        p[1] = l;
+      }
+      /* weighted V: per query head, 8 vectors of the output in registers (independent chains) over
+         the chunk's keys, block by block */
+      for (int64_t r = 0; r < g; r++) {
+        float *acc = part + (t * h + kv * g + r) * (d + 2) + 2;
+        const float *w = s + r * LD_CHUNK;
+        int64_t e0 = 0;
+        for (; e0 + 8 * LD_VEC <= dv; e0 += 8 * LD_VEC) {
+          ld_vf a[8] = {0};
+          for (int64_t j = lo; j < hi;) {
+            const int64_t off = j % bs, run = (bs - off < hi - j) ? bs - off : hi - j;
+            const float *vb = v_cache + ((table[j / bs] * bs + off) * kvh + kv) * d + e0;
+            for (int64_t o = 0; o < run; o++) {
+              const float *vr = vb + o * kvh * d;
+              const float wj = w[j + o - lo];
+              for (int u = 0; u < 8; u++) a[u] += wj * *(const ld_vf *)(vr + u * LD_VEC);
+            }
+            j += run;
+          }
+          for (int u = 0; u < 8; u++) *(ld_vf *)(acc + e0 + u * LD_VEC) = a[u];
+        }
+        for (int64_t e = e0; e < d; e++) { /* the rest of the row (head_dim not a multiple of 128) */
+          float sum = 0.0f;
+          for (int64_t j = lo; j < hi; j++) sum += w[j - lo] * v_cache[((table[j / bs] * bs + j % bs) * kvh + kv) * d + e];
+          acc[e] = sum;
+        }
+      }
+    }
+  }
+  /* merge each sequence's chunks, in chunk order */
+  for (int64_t t0 = 0; t0 < n_tasks;) {
+    const int64_t i = task_seq[t0];
+    int64_t t1 = t0;
+    while (t1 < n_tasks && task_seq[t1] == i) t1++;
+    for (int64_t r = 0; r < h; r++) {
+      float m = -INFINITY, l = 0.0f;
+      for (int64_t t = t0; t < t1; t++) {
+        const float mt = part[(t * h + r) * (d + 2)];
+        m = mt > m ? mt : m;
+      }
+      float *o = out + (i * h + r) * d;
+      for (int64_t e = 0; e < d; e++) o[e] = 0.0f;
+      for (int64_t t = t0; t < t1; t++) {
+        const float *p = part + (t * h + r) * (d + 2);
+        const float c = expf(p[0] - m);
+        l += c * p[1];
+        for (int64_t e = 0; e < d; e++) o[e] += c * p[2 + e];
+      }
+      const float inv = 1.0f / l;
+      for (int64_t e = 0; e < d; e++) o[e] *= inv;
+    }
+    t0 = t1;
+  }
+  free(task_seq);
+  free(part);
+  return 0;
+}
+
+/* y[t, i] = scale[i] * sum_k q[i, k] * x[t, k] for t < T, i < n: a weight-only int8 product (int8
+ * rows [n, kdim] widened to float32 in registers, float32 activations and accumulation, one scale
+ * per row at the end), the layers' products in a decode step; rows split over the threads. */
+void ld_int8_matmul(const int8_t *q, const float *scale, const float *x, float *y, int64_t n, int64_t kdim,
+                    int64_t T, int nthreads) {
+  const int64_t kv = kdim - kdim % (2 * LD_VEC);
+#pragma omp parallel for num_threads(nthreads) schedule(static)
+  for (int64_t i = 0; i < n; i++) {
+    const int8_t *w = q + i * kdim;
+    for (int64_t t = 0; t < T; t++) {
+      const float *xt = x + t * kdim;
+      ld_vf a0 = {0}, a1 = {0}; /* two chains, so an FMA does not wait on the one before */
+      for (int64_t k = 0; k < kv; k += 2 * LD_VEC) {
+        const ld_vf w0 = ld_load_i8(w + k), w1 = ld_load_i8(w + k + LD_VEC);
+        a0 += w0 * *(const ld_vf *)(xt + k);
+        a1 += w1 * *(const ld_vf *)(xt + k + LD_VEC);
+      }
+      float s = ld_hsum(a0 + a1);
+      for (int64_t k = kv; k < kdim; k++) s += (float)w[k] * xt[k];
+      y[t * n + i] = s * scale[i];
+    }
+  }
+}

@@ -1,0 +1,187 @@
+"""The CPU decode step's C kernels (longdoc_kernels/cpu): built with the system compiler, each
+against the torch path it replaces (float32, up to the order of sums), independent of the thread
+count, refusing what they do not handle (a warm-tier or missing block id) so that the torch path
+runs, and off with LONGDOC_CPU_KERNELS=0."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from engine.attention import backend as attention_backend
+from engine.attention.backend import TorchAttentionBackend
+from longdoc_kernels import cpu
+
+pytestmark = pytest.mark.skipif(cpu.lib() is None, reason=f"C kernels not built here: {cpu.status()}")
+
+
+@pytest.fixture
+def kernels_off(monkeypatch):
+    """The torch paths, as on a machine where the kernels cannot be built."""
+    monkeypatch.setenv("LONGDOC_CPU_KERNELS", "0")
+    cpu.reset()
+    yield
+    monkeypatch.delenv("LONGDOC_CPU_KERNELS")
+    cpu.reset()
+
+
+def test_off_switch_and_status(kernels_off):
+    assert cpu.lib() is None and cpu.status() == "off (LONGDOC_CPU_KERNELS=0)"
+    assert attention_backend.cpu_kernels() is None
+
+
+def test_build_failure_is_a_status_not_an_error(monkeypatch, tmp_path):
+    """A compiler that fails leaves the kernels off with the reason, and a warning, no exception."""
+    fake = tmp_path / "cc"
+    fake.write_text("#!/bin/sh\necho 'fake cc: cannot compile' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    with monkeypatch.context() as m:
+        m.setenv("CC", str(fake))
+        m.setenv("LONGDOC_CACHE", str(tmp_path / "cache"))
+        cpu.reset()
+        try:
+            with pytest.warns(UserWarning, match="cannot compile"):
+                assert cpu.lib() is None
+            assert cpu.status().startswith("off (building decode.c with") and "cannot compile" in cpu.status()
+        finally:
+            cpu.reset()
+    assert cpu.lib() is not None
+
+
+@pytest.mark.parametrize("shape", [(640,), (1, 640), (3, 640), (2, 7, 96)])
+def test_rms_norm_matches_torch(shape):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(*shape, generator=gen) * 3
+    w = torch.randn(shape[-1], generator=gen)
+    got = cpu.rms_norm(x, w, 1e-6)
+    torch.testing.assert_close(got, F.rms_norm(x, (shape[-1],), w, 1e-6), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("t", [1, 3])
+def test_rms_norm_of_strided_heads_with_a_weight_per_head(t):
+    """q and k heads as a view of the fused projection [t, q+k+v heads * d], each head its own weight."""
+    gen = torch.Generator().manual_seed(1)
+    qkv = torch.randn(t, 6 * 32, generator=gen)
+    qk = qkv[:, : 5 * 32].reshape(t, 5, 32)  # 4 q heads and 1 k head, rows strided by 6 * 32
+    w = torch.randn(5, 32, generator=gen)
+    got = cpu.rms_norm(qk, w, 1e-6)
+    torch.testing.assert_close(got, F.rms_norm(qk, (32,), None, 1e-6) * w, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError):
+        cpu.rms_norm(qk, torch.randn(3, 32), 1e-6)  # 5 heads a row do not repeat 3 weight rows
+    with pytest.raises(ValueError):
+        cpu.rms_norm(qk.double(), w, 1e-6)
+
+
+@pytest.mark.parametrize("second", [True, False])
+def test_add_rms_norm_matches_torch(second):
+    gen = torch.Generator().manual_seed(2)
+    x, a = torch.randn(3, 64, generator=gen), torch.randn(3, 64, generator=gen) * 5
+    w1, w2 = torch.randn(64, generator=gen), torch.randn(64, generator=gen)
+    x_out, h_out = cpu.add_rms_norm(x, a, w1, w2 if second else None, 1e-6)
+    want_x = x + F.rms_norm(a, (64,), w1, 1e-6)
+    torch.testing.assert_close(x_out, want_x, rtol=1e-6, atol=1e-5)
+    if second:
+        torch.testing.assert_close(h_out, F.rms_norm(want_x, (64,), w2, 1e-6), rtol=1e-5, atol=1e-5)
+    else:
+        assert h_out is None
+
+
+@pytest.mark.parametrize("k", [64, 72, 640])
+@pytest.mark.parametrize("rows", [1, 4])
+def test_int8_matmul_against_float64(k, rows):
+    """Widened int8 rows times float32 activations, scaled per row: float32-close to float64, the
+    vector loop and its scalar tail (72 = 2 x 32 + 8)."""
+    gen = torch.Generator().manual_seed(8)
+    q = torch.randint(-127, 128, (50, k), dtype=torch.int8, generator=gen)
+    scale = torch.rand(50, generator=gen) + 0.01
+    x = torch.randn(rows, k, generator=gen)
+    got = cpu.int8_matmul(x, q, scale)
+    exact = x.double() @ (q.double() * scale.double()[:, None]).T
+    torch.testing.assert_close(got.double(), exact, rtol=1e-5, atol=1e-4)
+    with pytest.raises(ValueError):
+        cpu.int8_matmul(x.bfloat16(), q, scale)
+
+
+def _pools(gen, blocks, bs, kvh, d):
+    return torch.randn(blocks, bs, kvh, d, generator=gen), torch.randn(blocks, bs, kvh, d, generator=gen)
+
+
+def _torch_decode(monkeypatch, *args, **kw):
+    with monkeypatch.context() as m:
+        m.setattr(attention_backend, "cpu_kernels", lambda: None)
+        return TorchAttentionBackend().decode(*args, **kw).out
+
+
+@pytest.mark.parametrize("h,kvh,d,bs,lens,window,softcap", [
+    (4, 1, 256, 16, [1024], None, None),        # Gemma 3 270M's shape, a global layer
+    (4, 1, 256, 16, [1024, 77], 512, None),     # its sliding layers, two sequences
+    (8, 2, 64, 4, [37, 5, 300, 1], None, None),  # GQA groups of 4, chunks of 256 keys crossed
+    (8, 8, 72, 1, [600, 2], 64, 50.0),          # no GQA, head_dim not a multiple of 16, soft-capping
+    (6, 3, 128, 16, [257], None, None),         # a chunk of one key
+])
+def test_decode_attention_matches_the_torch_backend(monkeypatch, h, kvh, d, bs, lens, window, softcap):
+    gen = torch.Generator().manual_seed(3)
+    n_blocks = sum((n + bs - 1) // bs for n in lens) + 5
+    kc, vc = _pools(gen, n_blocks, bs, kvh, d)
+    widest = max((n + bs - 1) // bs for n in lens)
+    perm = torch.randperm(n_blocks, generator=gen)  # each sequence's blocks scattered over the pool
+    tables = torch.full((len(lens), widest), -1, dtype=torch.int64)
+    used = 0
+    for i, n in enumerate(lens):
+        k = (n + bs - 1) // bs
+        tables[i, :k] = perm[used : used + k]
+        used += k
+    q = torch.randn(len(lens), h, d, generator=gen)
+    kv_lens = torch.tensor(lens)
+    scale = d**-0.5
+    got = cpu.decode_attention(q, kc, vc, tables, kv_lens, scale, window, softcap)
+    want = _torch_decode(monkeypatch, q, kc, vc, tables, kv_lens, scale=scale, window=window, softcap=softcap)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    alone = cpu.decode_attention(q[1:2], kc, vc, tables[1:2], kv_lens[1:2], scale, window, softcap)
+    assert torch.equal(alone, got[1:2])  # a sequence's result does not depend on its batch
+
+
+def test_decode_attention_does_not_depend_on_threads():
+    gen = torch.Generator().manual_seed(4)
+    kc, vc = _pools(gen, 80, 16, 1, 256)
+    tables = torch.randperm(80, generator=gen)[None, :70]
+    q = torch.randn(1, 4, 256, generator=gen)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = cpu.decode_attention(q, kc, vc, tables, torch.tensor([1100]), 0.0625)
+        torch.set_num_threads(2)
+        two = cpu.decode_attention(q, kc, vc, tables, torch.tensor([1100]), 0.0625)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, two)
+
+
+@pytest.mark.parametrize("bad", [-2, -1, 99])
+def test_decode_attention_refuses_blocks_outside_the_pool(bad):
+    """A warm-tier entry (<= -2), a missing one (-1) or an id past the pool: None, the torch path runs."""
+    gen = torch.Generator().manual_seed(5)
+    kc, vc = _pools(gen, 10, 4, 1, 32)
+    tables = torch.tensor([[0, 1, bad, 3]])
+    q = torch.randn(1, 2, 32, generator=gen)
+    assert cpu.decode_attention(q, kc, vc, tables, torch.tensor([14]), 0.2) is None
+    assert cpu.decode_attention(q, kc, vc, tables, torch.tensor([8]), 0.2) is not None  # blocks 0-1 only
+    assert cpu.decode_attention(q.double(), kc.double(), vc.double(), tables, torch.tensor([8]), 0.2) is None
+
+
+def test_speculative_rows_are_computed_as_decode_steps(monkeypatch):
+    """A few query rows at the end of a sequence (speculative verification): row i through the kernel
+    equals the decode step at its position bit for bit, and the torch path within float32."""
+    gen = torch.Generator().manual_seed(6)
+    kc, vc = _pools(gen, 40, 16, 1, 64)
+    table = torch.randperm(40, generator=gen)[:30]
+    q = torch.randn(4, 2, 64, generator=gen)
+    be = TorchAttentionBackend(few_rows=8)
+    got = be.prefill(q, kc, vc, table, q_offset=400, kv_len=404, scale=0.125, window=128).out
+    for i in range(4):
+        step = cpu.decode_attention(q[i : i + 1], kc, vc, table[None], torch.tensor([401 + i]), 0.125, 128)
+        assert torch.equal(got[i : i + 1], step)
+    monkeypatch.setattr(attention_backend, "cpu_kernels", lambda: None)
+    want = be.prefill(q, kc, vc, table, q_offset=400, kv_len=404, scale=0.125, window=128).out
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
