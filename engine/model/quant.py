@@ -69,11 +69,11 @@ FP32_GEMM_ROWS = 64
 _FP32_GEMM: bool | None = None
 
 
-# A layer's products of at most KERNEL_ROWS rows (a decode step, a few speculative drafts) go through
-# the C kernel of longdoc_kernels/cpu where it is built (float32 activations, no bfloat16 casts
-# around the call); more rows, the output layer (GreedyHead's exactness rests on its one kernel) and
+# A layer's products under the GEMM thresholds (decode steps, speculative drafts, short chunks) go
+# through the C kernel of longdoc_kernels/cpu where it is built (float32 activations, no bfloat16
+# casts around the call), every row computed alike whatever the row count, so a sequence's tokens do
+# not depend on its batch; the output layer (GreedyHead's exactness rests on its one kernel) and
 # machines without the kernels keep `_weight_int8pack_mm`. LONGDOC_CPU_KERNELS=0 turns it off.
-KERNEL_ROWS = 4
 
 
 def cpu_kernels():
@@ -139,7 +139,7 @@ class Int8Weight:
             y = F.linear(x2.to(torch.bfloat16), self.w16)
         elif self.gemm and x2.shape[0] >= FP32_GEMM_ROWS and fp32_gemm():
             y = F.linear(x2.float(), self.q * self.scale_bf16.float()[:, None])  # float32 activations, not rounded
-        elif self.gemm and x2.shape[0] <= KERNEL_ROWS and not x2.is_cuda and (kernels := cpu_kernels()) is not None:
+        elif self.gemm and not x2.is_cuda and (kernels := cpu_kernels()) is not None:
             y = kernels.int8_matmul(x2.float(), self.q, self.scale_k)  # float32 activations, no casts
         else:
             y = torch._weight_int8pack_mm(x2.to(torch.bfloat16), self.q, self.scale_bf16)

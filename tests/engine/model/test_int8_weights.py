@@ -156,11 +156,12 @@ def test_prefill_attention_in_bfloat16_is_close_and_decode_is_not_cast(monkeypat
     assert default_backend(torch.device("cpu"), "int8").sdpa_dtype is None
 
 
-@pytest.mark.parametrize("rows", [1, 3, 4, 5])
+@pytest.mark.parametrize("rows", [1, 3, 15, 63])
 def test_few_rows_take_the_c_kernel(monkeypatch, rows):
-    """A layer's products of at most KERNEL_ROWS rows go through the C kernel where it is built:
-    float32 activations, closer to the float64 product than the bfloat16-activation kernel; more
-    rows, the output layer, and LONGDOC_CPU_KERNELS=0 keep `_weight_int8pack_mm` bit for bit."""
+    """A layer's products under the GEMM thresholds go through the C kernel where it is built:
+    float32 activations, closer to the float64 product than the bfloat16-activation kernel, each
+    row as it is alone; the output layer, and LONGDOC_CPU_KERNELS=0, keep `_weight_int8pack_mm` bit
+    for bit."""
     from engine.model import quant
     from longdoc_kernels import cpu
 
@@ -172,13 +173,12 @@ def test_few_rows_take_the_c_kernel(monkeypatch, rows):
     layer, head = Int8Weight(w, gemm=True), Int8Weight(w)
     ref = torch._weight_int8pack_mm(x.to(torch.bfloat16), layer.q, layer.scale_bf16).float()
     exact = x.double() @ (layer.q.double() * layer.scale_bf16.double()[:, None]).T
+    monkeypatch.setattr(quant, "_BF16_GEMM", False)
+    monkeypatch.setattr(quant, "_FP32_GEMM", False)
     got = layer.matmul(x)
     assert torch.equal(head.matmul(x), ref)
-    if rows <= quant.KERNEL_ROWS:
-        torch.testing.assert_close(got.double(), exact, rtol=1e-5, atol=1e-4)
-        assert (got.double() - exact).abs().max() < (ref.double() - exact).abs().max()
-        assert torch.equal(got[:1], layer.matmul(x[:1]))  # a row's result does not depend on the others
-    else:
-        assert torch.equal(got, ref)
+    torch.testing.assert_close(got.double(), exact, rtol=1e-5, atol=1e-4)
+    assert (got.double() - exact).abs().max() < (ref.double() - exact).abs().max()
+    assert torch.equal(got[-1:], layer.matmul(x[-1:]))  # a row's result does not depend on the others
     monkeypatch.setattr(quant, "cpu_kernels", lambda: None)
     assert torch.equal(layer.matmul(x), ref)
