@@ -68,7 +68,8 @@ TEXTS = [
 # longdoc's engine names -> worker_longdoc's weights argument
 LONGDOC_ENGINES = {"longdoc-int8": "int8", "longdoc-float32": "float", "longdoc-int8-full-head": "int8-full-head",
                    "longdoc-int8-nospec": "int8-nospec", "longdoc-int8-int4-filter": "int8-int4-filter",
-                   "longdoc-int8-int8-filter": "int8-int8-filter", "longdoc-int8-nokernels": "int8-nokernels"}
+                   "longdoc-int8-int8-filter": "int8-int8-filter", "longdoc-int8-nokernels": "int8-nokernels",
+                   "longdoc-int8-nospec-nokernels": "int8-nospec-nokernels"}
 
 
 # ----------------------------------------------------------------------------------------- workers
@@ -76,14 +77,14 @@ def worker_longdoc(weights: str) -> None:
     """weights: "int8", "float", "int8-full-head": int8 with the output layer's GreedyHead
     switched off by hand (every logit computed, as before it), "int8-nospec": int8 with
     prompt-lookup speculative decoding off (`num_speculative_tokens=0`), or "int8-int4-filter" /
-    "int8-int8-filter": the GreedyHead's filter named (LONGDOC_GREEDY_FILTER), or "int8-nokernels":
-    the C kernels off (LONGDOC_CPU_KERNELS=0), for the comparisons."""
+    "int8-int8-filter": the GreedyHead's filter named (LONGDOC_GREEDY_FILTER), or "int8-nokernels" /
+    "int8-nospec-nokernels": the C kernels off (LONGDOC_CPU_KERNELS=0), for the comparisons."""
     sys.path.insert(0, str(ROOT))
     full_head = weights == "int8-full-head"
-    nospec = weights == "int8-nospec"
+    nospec = weights in ("int8-nospec", "int8-nospec-nokernels")
     if weights in ("int8-int4-filter", "int8-int8-filter"):
         os.environ["LONGDOC_GREEDY_FILTER"] = weights.split("-")[1]
-    if weights == "int8-nokernels":  # torch's int8 kernel for every product, not the C kernels (longdoc_kernels/cpu)
+    if weights.endswith("nokernels"):  # torch's paths, not the C kernels (longdoc_kernels/cpu)
         os.environ["LONGDOC_CPU_KERNELS"] = "0"
     weights = "int8" if weights != "float" else weights
     import torch
