@@ -91,8 +91,8 @@ def _build() -> tuple[ctypes.CDLL | None, str]:
     lib.ld_int8_matmul.restype = None
     lib.ld_int8_matmul.argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, ctypes.c_int]
     lib.ld_decode_attention.restype = ctypes.c_int
-    lib.ld_decode_attention.argtypes = [ptr, ptr, ptr, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, i64, f32, f32,
-                                        ptr, ctypes.c_int]
+    lib.ld_decode_attention.argtypes = [ptr, ptr, ptr, i64, ptr, i64, i64, ptr, i64, i64, i64, i64, i64, i64, f32,
+                                        f32, ptr, ctypes.c_int]
     return lib, f"ok: {path}"
 
 
@@ -178,8 +178,10 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     q = q.contiguous()
     lens = kv_lens.to(torch.int64).contiguous()
     out = torch.empty_like(q)
+    if tables.shape[0] != n or lens.numel() != n:
+        raise ValueError(f"decode_attention: {n} queries, {tables.shape[0]} table rows, {lens.numel()} lengths")
     rc = lib().ld_decode_attention(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), nb, tables.data_ptr(),
-                                   tables.stride(0), lens.data_ptr(), n, h, kvh, d, bs, window or 0, scale,
+                                   tables.stride(0), tables.shape[1], lens.data_ptr(), n, h, kvh, d, bs, window or 0, scale,
                                    softcap or 0.0, out.data_ptr(), torch.get_num_threads())
     return out if rc == 0 else None
 

@@ -168,6 +168,7 @@ def test_decode_attention_refuses_blocks_outside_the_pool(bad):
     assert cpu.decode_attention(q, kc, vc, tables, torch.tensor([14]), 0.2) is None
     assert cpu.decode_attention(q, kc, vc, tables, torch.tensor([8]), 0.2) is not None  # blocks 0-1 only
     assert cpu.decode_attention(q.double(), kc.double(), vc.double(), tables, torch.tensor([8]), 0.2) is None
+    assert cpu.decode_attention(q, kc, vc, tables[:, :2], torch.tensor([9]), 0.2) is None  # table too short
 
 
 def test_speculative_rows_are_computed_as_decode_steps(monkeypatch):
