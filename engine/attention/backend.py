@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from longdoc_kernels import dispatch
+from longdoc_kernels.cpu import available as cpu_kernels  # the C kernels, or None
 
 if TYPE_CHECKING:
     from engine.kv.warm_tier import WarmPages
@@ -126,14 +127,6 @@ class AttentionBackend(ABC):
         the cache. Returns out [T, heads, D], or None when this backend has no faster way than
         `prefill` for the case (the default)."""
         return None
-
-
-def cpu_kernels():
-    """longdoc_kernels.cpu where its C kernels are built on this machine (and not turned off with
-    LONGDOC_CPU_KERNELS=0), else None: the torch paths below."""
-    from longdoc_kernels import cpu
-
-    return cpu if cpu.lib() is not None else None
 
 
 def gather_blocks(

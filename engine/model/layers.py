@@ -16,6 +16,7 @@ from torch import nn
 
 from engine.model.config import ModelConfig
 from engine.model.quant import linear
+from longdoc_kernels.cpu import available as _cpu_kernels  # the C kernels, or None
 
 if TYPE_CHECKING:
     from engine.model.quant import Int8Weight
@@ -34,13 +35,6 @@ def _fused_path(x: torch.Tensor) -> bool:
 # Norms of at most this many values (a decode step's rows; a prefill chunk's are left to torch,
 # which spreads them over threads) run as one C call where longdoc_kernels.cpu is built
 _KERNEL_NORM_MAX = 16384
-
-
-def _cpu_kernels():
-    """longdoc_kernels.cpu where its C kernels are built here (LONGDOC_CPU_KERNELS=0: never), else None."""
-    from longdoc_kernels import cpu
-
-    return cpu if cpu.lib() is not None else None
 
 
 class RMSNorm(nn.Module):
@@ -255,8 +249,7 @@ class DecoderLayer(nn.Module):
             return x + self.mlp(h)
         if self.sandwich and (w := self._sandwich_kernel(x)) is not None:
             # each residual add with the norms around it in one C call (longdoc_kernels/cpu)
-            kernels = _cpu_kernels()
-            eps = self.post_attention_layernorm.eps
+            kernels, eps = w[3], self.post_attention_layernorm.eps
             x, h = kernels.add_rms_norm(x, self.self_attn(self.input_layernorm(x), cos, sin, ctx), w[0], w[1], eps)
             return kernels.add_rms_norm(x, self.mlp(h), w[2], None, eps)[0]
         if self.sandwich:
@@ -267,13 +260,13 @@ class DecoderLayer(nn.Module):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, ctx)
         return x + self.mlp(self.post_attention_layernorm(x))
 
-    def _sandwich_kernel(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-        """The float32 weights of the post-attention, pre-feedforward and post-feedforward norms
-        where the C kernels take this step's rows x (float32 on the CPU, a decode step's size),
-        else None."""
+    def _sandwich_kernel(self, x: torch.Tensor) -> tuple | None:
+        """(the float32 weights of the post-attention, pre-feedforward and post-feedforward norms,
+        the kernels) where the C kernels take this step's rows x (float32 on the CPU, a decode
+        step's size), else None."""
         if x.is_cuda or x.dtype != torch.float32 or x.dim() != 2 or x.numel() > _KERNEL_NORM_MAX \
-                or _cpu_kernels() is None:
+                or (kernels := _cpu_kernels()) is None:
             return None
         ws = (self.post_attention_layernorm.kernel_weight(), self.pre_feedforward_layernorm.kernel_weight(),
               self.post_feedforward_layernorm.kernel_weight())
-        return ws if all(w.dtype == torch.float32 for w in ws) else None
+        return (*ws, kernels) if all(w.dtype == torch.float32 for w in ws) else None

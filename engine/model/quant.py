@@ -45,6 +45,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from longdoc_kernels.cpu import available as cpu_kernels  # the C kernels, or None
+
 WEIGHT_MODES = ("float", "int8")
 
 
@@ -74,13 +76,6 @@ _FP32_GEMM: bool | None = None
 # casts around the call), every row computed alike whatever the row count, so a sequence's tokens do
 # not depend on its batch; the output layer (GreedyHead's exactness rests on its one kernel) and
 # machines without the kernels keep `_weight_int8pack_mm`. LONGDOC_CPU_KERNELS=0 turns it off.
-
-
-def cpu_kernels():
-    """longdoc_kernels.cpu where its C kernels are built here, else None."""
-    from longdoc_kernels import cpu
-
-    return cpu if cpu.lib() is not None else None
 
 
 def fp32_gemm() -> bool:

@@ -23,6 +23,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -105,6 +106,11 @@ def lib() -> ctypes.CDLL | None:
             warnings.warn(f"longdoc CPU kernels {_STATUS}; the CPU decode step keeps its slower torch path",
                           stacklevel=2)
     return _LIB
+
+
+def available():
+    """This module where its kernels are built here, else None (the callers' torch paths run)."""
+    return sys.modules[__name__] if lib() is not None else None
 
 
 def status() -> str:
