@@ -150,7 +150,9 @@ class Int8Weight:
 
     @property
     def nbytes(self) -> int:
-        return self.q.numel() + (10 if self.gemm else 6) * self.scale.numel() + (2 * self.w16.numel() if self.w16 is not None else 0)
+        extra = (4 * self.scale_k.numel() if self.scale_k is not None else 0) + \
+            (2 * self.w16.numel() if self.w16 is not None else 0)
+        return self.q.numel() + 6 * self.scale.numel() + extra
 
 
 class Int4Weight:

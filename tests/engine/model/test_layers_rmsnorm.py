@@ -40,7 +40,7 @@ def test_fused_cpu_rms_norm_equals_the_written_out_arithmetic(monkeypatch, gemma
 
 
 @pytest.mark.parametrize("gemma", [True, False])
-def test_c_kernel_rms_norm_is_float32_close(gemma):
+def test_c_kernel_rms_norm_is_float32_close(monkeypatch, gemma):
     """Where longdoc_kernels/cpu is built, a decode step's norms are one C call: the same float32
     arithmetic up to the order of the sum of squares; a prefill chunk's (more than
     _KERNEL_NORM_MAX values) stays on torch's, bit for bit."""
@@ -49,13 +49,19 @@ def test_c_kernel_rms_norm_is_float32_close(gemma):
 
     if cpu.lib() is None:
         pytest.skip(f"C kernels not built here: {cpu.status()}")
+    calls = []
+    real = cpu.rms_norm
+    monkeypatch.setattr(cpu, "rms_norm", lambda x, w, eps: calls.append(x.shape) or real(x, w, eps))
     gen = torch.Generator().manual_seed(4)
     for shape in [(1, 640), (7, 640), (1, 4, 256), (300, 640)]:
         norm = RMSNorm(shape[-1], 1e-6, gemma)
         norm.weight.data = torch.randn(shape[-1], generator=gen) * 0.5 + (0.0 if gemma else 1.0)
         norm.prepare()
         x = torch.randn(*shape, generator=gen) * 4
+        calls.clear()
         if x.numel() > layers._KERNEL_NORM_MAX:
             assert torch.equal(norm(x), _written_out(norm, x)), shape
+            assert not calls  # torch's path
         else:
             torch.testing.assert_close(norm(x), _written_out(norm, x), rtol=2e-6, atol=2e-6)
+            assert calls == [x.shape]  # the C kernel's, not torch's
