@@ -186,3 +186,21 @@ def test_speculative_rows_are_computed_as_decode_steps(monkeypatch):
     monkeypatch.setattr(attention_backend, "cpu_kernels", lambda: None)
     want = be.prefill(q, kc, vc, table, q_offset=400, kv_len=404, scale=0.125, window=128).out
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_kernels_are_built_when_a_cpu_model_loads(monkeypatch, tmp_path):
+    """Loading a model on the CPU builds (or rules out) the kernels, so the first request compiles
+    nothing: a fresh cache folder holds the built library once load_model returns."""
+    from engine.model.loader import load_model
+    from tests.engine.tiny_models import tiny_hf_model
+
+    folder = tmp_path / "tiny"
+    tiny_hf_model("llama", seed=3).save_pretrained(folder)
+    monkeypatch.setenv("LONGDOC_CACHE", str(tmp_path / "cache"))
+    cpu.reset()
+    try:
+        load_model(folder, torch.device("cpu"), torch.float32)
+        assert cpu._STATUS is not None and cpu._STATUS.startswith("ok:")
+        assert list((tmp_path / "cache" / "cpu_kernels").glob("decode-*.so"))
+    finally:
+        cpu.reset()

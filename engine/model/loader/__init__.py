@@ -71,6 +71,12 @@ def load_model(
         model_config, tensors = shard(config, tensors)
     model = build_model(model_config, tensors, device)
     del tensors
+    if device.type == "cpu":
+        # the C kernels of the CPU decode step (longdoc_kernels/cpu), built here rather than inside
+        # the first request that needs them (~1 s with an empty cache, once per machine and compiler)
+        from longdoc_kernels.cpu import lib as cpu_kernels
+
+        cpu_kernels()
     if weights == "int8":
         if device.type != "cpu":
             raise ModelLoadError("weights='int8' runs on the CPU only (torch._weight_int8pack_mm)")
