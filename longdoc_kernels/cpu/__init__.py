@@ -1,6 +1,7 @@
 """C kernels for the CPU's decode step (decode.c), built by the system C compiler when a CPU model
-loads (engine/model/loader; else at first use) and loaded with ctypes; where they cannot be built (no compiler, a failed build, `LONGDOC_CPU_KERNELS=0`)
-the engine keeps its torch path and `status()` says why.
+loads (engine/model/loader; else at first use) and loaded with ctypes; where they cannot be built
+(no compiler, a failed build, `LONGDOC_CPU_KERNELS=0`) the engine keeps its torch path and
+`status()` says why.
 
 Why C: a CPU decode step of a small model is bound by the count of small operations as much as by
 the bytes of weights: in torch every operation costs a dispatch of several microseconds whatever
