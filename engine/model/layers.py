@@ -35,6 +35,8 @@ def _fused_path(x: torch.Tensor) -> bool:
 # Norms of at most this many values (a decode step's rows; a prefill chunk's are left to torch,
 # which spreads them over threads) run as one C call where longdoc_kernels.cpu is built
 _KERNEL_NORM_MAX = 16384
+# rows up to which the attention's q/k norm, RoPE and cache write take one C call (`_forward_cpu`)
+_KERNEL_ROWS = 64
 
 
 class RMSNorm(nn.Module):
@@ -188,8 +190,18 @@ class Attention(nn.Module):
 
         t, h, kvh, d = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
         qkv = linear(x, *self.qkv)
-        qk = qkv[:, : (h + kvh) * d].reshape(t, h + kvh, d)
         v = qkv[:, (h + kvh) * d :].reshape(t, kvh, d)
+        if t <= _KERNEL_ROWS and qkv.dtype == torch.float32:
+            # decode steps and short chunks: q/k norm, RoPE and the cache write in one C call
+            w = self._joint_qk_weight(qkv) if self.qk_norm else None
+            if (w is not None or not self.qk_norm) and (
+                    qk := ctx.cpu_rope_write(self.layer, qkv, h, kvh, w, self.q_norm.eps if self.qk_norm else 0.0,
+                                             cos, sin)) is not None:
+                out = ctx.attend(self.layer, self.window, self.scale, self.softcap, qk[:, :h], qk[:, h:], v,
+                                 written=True)
+                out = self.o_proj(out.reshape(t, h * d))
+                return self.tp.all_reduce(out) if self.tp is not None else out
+        qk = qkv[:, : (h + kvh) * d].reshape(t, h + kvh, d)
         if self.qk_norm:
             w = self._joint_qk_weight(qk)
             if w is None:

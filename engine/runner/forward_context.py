@@ -168,6 +168,25 @@ class ForwardContext:
                                             self.slot_mappings[gi], return_k=prefill)
         return out if prefill else (out, None)
 
+    def cpu_rope_write(
+        self, layer: int, qkv: torch.Tensor, heads: int, kv_heads: int, w: torch.Tensor | None, eps: float,
+        cos: torch.Tensor, sin: torch.Tensor,
+    ) -> torch.Tensor | None:
+        """On the CPU, with the C kernels (longdoc_kernels/cpu): q and k normed (w: each head's norm
+        weight, None for no q/k norm) and rotated, and k and v written to this layer's cache slots,
+        in one call; returns q and k rotated, [T, heads + kv_heads, head_dim], and the caller then
+        calls `attend(..., written=True)`. None where the unfused path must run (attribution capture,
+        which records its values; no kernels; a layout the kernel declines)."""
+        if self.capture is not None and layer in self.capture.layers:
+            return None
+        from longdoc_kernels.cpu import available
+
+        kernels = available()
+        if kernels is None:
+            return None
+        gi, k_cache, v_cache = self.cache.layer_cache(layer)
+        return kernels.qk_rope_write(qkv, heads, kv_heads, w, eps, cos, sin, k_cache, v_cache, self.slot_mappings[gi])
+
     def attend(
         self,
         layer: int,

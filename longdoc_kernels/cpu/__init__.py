@@ -92,6 +92,8 @@ def _build() -> tuple[ctypes.CDLL | None, str]:
     lib.ld_add_rms_norm.argtypes = [ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, f32]
     lib.ld_int8_matmul.restype = None
     lib.ld_int8_matmul.argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, ctypes.c_int]
+    lib.ld_qk_rope_write.restype = ctypes.c_int
+    lib.ld_qk_rope_write.argtypes = [ptr, i64, ptr, f32, ptr, ptr, i64, i64, i64, i64, ptr, ptr, ptr, ptr, i64]
     lib.ld_decode_attention.restype = ctypes.c_int
     lib.ld_decode_attention.argtypes = [ptr, ptr, ptr, i64, ptr, i64, i64, ptr, i64, i64, i64, i64, i64, i64, f32,
                                         f32, ptr, ctypes.c_int]
@@ -165,6 +167,33 @@ def add_rms_norm(x: torch.Tensor, a: torch.Tensor, w1: torch.Tensor, w2: torch.T
                           x_out.data_ptr(), h_out.data_ptr() if h_out is not None else None, x.shape[0], x.shape[1],
                           eps)
     return x_out, h_out
+
+
+def qk_rope_write(qkv: torch.Tensor, heads: int, kv_heads: int, w: torch.Tensor | None, eps: float,
+                  cos: torch.Tensor, sin: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                  slots: torch.Tensor) -> torch.Tensor | None:
+    """The attention's small operations between the q/k/v product and the attention, in one call:
+    from qkv [T, (heads + 2 kv_heads) d] (the fused projection's output), q and k normed per head
+    (w [heads + kv_heads, d]: each head's norm weight; None: no q/k norm), rotated by RoPE (cos/sin
+    [T, d], rotate-half), and the rotated k and the v heads written to the pools k_cache / v_cache
+    ([blocks, block_size, kv_heads, d]) at slots [T]. Returns the rotated q and k, [T, heads +
+    kv_heads, d]; None where the kernel does not apply (dtypes, layouts, a slot outside the pool:
+    nothing written, the caller's torch path runs). The same float32 arithmetic as `rms_norm`, then
+    `engine.model.rope.apply_rope_rolled`, then `index_copy_`."""
+    t = qkv.shape[0]
+    nb, bs, kvh, d = k_cache.shape
+    if not _ok(qkv, cos, sin, k_cache, v_cache) or (w is not None and not _ok(w)) or kvh != kv_heads \
+            or qkv.dim() != 2 or qkv.stride(1) != 1 or qkv.shape[1] != (heads + 2 * kvh) * d \
+            or cos.shape != (t, d) or sin.shape != (t, d) or not (cos.is_contiguous() and sin.is_contiguous()) \
+            or not (k_cache.is_contiguous() and v_cache.is_contiguous()) or v_cache.shape != k_cache.shape \
+            or (w is not None and (w.shape != (heads + kvh, d) or not w.is_contiguous())) \
+            or slots.dtype != torch.int64 or slots.shape != (t,) or not slots.is_contiguous() or d % 2:
+        return None
+    out = torch.empty(t, heads + kvh, d, dtype=torch.float32)
+    rc = lib().ld_qk_rope_write(qkv.data_ptr(), qkv.stride(0), w.data_ptr() if w is not None else None, eps,
+                                cos.data_ptr(), sin.data_ptr(), t, heads, kvh, d, out.data_ptr(), k_cache.data_ptr(),
+                                v_cache.data_ptr(), slots.data_ptr(), nb * bs)
+    return out if rc == 0 else None
 
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, tables: torch.Tensor,

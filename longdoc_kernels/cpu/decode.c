@@ -15,17 +15,16 @@
 
 /* y[i, :] = x[i, :] / sqrt(mean(x[i, :]^2) + eps) * w[i % w_rows, :] for i < rows; x rows `x_stride`
  * floats apart, y contiguous. */
+static void ld_norm_row(const float *xi, const float *wi, float *yi, int64_t dim, float eps) {
+  float ss = 0.0f;
+  for (int64_t k = 0; k < dim; k++) ss += xi[k] * xi[k];
+  const float r = 1.0f / sqrtf(ss / (float)dim + eps);
+  for (int64_t k = 0; k < dim; k++) yi[k] = (xi[k] * r) * wi[k];
+}
+
 void ld_rms_norm(const float *x, int64_t x_stride, const float *w, int64_t w_rows, float *y, int64_t rows,
                  int64_t dim, float eps) {
-  for (int64_t i = 0; i < rows; i++) {
-    const float *xi = x + i * x_stride;
-    const float *wi = w + (i % w_rows) * dim;
-    float *yi = y + i * dim;
-    float ss = 0.0f;
-    for (int64_t k = 0; k < dim; k++) ss += xi[k] * xi[k];
-    const float r = 1.0f / sqrtf(ss / (float)dim + eps);
-    for (int64_t k = 0; k < dim; k++) yi[k] = (xi[k] * r) * wi[k];
-  }
+  for (int64_t i = 0; i < rows; i++) ld_norm_row(x + i * x_stride, w + (i % w_rows) * dim, y + i * dim, dim, eps);
 }
 
 /* The residual add between Gemma's sandwich norms, in one call: x_out = x + rms_norm(a) * w1, then
@@ -46,6 +45,55 @@ void ld_add_rms_norm(const float *x, const float *a, const float *w1, const floa
     r = 1.0f / sqrtf(ss / (float)dim + eps);
     for (int64_t k = 0; k < dim; k++) ho[k] = (xo[k] * r) * w2[k];
   }
+}
+
+/* y rotated by RoPE into o (see ld_qk_rope_write): each product rounded, then the sum */
+__attribute__((noinline, optimize("fp-contract=off"))) static void ld_rope_row(const float *y, const float *c,
+                                                                               const float *s, float *o, int64_t d) {
+  const int64_t half = d / 2;
+  for (int64_t e = 0; e < half; e++) {
+    const float a = y[e] * c[e], b = y[e + half] * -s[e];
+    o[e] = a + b;
+  }
+  for (int64_t e = half; e < d; e++) {
+    const float a = y[e] * c[e], b = y[e - half] * s[e];
+    o[e] = a + b;
+  }
+}
+
+/* q and k of a few rows straight from the fused q/k/v projection, and the cache write, in one call:
+ * row t < T of qkv (rows `ld` floats apart) holds h q heads, kvh k heads and kvh v heads of d
+ * floats. Each q/k head is RMS-normed with its weight row w[j] (j < h + kvh; no norm where w is
+ * NULL), then rotated by RoPE in the rotate-half convention with cos/sin [T, d]: y[e] * cos[e] +
+ * y[e + d/2] * -sin[e] for e < d/2, y[e] * cos[e] + y[e - d/2] * sin[e] above (each product
+ * rounded, then the sum: torch's `x * cos + roll(x) * signed_sin`, no fused multiply-add), into
+ * qk_out [T, h + kvh, d]. Then row t's rotated k heads and its v heads go to slot slots[t] of the
+ * pools k_cache / v_cache ([n_slots, kvh, d]). Returns 0, or -1 (nothing written) where a slot is
+ * outside 0 .. n_slots - 1. */
+int ld_qk_rope_write(const float *qkv, int64_t ld, const float *w, float eps, const float *cos, const float *sin,
+                     int64_t T, int64_t h, int64_t kvh, int64_t d, float *qk_out, float *k_cache, float *v_cache,
+                     const int64_t *slots, int64_t n_slots) {
+  const int64_t nh = h + kvh;
+  for (int64_t t = 0; t < T; t++)
+    if (slots[t] < 0 || slots[t] >= n_slots) return -1;
+  float *y = (float *)malloc(sizeof(float) * d);
+  if (!y) return -1;
+  for (int64_t t = 0; t < T; t++) {
+    const float *row = qkv + t * ld;
+    for (int64_t j = 0; j < nh; j++) {
+      const float *x = row + j * d;
+      if (w) ld_norm_row(x, w + j * d, y, d, eps);
+      ld_rope_row(w ? y : x, cos + t * d, sin + t * d, qk_out + (t * nh + j) * d, d);
+    }
+    float *kc = k_cache + slots[t] * kvh * d, *vc = v_cache + slots[t] * kvh * d;
+    const float *kr = qk_out + (t * nh + h) * d, *vr = row + nh * d;
+    for (int64_t e = 0; e < kvh * d; e++) {
+      kc[e] = kr[e];
+      vc[e] = vr[e];
+    }
+  }
+  free(y);
+  return 0;
 }
 
 #define LD_CHUNK 256 /* keys per task: a sequence's keys are split into chunks computed in parallel */

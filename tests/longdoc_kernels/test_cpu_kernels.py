@@ -204,3 +204,67 @@ def test_kernels_are_built_when_a_cpu_model_loads(monkeypatch, tmp_path):
         assert list((tmp_path / "cache" / "cpu_kernels").glob("decode-*.so"))
     finally:
         cpu.reset()
+
+
+@pytest.mark.parametrize("h,kvh,d,t,normed", [(4, 1, 256, 1, True), (8, 2, 64, 3, False), (3, 3, 128, 5, True)])
+def test_qk_rope_write_equals_the_torch_ops(h, kvh, d, t, normed):
+    """Norm (C rms_norm), rolled RoPE and index_copy_ into the pools, bit for bit, and nothing else
+    of the pools touched; a slot outside the pool declines without writing."""
+    from engine.model.rope import apply_rope_rolled
+
+    gen = torch.Generator().manual_seed(h * d + t)
+    qkv = torch.randn(t, (h + 2 * kvh) * d + 7, generator=gen)[:, : (h + 2 * kvh) * d]  # rows at a stride
+    w = torch.rand(h + kvh, d, generator=gen) + 0.5 if normed else None
+    cos, sin = torch.randn(t, d, generator=gen), torch.randn(t, d, generator=gen)
+    k_cache, v_cache = torch.randn(6, 4, kvh, d, generator=gen), torch.randn(6, 4, kvh, d, generator=gen)
+    slots = torch.randperm(24, generator=gen)[:t]
+    qk = qkv[:, : (h + kvh) * d].reshape(t, h + kvh, d)
+    if normed:
+        qk = cpu.rms_norm(qk, w, 1e-6)
+    want = apply_rope_rolled(qk, cos, sin)
+    want_k, want_v = k_cache.clone(), v_cache.clone()
+    want_k.view(-1, kvh, d).index_copy_(0, slots, want[:, h:])
+    want_v.view(-1, kvh, d).index_copy_(0, slots, qkv[:, (h + kvh) * d :].reshape(t, kvh, d))
+    k2, v2 = k_cache.clone(), v_cache.clone()
+    got = cpu.qk_rope_write(qkv, h, kvh, w, 1e-6, cos, sin, k2, v2, slots)
+    assert torch.equal(got, want) and torch.equal(k2, want_k) and torch.equal(v2, want_v)
+    bad = slots.clone()
+    bad[-1] = 24
+    k3, v3 = k_cache.clone(), v_cache.clone()
+    assert cpu.qk_rope_write(qkv, h, kvh, w, 1e-6, cos, sin, k3, v3, bad) is None
+    assert torch.equal(k3, k_cache) and torch.equal(v3, v_cache)
+
+
+def test_decode_steps_take_the_fused_rope_write(monkeypatch):
+    """A CPU model's decode steps and short chunks go through qk_rope_write (one call per layer),
+    and give the tokens of the path without it."""
+    from engine.config import CacheConfig, SchedulerConfig
+    from engine.core.sampling import SamplingParams
+    from engine.model.loader.random_weights import hf_to_engine_config, llm_from_model, random_model
+    from tests.engine.tiny_models import tiny_hf_config
+
+    cfg = hf_to_engine_config(tiny_hf_config("gemma3"))
+    model = random_model(cfg, torch.device("cpu"), torch.float32, seed=4)
+    prompt = torch.randint(3, cfg.vocab_size, (21,), generator=torch.Generator().manual_seed(1)).tolist()
+    params = SamplingParams(max_tokens=5, ignore_eos=True)
+    calls = []
+    real = cpu.qk_rope_write
+
+    def spy(*a, **k):
+        out = real(*a, **k)
+        calls.append(out is not None)
+        return out
+
+    def run():
+        llm = llm_from_model(model, cfg, device="cpu", dtype=torch.float32,
+                             cache=CacheConfig(block_size=4, memory_budget=16 * 2**20),
+                             scheduler=SchedulerConfig(max_prefill_chunk=16, num_speculative_tokens=0))
+        return llm.generate([prompt], params)[0].token_ids
+
+    monkeypatch.setattr(cpu, "qk_rope_write", spy)
+    fused = run()
+    layers = cfg.num_layers
+    # every layer of every forward: at least the prompt's two chunks (16 + 5 rows) and 4 decode steps
+    assert len(calls) % layers == 0 and len(calls) >= layers * (2 + 4) and all(calls)
+    monkeypatch.setattr(cpu, "qk_rope_write", lambda *a, **k: None)  # declined: the torch ops
+    assert run() == fused
