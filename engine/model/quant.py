@@ -277,7 +277,10 @@ class GreedyHead:
     be the argmax and is skipped. The candidates' int8 logits come from the same kernel on the
     gathered rows, which on this torch computes each row exactly as the whole product does
     (tests/engine/model/test_greedy_head.py checks it), and ties go to the lowest index as
-    torch.argmax's do. Gemma 3 270M on a 2-core AVX-512 host, one token: 11 ms for the int4 pass and
+    torch.argmax's do. With the C kernels (longdoc_kernels/cpu) the int4 filter's argmax and the
+    candidate rows are found in one vectorised pass each over its bfloat16 logits, the same rows as
+    the torch expression (~0.2 ms against ~2 ms for its passes over [B, V] float32 tensors on the
+    2-core Xeon of 2026-12-07, two threads). Gemma 3 270M on a 2-core AVX-512 host, one token: 11 ms for the int4 pass and
     ~3 ms for a median of 341 candidates (at most 8,433) against 25-31 ms for the int8 product; the
     argmax was the int8 product's at every one of 147 positions of a contract (BENCHMARKS.md, "CPU
     decode: the output layer")."""
@@ -339,11 +342,13 @@ class GreedyHead:
     def argmax(self, x: torch.Tensor) -> list[int]:
         """The int8 output layer's argmax for every row of x [B, in] (the final hidden states)."""
         xb = x.to(torch.bfloat16)
+        q, sc = self.head.q, self.head.scale_bf16
+        if self.int4 is not None and (kernels := cpu_kernels()) is not None and xb.shape[0] <= 64:
+            return self._argmax_c(xb, kernels)
         coarse, bound = self._int4(xb) if self.int4 is not None else self.int8.coarse(xb.float())  # [B, V] each
         best = coarse.argmax(-1)  # [B]
         # index_select, not advanced indexing: on the CPU q[rows] of a few hundred rows takes ~150 us,
         # index_select ~7 (one thread, 341 rows of 640)
-        q, sc = self.head.q, self.head.scale_bf16
         floor = torch._weight_int8pack_mm(xb, q.index_select(0, best), sc.index_select(0, best)).float()
         floor = floor.diagonal()  # each row's exact logit at its filter argmax
         ceiling = coarse + bound + _SLACK
@@ -358,6 +363,33 @@ class GreedyHead:
             return exact.float().masked_fill(~keep, float("-inf")).argmax(-1).tolist()
         exact = torch._weight_int8pack_mm(xb, q.index_select(0, rows), sc.index_select(0, rows))
         exact = exact.float().masked_fill(~keep.index_select(1, rows), float("-inf"))
+        return rows[exact.argmax(-1)].tolist()
+
+
+    def _argmax_c(self, xb: torch.Tensor, kernels) -> list[int]:
+        """`argmax` with the int4 filter, its argmax and its candidate rows through the C kernels
+        (longdoc_kernels/cpu): the same rows as the torch expression (the same float32 operations in
+        the same order), without its ten passes over [B, V] float32 tensors."""
+        q, sc = self.head.q, self.head.scale_bf16
+        w4 = self.int4
+        coarse = torch._weight_int4pack_mm_for_cpu(xb, w4.packed, w4.group, w4.scale_zeros)  # [B, V] bfloat16
+        best = kernels.bf16_argmax(coarse)
+        floor = torch._weight_int8pack_mm(xb, q.index_select(0, best), sc.index_select(0, best)).float().diagonal()
+        rows = kernels.int4_candidates(coarse, w4.err_norm, xb.float().norm(dim=1), floor.contiguous(), _BF16_REL,
+                                       _SLACK)
+        self.last_candidates = int(rows.numel())
+        b = xb.shape[0]
+        if b > 1:  # the rows kept for some row of the batch: each row's own among them, as `argmax` masks
+            c = coarse.index_select(1, rows).float()
+            ceiling = c + (c.abs() * _BF16_REL + xb.float().norm(dim=1, keepdim=True) * w4.err_norm[rows] *
+                           (1 + _BF16_REL)) + _SLACK
+            keep = ceiling >= (floor - floor.abs() * _BF16_REL - _SLACK)[:, None]
+        if rows.numel() * FULL_HEAD_SHARE > coarse.shape[1]:
+            exact = torch._weight_int8pack_mm(xb, q, sc).float().index_select(1, rows)
+        else:
+            exact = torch._weight_int8pack_mm(xb, q.index_select(0, rows), sc.index_select(0, rows)).float()
+        if b > 1:
+            exact = exact.masked_fill(~keep, float("-inf"))
         return rows[exact.argmax(-1)].tolist()
 
 

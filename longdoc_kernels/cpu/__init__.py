@@ -94,6 +94,10 @@ def _build() -> tuple[ctypes.CDLL | None, str]:
     lib.ld_int8_matmul.argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, ctypes.c_int]
     lib.ld_qk_rope_write.restype = ctypes.c_int
     lib.ld_qk_rope_write.argtypes = [ptr, i64, ptr, f32, ptr, ptr, i64, i64, i64, i64, ptr, ptr, ptr, ptr, i64]
+    lib.ld_bf16_argmax.restype = None
+    lib.ld_bf16_argmax.argtypes = [ptr, i64, i64, ptr]
+    lib.ld_int4_candidates.restype = i64
+    lib.ld_int4_candidates.argtypes = [ptr, i64, i64, ptr, ptr, ptr, f32, f32, ptr, i64]
     lib.ld_decode_attention.restype = ctypes.c_int
     lib.ld_decode_attention.argtypes = [ptr, ptr, ptr, i64, ptr, i64, i64, ptr, i64, i64, i64, i64, i64, i64, f32,
                                         f32, ptr, ctypes.c_int]
@@ -237,3 +241,37 @@ def int8_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.
     lib().ld_int8_matmul(q.data_ptr(), scale.data_ptr(), x.data_ptr(), out.data_ptr(), q.shape[0], q.shape[1],
                          x.shape[0], torch.get_num_threads())
     return out
+
+
+def bf16_argmax(x: torch.Tensor) -> torch.Tensor:
+    """torch.argmax(x, -1) of a [B, V] bfloat16 CPU matrix (the first index among ties), int64 [B]."""
+    if x.dtype != torch.bfloat16 or x.dim() != 2 or x.device.type != "cpu":
+        raise ValueError(f"bf16_argmax takes a [B, V] bfloat16 CPU tensor, not {x.dtype} {tuple(x.shape)}")
+    x = x.contiguous()
+    best = torch.empty(x.shape[0], dtype=torch.int64)
+    lib().ld_bf16_argmax(x.data_ptr(), x.shape[0], x.shape[1], best.data_ptr())
+    return best
+
+
+def int4_candidates(coarse: torch.Tensor, err: torch.Tensor, xnorm: torch.Tensor, floor: torch.Tensor, rel: float,
+                    slack: float) -> torch.Tensor | None:
+    """The rows GreedyHead keeps after its int4 filter (engine/model/quant.py), in one pass: the
+    ascending ids j where, for some row b, coarse[b, j] + |coarse[b, j]| rel + xnorm[b] err[j]
+    (1 + rel) + slack >= floor[b] - |floor[b]| rel - slack, computed in float32 in that order, as
+    the torch expression does. coarse [B, V] bfloat16, err [V], xnorm [B], floor [B] float32.
+    None for more than 64 rows."""
+    b, v = coarse.shape
+    if coarse.dtype != torch.bfloat16 or not _ok(err, xnorm, floor) or err.shape != (v,) or xnorm.shape != (b,) \
+            or floor.shape != (b,):
+        raise ValueError("int4_candidates: coarse [B, V] bfloat16, err [V], xnorm [B], floor [B] float32")
+    if b > 64:
+        return None
+    coarse, err, xnorm, floor = coarse.contiguous(), err.contiguous(), xnorm.contiguous(), floor.contiguous()
+    cap = 4096
+    while True:
+        out = torch.empty(cap, dtype=torch.int64)
+        n = lib().ld_int4_candidates(coarse.data_ptr(), b, v, err.data_ptr(), xnorm.data_ptr(), floor.data_ptr(), rel,
+                                     slack, out.data_ptr(), cap)
+        if n <= cap:
+            return out[:n]
+        cap = n

@@ -305,3 +305,101 @@ void ld_int8_matmul(const int8_t *q, const float *scale, const float *x, float *
     }
   }
 }
+
+static inline float ld_bf16(uint16_t b) {
+  const uint32_t u = (uint32_t)b << 16;
+  float f;
+  __builtin_memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+#if defined(__AVX512F__)
+/* 16 bfloat16 values widened to float32 (exact: the bits shifted into the high half) */
+static inline __m512 ld_bf16x16(const uint16_t *p) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+#endif
+
+/* best[b] = the first index of the largest of row b of a [B, V] bfloat16 matrix (torch.argmax's
+ * choice among ties): the largest value in one vectorised pass, then its first position */
+void ld_bf16_argmax(const uint16_t *x, int64_t B, int64_t V, int64_t *best) {
+  for (int64_t b = 0; b < B; b++) {
+    const uint16_t *row = x + b * V;
+    float top = ld_bf16(row[0]);
+    int64_t j = 0;
+#if defined(__AVX512F__)
+    __m512 m = _mm512_set1_ps(top);
+    for (; j + 16 <= V; j += 16) m = _mm512_max_ps(m, ld_bf16x16(row + j));
+    top = _mm512_reduce_max_ps(m);
+#endif
+    for (; j < V; j++) top = ld_bf16(row[j]) > top ? ld_bf16(row[j]) : top;
+    int64_t arg = 0;
+    j = 0;
+#if defined(__AVX512F__)
+    const __m512 t = _mm512_set1_ps(top);
+    for (; j + 16 <= V; j += 16) {
+      const __mmask16 eq = _mm512_cmp_ps_mask(ld_bf16x16(row + j), t, _CMP_EQ_OQ);
+      if (eq) break;
+    }
+#endif
+    for (; j < V; j++)
+      if (ld_bf16(row[j]) == top) break;
+    arg = j < V ? j : 0;
+    best[b] = arg;
+  }
+}
+
+/* GreedyHead's candidate rows from its int4 filter (engine/model/quant.py): row j stays when for
+ * some b < B its ceiling c + |c| rel + (xnorm[b] err[j]) (1 + rel) + slack, c the filter's bfloat16
+ * logit coarse[b, j], reaches floor[b] - |floor[b]| rel - slack (floor[b]: the exact logit of the
+ * filter's argmax). The ids of the rows kept, ascending, go to out (at most cap of them); returns
+ * how many rows are kept (-1 for B > 64). Each product and sum rounded in torch's order (no fused
+ * multiply-add), so the rows are exactly those of the torch expression; 16 rows a vector. */
+__attribute__((optimize("fp-contract=off"))) int64_t ld_int4_candidates(
+    const uint16_t *coarse, int64_t B, int64_t V, const float *err, const float *xnorm, const float *floor, float rel,
+    float slack, int64_t *out, int64_t cap) {
+  float thr[64];
+  if (B > 64) return -1;
+  for (int64_t b = 0; b < B; b++) {
+    const float f = floor[b], fr = (f < 0 ? -f : f) * rel;
+    thr[b] = (f - fr) - slack;
+  }
+  const float up = 1.0f + rel;
+  int64_t n = 0, j = 0;
+#if defined(__AVX512F__)
+  const __m512 vrel = _mm512_set1_ps(rel), vup = _mm512_set1_ps(up), vslack = _mm512_set1_ps(slack);
+  for (; j + 16 <= V; j += 16) {
+    const __m512 e = _mm512_loadu_ps(err + j);
+    __mmask16 keep = 0;
+    for (int64_t b = 0; b < B; b++) {
+      const __m512 c = ld_bf16x16(coarse + b * V + j);
+      const __m512 gap = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(xnorm[b]), e), vup);
+      const __m512 bound = _mm512_add_ps(_mm512_mul_ps(_mm512_abs_ps(c), vrel), gap);
+      const __m512 ceil = _mm512_add_ps(_mm512_add_ps(c, bound), vslack);
+      keep |= _mm512_cmp_ps_mask(ceil, _mm512_set1_ps(thr[b]), _CMP_GE_OQ);
+    }
+    while (keep) {
+      const int k = __builtin_ctz(keep);
+      if (n < cap) out[n] = j + k;
+      n++;
+      keep &= keep - 1;
+    }
+  }
+#endif
+  for (; j < V; j++) {
+    const float e = err[j];
+    int keep = 0;
+    for (int64_t b = 0; b < B && !keep; b++) {
+      const float c = ld_bf16(coarse[b * V + j]);
+      const float gap = (xnorm[b] * e) * up;
+      const float bound = (c < 0 ? -c : c) * rel + gap;
+      keep = (c + bound) + slack >= thr[b];
+    }
+    if (keep) {
+      if (n < cap) out[n] = j;
+      n++;
+    }
+  }
+  return n;
+}

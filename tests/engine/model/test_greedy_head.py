@@ -144,3 +144,45 @@ def test_filter_choice(monkeypatch):
     assert GreedyHead(head).filter == "int4"
     with pytest.raises(RuntimeError, match="fbgemm"):
         GreedyHead(head, filter="int8")
+
+
+def test_c_candidates_are_the_torch_expressions_rows(monkeypatch):
+    """With the C kernels (longdoc_kernels/cpu), the int4 filter's argmax and candidate rows are
+    exactly those of the torch path, batch and single rows alike."""
+    from longdoc_kernels import cpu
+
+    if cpu.lib() is None:
+        pytest.skip(f"C kernels not built here: {cpu.status()}")
+    gen = torch.Generator().manual_seed(4)
+    w = torch.randn(30000, 256, generator=gen) * 0.05
+    w[77] = w[78] + 1e-4  # a near-tie
+    head = Int8Weight(w)
+    greedy = GreedyHead(head, filter="int4")
+    x = torch.randn(6, 256, generator=gen) * 3
+    x[2] = w[78] * 40
+    calls = []
+    real = cpu.int4_candidates
+    monkeypatch.setattr(cpu, "int4_candidates", lambda *a: calls.append(1) or real(*a))
+    got = {}
+    for on in (True, False):
+        monkeypatch.setattr(quant, "cpu_kernels", (lambda: cpu) if on else (lambda: None))
+        got[on] = []
+        for rows in (slice(0, 6), slice(2, 3), slice(4, 5)):
+            got[on].append((greedy.argmax(x[rows]), greedy.last_candidates))
+    assert got[True] == got[False] and len(calls) == 3
+    assert got[True][0][0] == head.matmul(x).float().argmax(-1).tolist()
+    xb = x.to(torch.bfloat16)
+    coarse = torch._weight_int4pack_mm_for_cpu(xb, greedy.int4.packed, greedy.int4.group, greedy.int4.scale_zeros)
+    assert torch.equal(cpu.bf16_argmax(coarse), coarse.float().argmax(-1))
+    coarse[1, 999] = coarse[1].max()  # a tie: the first index, as torch.argmax
+    assert torch.equal(cpu.bf16_argmax(coarse), coarse.float().argmax(-1))
+    # the kernel on its own, a width that is not a multiple of its vectors (the scalar tail)
+    c = (torch.randn(3, 1003, generator=gen) * 4).to(torch.bfloat16)
+    c[1, 1000] = c[1].max()  # a row of the tail among the candidates
+    err, xn = torch.rand(1003, generator=gen) * 0.01, torch.rand(3, generator=gen) * 50
+    fl = c.float().amax(1) - 0.5
+    ceiling = c.float() + (c.float().abs() * quant._BF16_REL + xn[:, None] * err * (1 + quant._BF16_REL)) + quant._SLACK
+    want = torch.nonzero((ceiling >= (fl - fl.abs() * quant._BF16_REL - quant._SLACK)[:, None]).any(0)).flatten()
+    assert 0 < want.numel() < 1003 and (want >= 992).any()
+    assert torch.equal(cpu.int4_candidates(c, err, xn, fl, quant._BF16_REL, quant._SLACK), want)
+    assert torch.equal(cpu.bf16_argmax(c), c.float().argmax(-1))
