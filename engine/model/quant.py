@@ -106,6 +106,11 @@ def bf16_gemm() -> bool:
     return _BF16_GEMM
 
 
+def _c_rows() -> int | float:
+    """Row counts below this take the C kernel in `Int8Weight.matmul` (the GEMM paths above it)."""
+    return GEMM_ROWS if bf16_gemm() else FP32_GEMM_ROWS if fp32_gemm() else float("inf")
+
+
 class Int8Weight:
     """A [out, in] weight as int8 rows `q` and float32 per-row scales (`w ~= q * scale[:, None]`).
     gemm: products of many rows may use a bfloat16 copy (`bf16_gemm`), made on first use: the
@@ -126,6 +131,9 @@ class Int8Weight:
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., in] @ w.T -> [..., out] in x's dtype."""
+        if self.scale_k is not None and x.dtype is torch.float32 and x.dim() == 2 and not x.is_cuda \
+                and x.shape[0] < _c_rows() and (kernels := cpu_kernels()) is not None:
+            return kernels.int8_matmul(x, self.q, self.scale_k)  # a decode step's rows: the branch below, sooner
         flat = x.dim() == 2  # the engine's activations [T, in]: no reshapes (a decode step makes 72 of these calls)
         x2 = x if flat else x.reshape(-1, x.shape[-1])
         if self.gemm and x2.shape[0] >= GEMM_ROWS and bf16_gemm():
