@@ -288,8 +288,8 @@ class GreedyHead:
     torch.argmax's do. With the C kernels (longdoc_kernels/cpu) the int4 filter's argmax and the
     candidate rows are found in one vectorised pass each over its bfloat16 logits, the same rows as
     the torch expression (~0.2 ms against ~2 ms for its passes over [B, V] float32 tensors on the
-    2-core Xeon of 2026-12-07, two threads). Gemma 3 270M on a 2-core AVX-512 host, one token: 11 ms for the int4 pass and
-    ~3 ms for a median of 341 candidates (at most 8,433) against 25-31 ms for the int8 product; the
+    2-core Xeon of 2026-12-07, two threads). Gemma 3 270M on a 2-core AVX-512 host, one token: 11
+    ms for the int4 pass and ~3 ms for a median of 341 candidates (at most 8,433) against 25-31 ms for the int8 product; the
     argmax was the int8 product's at every one of 147 positions of a contract (BENCHMARKS.md, "CPU
     decode: the output layer")."""
 
@@ -350,9 +350,9 @@ class GreedyHead:
     def argmax(self, x: torch.Tensor) -> list[int]:
         """The int8 output layer's argmax for every row of x [B, in] (the final hidden states)."""
         xb = x.to(torch.bfloat16)
-        q, sc = self.head.q, self.head.scale_bf16
         if self.int4 is not None and (kernels := cpu_kernels()) is not None and xb.shape[0] <= 64:
             return self._argmax_c(xb, kernels)
+        q, sc = self.head.q, self.head.scale_bf16
         coarse, bound = self._int4(xb) if self.int4 is not None else self.int8.coarse(xb.float())  # [B, V] each
         best = coarse.argmax(-1)  # [B]
         # index_select, not advanced indexing: on the CPU q[rows] of a few hundred rows takes ~150 us,
@@ -372,7 +372,6 @@ class GreedyHead:
         exact = torch._weight_int8pack_mm(xb, q.index_select(0, rows), sc.index_select(0, rows))
         exact = exact.float().masked_fill(~keep.index_select(1, rows), float("-inf"))
         return rows[exact.argmax(-1)].tolist()
-
 
     def _argmax_c(self, xb: torch.Tensor, kernels) -> list[int]:
         """`argmax` with the int4 filter, its argmax and its candidate rows through the C kernels
