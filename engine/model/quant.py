@@ -289,9 +289,9 @@ class GreedyHead:
     candidate rows are found in one vectorised pass each over its bfloat16 logits, the same rows as
     the torch expression (~0.2 ms against ~2 ms for its passes over [B, V] float32 tensors on the
     2-core Xeon of 2026-12-07, two threads). Gemma 3 270M on a 2-core AVX-512 host, one token: 11
-    ms for the int4 pass and ~3 ms for a median of 341 candidates (at most 8,433) against 25-31 ms for the int8 product; the
-    argmax was the int8 product's at every one of 147 positions of a contract (BENCHMARKS.md, "CPU
-    decode: the output layer")."""
+    ms for the int4 pass and ~3 ms for a median of 341 candidates (at most 8,433) against 25-31 ms
+    for the int8 product; the argmax was the int8 product's at every one of 147 positions of a
+    contract (BENCHMARKS.md, "CPU decode: the output layer")."""
 
     def __init__(self, head: Int8Weight, group: int = 32, filter: str | None = None) -> None:
         import os
