@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.model.config import ModelConfig
-from engine.model.quant import linear
+from engine.model.quant import Int8Linear, Int8Weight, linear, mlp_int8
 from longdoc_kernels.cpu import available as _cpu_kernels  # the C kernels, or None
 
 if TYPE_CHECKING:
@@ -104,6 +104,10 @@ class MLP(nn.Module):
         self.gate_up = fused
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if type(self.gate_up) is Int8Weight and type(self.down_proj) is Int8Linear and self.down_proj.bias is None \
+                and (out := mlp_int8(x, self.gate_up, self.down_proj.qweight, self.gelu)) is not None:
+            # a CPU decode step's rows: the whole MLP as one C call (longdoc_kernels/cpu)
+            return self.tp.all_reduce(out) if self.tp is not None else out
         if self.gate_up is not None and _fused_path(x):  # act(gate) * up in one launch, same roundings
             from longdoc_kernels import dispatch
 

@@ -408,6 +408,16 @@ def linear(x: torch.Tensor, w: torch.Tensor | Int8Weight, b: torch.Tensor | None
     return F.linear(x, w, b)
 
 
+def mlp_int8(x: torch.Tensor, gate_up: Int8Weight, down: Int8Weight, gelu: bool) -> torch.Tensor | None:
+    """An MLP's decode-step rows through one C call (longdoc_kernels/cpu: the gate/up product, the
+    activation times up, the down product), where the C kernels take these rows as
+    `Int8Weight.matmul` would (float32, fewer rows than the GEMM paths take); else None."""
+    if gate_up.scale_k is None or down.scale_k is None or x.dtype is not torch.float32 or x.dim() != 2 \
+            or x.is_cuda or x.shape[0] >= _c_rows() or (kernels := cpu_kernels()) is None:
+        return None
+    return kernels.mlp_int8(x, gate_up.q, gate_up.scale_k, down.q, down.scale_k, gelu)
+
+
 class Int8Linear(nn.Module):
     """Stands in for an nn.Linear whose weight is an Int8Weight."""
 

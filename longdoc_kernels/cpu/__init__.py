@@ -98,6 +98,8 @@ def _build() -> tuple[ctypes.CDLL | None, str]:
     lib.ld_bf16_argmax.argtypes = [ptr, i64, i64, ptr]
     lib.ld_int4_candidates.restype = i64
     lib.ld_int4_candidates.argtypes = [ptr, i64, i64, ptr, ptr, ptr, f32, f32, ptr, i64]
+    lib.ld_mlp_int8.restype = ctypes.c_int
+    lib.ld_mlp_int8.argtypes = [ptr, i64, i64, ptr, ptr, i64, ptr, ptr, i64, ctypes.c_int, ptr, ctypes.c_int]
     lib.ld_decode_attention.restype = ctypes.c_int
     lib.ld_decode_attention.argtypes = [ptr, ptr, ptr, i64, ptr, i64, i64, ptr, i64, i64, i64, i64, i64, i64, f32,
                                         f32, ptr, ctypes.c_int]
@@ -250,6 +252,27 @@ def int8_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.
     (_LIB or lib()).ld_int8_matmul(q.data_ptr(), scale.data_ptr(), x.data_ptr(), out.data_ptr(), q.shape[0], q.shape[1],
                          x.shape[0], torch.get_num_threads())
     return out
+
+
+def mlp_int8(x: torch.Tensor, q_gu: torch.Tensor, s_gu: torch.Tensor, q_dn: torch.Tensor, s_dn: torch.Tensor,
+             gelu: bool) -> torch.Tensor | None:
+    """A decode step's MLP in one call: (act(x @ gate^T) * (x @ up^T)) @ down^T with int8 weights,
+    q_gu [2f, k] (gate rows, then up rows) and q_dn [n, f] int8 with float32 scales s_gu [2f], s_dn
+    [n]; act: gelu in its tanh form (gelu=True) or silu, through a vectorised exp (~1e-7 relative
+    to torch's, not bit for bit). x [T, k] float32. Returns [T, n] float32, or None where its
+    buffers cannot be had."""
+    t, k = x.shape
+    f = q_gu.shape[0] // 2
+    if not (x.dtype is _F32 and q_gu.dtype is torch.int8 and q_dn.dtype is torch.int8 and s_gu.dtype is _F32
+            and s_dn.dtype is _F32 and not x.is_cuda and q_gu.shape == (2 * f, k) and q_dn.shape[1] == f
+            and s_gu.shape == (2 * f,) and s_dn.shape == (q_dn.shape[0],)):
+        raise ValueError(f"mlp_int8: x {tuple(x.shape)} float32, q_gu {tuple(q_gu.shape)}, q_dn {tuple(q_dn.shape)} "
+                         "int8 and their float32 scales")
+    x = x.contiguous()
+    out = torch.empty(t, q_dn.shape[0], dtype=torch.float32)
+    rc = (_LIB or lib()).ld_mlp_int8(x.data_ptr(), t, k, q_gu.data_ptr(), s_gu.data_ptr(), f, q_dn.data_ptr(),
+                                     s_dn.data_ptr(), q_dn.shape[0], int(gelu), out.data_ptr(), torch.get_num_threads())
+    return out if rc == 0 else None
 
 
 def bf16_argmax(x: torch.Tensor) -> torch.Tensor:

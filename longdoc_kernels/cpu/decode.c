@@ -285,25 +285,97 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
 /* y[t, i] = scale[i] * sum_k q[i, k] * x[t, k] for t < T, i < n: a weight-only int8 product (int8
  * rows [n, kdim] widened to float32 in registers, float32 activations and accumulation, one scale
  * per row at the end), the layers' products in a decode step; rows split over the threads. */
+/* the product of int8 row w [kdim] and float32 x [kdim], unscaled */
+static inline float ld_dot_i8(const int8_t *w, const float *xt, int64_t kdim) {
+  const int64_t kv = kdim - kdim % (2 * LD_VEC);
+  ld_vf a0 = {0}, a1 = {0}; /* two chains, so an FMA does not wait on the one before */
+  for (int64_t k = 0; k < kv; k += 2 * LD_VEC) {
+    const ld_vf w0 = ld_load_i8(w + k), w1 = ld_load_i8(w + k + LD_VEC);
+    a0 += w0 * *(const ld_vf *)(xt + k);
+    a1 += w1 * *(const ld_vf *)(xt + k + LD_VEC);
+  }
+  float s = ld_hsum(a0 + a1);
+  for (int64_t k = kv; k < kdim; k++) s += (float)w[k] * xt[k];
+  return s;
+}
+
 void ld_int8_matmul(const int8_t *q, const float *scale, const float *x, float *y, int64_t n, int64_t kdim,
                     int64_t T, int nthreads) {
-  const int64_t kv = kdim - kdim % (2 * LD_VEC);
 #pragma omp parallel for num_threads(nthreads) schedule(static)
   for (int64_t i = 0; i < n; i++) {
     const int8_t *w = q + i * kdim;
-    for (int64_t t = 0; t < T; t++) {
-      const float *xt = x + t * kdim;
-      ld_vf a0 = {0}, a1 = {0}; /* two chains, so an FMA does not wait on the one before */
-      for (int64_t k = 0; k < kv; k += 2 * LD_VEC) {
-        const ld_vf w0 = ld_load_i8(w + k), w1 = ld_load_i8(w + k + LD_VEC);
-        a0 += w0 * *(const ld_vf *)(xt + k);
-        a1 += w1 * *(const ld_vf *)(xt + k + LD_VEC);
-      }
-      float s = ld_hsum(a0 + a1);
-      for (int64_t k = kv; k < kdim; k++) s += (float)w[k] * xt[k];
-      y[t * n + i] = s * scale[i];
-    }
+    for (int64_t t = 0; t < T; t++) y[t * n + i] = ld_dot_i8(w, x + t * kdim, kdim) * scale[i];
   }
+}
+
+/* 1 / (1 + exp(-z)) for 16 lanes: exp by 2^n e^r, |r| <= ln2 / 2, a degree-7 Taylor polynomial
+ * (relative error ~1e-8 before rounding), n applied by scalef; z clamped to +-88 */
+#if defined(__AVX512F__)
+static inline __m512 ld_sigmoid16(__m512 z) {
+  const __m512 x = _mm512_min_ps(_mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), z), _mm512_set1_ps(-88.0f)),
+                                 _mm512_set1_ps(88.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512 e = _mm512_scalef_ps(p, n);
+  return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+#endif
+
+/* act(g) * u for n values: gelu (tanh form, as g * sigmoid(2 sqrt(2/pi) (g + 0.044715 g^3)), equal
+ * to 0.5 g (1 + tanh(...))) or silu (g * sigmoid(g)) */
+static void ld_act_mul(const float *g, const float *u, float *out, int64_t n, int gelu) {
+  int64_t j = 0;
+#if defined(__AVX512F__)
+  const __m512 c0 = _mm512_set1_ps(2.0f * 0.7978845608028654f), c1 = _mm512_set1_ps(0.044715f);
+  for (; j + 16 <= n; j += 16) {
+    const __m512 gv = _mm512_loadu_ps(g + j);
+    __m512 z = gv;
+    if (gelu) z = _mm512_mul_ps(c0, _mm512_fmadd_ps(_mm512_mul_ps(c1, _mm512_mul_ps(gv, gv)), gv, gv));
+    _mm512_storeu_ps(out + j, _mm512_mul_ps(_mm512_mul_ps(gv, ld_sigmoid16(z)), _mm512_loadu_ps(u + j)));
+  }
+#endif
+  for (; j < n; j++) {
+    const float gj = g[j];
+    const float z = gelu ? 2.0f * 0.7978845608028654f * (gj + 0.044715f * gj * gj * gj) : gj;
+    out[j] = gj / (1.0f + expf(-z)) * u[j];
+  }
+}
+
+/* A decode step's MLP with int8 weights in one call: h = x q_gu^T * s_gu ([T, 2f]: gate then up),
+ * a = act(gate) * up ([T, f]), out = a q_dn^T * s_dn ([T, n_out]); the three phases in one
+ * parallel region, rows split over the threads. Returns 0, -1 when its buffers cannot be had. */
+int ld_mlp_int8(const float *x, int64_t T, int64_t kdim, const int8_t *q_gu, const float *s_gu, int64_t f,
+                const int8_t *q_dn, const float *s_dn, int64_t n_out, int gelu, float *out, int nthreads) {
+  float *h = (float *)malloc(sizeof(float) * T * 3 * f);
+  if (!h) return -1;
+  float *a = h + T * 2 * f;
+#pragma omp parallel num_threads(nthreads)
+  {
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < 2 * f; i++)
+      for (int64_t t = 0; t < T; t++) h[t * 2 * f + i] = ld_dot_i8(q_gu + i * kdim, x + t * kdim, kdim) * s_gu[i];
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < T * ((f + 255) / 256); c++) {
+      const int64_t t = c / ((f + 255) / 256), j0 = (c % ((f + 255) / 256)) * 256;
+      const int64_t m = f - j0 < 256 ? f - j0 : 256;
+      ld_act_mul(h + t * 2 * f + j0, h + t * 2 * f + f + j0, a + t * f + j0, m, gelu);
+    }
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n_out; i++)
+      for (int64_t t = 0; t < T; t++) out[t * n_out + i] = ld_dot_i8(q_dn + i * f, a + t * f, f) * s_dn[i];
+  }
+  free(h);
+  return 0;
 }
 
 static inline float ld_bf16(uint16_t b) {
@@ -392,9 +464,9 @@ __attribute__((optimize("fp-contract=off"))) int64_t ld_int4_candidates(
     int keep = 0;
     for (int64_t b = 0; b < B && !keep; b++) {
       const float c = ld_bf16(coarse[b * V + j]);
-      const float gap = (xnorm[b] * e) * up;
-      const float bound = (c < 0 ? -c : c) * rel + gap;
-      keep = (c + bound) + slack >= thr[b];
+      const float gap = (xnorm[b] * e) * up, cr = (c < 0 ? -c : c) * rel;
+      const float bound = cr + gap, ceil = c + bound; /* separate statements: no contraction anywhere */
+      keep = ceil + slack >= thr[b];
     }
     if (keep) {
       if (n < cap) out[n] = j;

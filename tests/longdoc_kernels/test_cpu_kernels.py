@@ -268,3 +268,59 @@ def test_decode_steps_take_the_fused_rope_write(monkeypatch):
     assert len(calls) % layers == 0 and len(calls) >= layers * (2 + 4) and all(calls)
     monkeypatch.setattr(cpu, "qk_rope_write", lambda *a, **k: None)  # declined: the torch ops
     assert run() == fused
+
+
+@pytest.mark.parametrize("gelu", [True, False])
+@pytest.mark.parametrize("t,k,f,n", [(1, 640, 2048, 640), (3, 96, 200, 72), (5, 33, 17, 9)])
+def test_mlp_int8_matches_the_torch_mlp(gelu, t, k, f, n):
+    """The MLP in one call against int8 products in float64 and torch's activation: float32-close
+    (its exp is its own: not bit for bit), silu and gelu-tanh, widths off the vector size too."""
+    gen = torch.Generator().manual_seed(t * 1000 + f)
+    x = torch.randn(t, k, generator=gen) * 2
+    q_gu = torch.randint(-127, 128, (2 * f, k), dtype=torch.int8, generator=gen)
+    q_dn = torch.randint(-127, 128, (n, f), dtype=torch.int8, generator=gen)
+    s_gu, s_dn = torch.rand(2 * f, generator=gen) * 0.01, torch.rand(n, generator=gen) * 0.01
+    h = x.double() @ (q_gu.double() * s_gu.double()[:, None]).T
+    g, u = h[:, :f], h[:, f:]
+    a = (F.gelu(g, approximate="tanh") if gelu else F.silu(g)) * u
+    want = a @ (q_dn.double() * s_dn.double()[:, None]).T
+    got = cpu.mlp_int8(x, q_gu, s_gu, q_dn, s_dn, gelu)
+    assert got.shape == (t, n) and got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), want, rtol=2e-5, atol=2e-5 * float(want.abs().max()))
+
+
+def test_int8_model_mlp_takes_one_call(monkeypatch):
+    """The int8 model's MLP on a decode step's rows is one C call, and without it (the torch
+    path: gate/up product, activation, down product) the output is float32-close."""
+    from engine.model.layers import MLP
+    from engine.model.quant import Int8Linear, Int8Weight
+
+    gen = torch.Generator().manual_seed(7)
+    calls, real = [], cpu.mlp_int8
+
+    def spy(*a):
+        calls.append(1)
+        return real(*a)
+
+    class Cfg:
+        hidden_size, intermediate_size, hidden_act = 64, 160, "gelu_tanh"
+
+    for act in ("gelu_tanh", "silu"):
+        Cfg.hidden_act = act
+        try:
+            mlp = MLP(Cfg)
+        except TypeError:
+            pytest.skip("MLP takes a ModelConfig here")
+        for lin in (mlp.gate_proj, mlp.up_proj, mlp.down_proj):
+            lin.weight.data = torch.randn(lin.weight.shape, generator=gen) * 0.1
+        mlp.fuse()
+        mlp.gate_up = Int8Weight(mlp.gate_up, gemm=True)
+        mlp.down_proj = Int8Linear(mlp.down_proj)
+        x = torch.randn(2, 64, generator=gen)
+        calls.clear()
+        monkeypatch.setattr(cpu, "mlp_int8", spy)
+        fused = mlp(x)
+        monkeypatch.setattr(cpu, "mlp_int8", lambda *a: None)
+        assert len(calls) == 1
+        torch.testing.assert_close(fused, mlp(x), rtol=1e-5, atol=1e-5)
+        monkeypatch.setattr(cpu, "mlp_int8", real)
