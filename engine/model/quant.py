@@ -382,14 +382,13 @@ class GreedyHead:
         coarse = torch._weight_int4pack_mm_for_cpu(xb, w4.packed, w4.group, w4.scale_zeros)  # [B, V] bfloat16
         best = kernels.bf16_argmax(coarse)
         floor = torch._weight_int8pack_mm(xb, q.index_select(0, best), sc.index_select(0, best)).float().diagonal()
-        rows = kernels.int4_candidates(coarse, w4.err_norm, xb.float().norm(dim=1), floor.contiguous(), _BF16_REL,
-                                       _SLACK)
+        xnorm = xb.float().norm(dim=1)
+        rows = kernels.int4_candidates(coarse, w4.err_norm, xnorm, floor.contiguous(), _BF16_REL, _SLACK)
         self.last_candidates = int(rows.numel())
         b = xb.shape[0]
         if b > 1:  # the rows kept for some row of the batch: each row's own among them, as `argmax` masks
             c = coarse.index_select(1, rows).float()
-            ceiling = c + (c.abs() * _BF16_REL + xb.float().norm(dim=1, keepdim=True) * w4.err_norm[rows] *
-                           (1 + _BF16_REL)) + _SLACK
+            ceiling = c + (c.abs() * _BF16_REL + xnorm[:, None] * w4.err_norm[rows] * (1 + _BF16_REL)) + _SLACK
             keep = ceiling >= (floor - floor.abs() * _BF16_REL - _SLACK)[:, None]
         if rows.numel() * FULL_HEAD_SHARE > coarse.shape[1]:
             exact = torch._weight_int8pack_mm(xb, q, sc).float().index_select(1, rows)

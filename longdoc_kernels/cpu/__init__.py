@@ -178,9 +178,9 @@ def add_rms_norm(x: torch.Tensor, a: torch.Tensor, w1: torch.Tensor, w2: torch.T
     x, a = x.contiguous(), a.contiguous()
     x_out = torch.empty_like(x)
     h_out = torch.empty_like(x) if w2 is not None else None
-    (_LIB or lib()).ld_add_rms_norm(x.data_ptr(), a.data_ptr(), w1.data_ptr(), w2.data_ptr() if w2 is not None else None,
-                          x_out.data_ptr(), h_out.data_ptr() if h_out is not None else None, x.shape[0], x.shape[1],
-                          eps)
+    (_LIB or lib()).ld_add_rms_norm(x.data_ptr(), a.data_ptr(), w1.data_ptr(),
+                                    w2.data_ptr() if w2 is not None else None, x_out.data_ptr(),
+                                    h_out.data_ptr() if h_out is not None else None, x.shape[0], x.shape[1], eps)
     return x_out, h_out
 
 
@@ -249,8 +249,8 @@ def int8_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.
         raise ValueError(f"int8_matmul: x {tuple(x.shape)} does not fit q {tuple(q.shape)}, scale {tuple(scale.shape)}")
     x = x.contiguous()
     out = torch.empty(x.shape[0], q.shape[0], dtype=torch.float32)
-    (_LIB or lib()).ld_int8_matmul(q.data_ptr(), scale.data_ptr(), x.data_ptr(), out.data_ptr(), q.shape[0], q.shape[1],
-                         x.shape[0], torch.get_num_threads())
+    (_LIB or lib()).ld_int8_matmul(q.data_ptr(), scale.data_ptr(), x.data_ptr(), out.data_ptr(), q.shape[0],
+                                   q.shape[1], x.shape[0], torch.get_num_threads())
     return out
 
 
