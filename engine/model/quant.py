@@ -131,8 +131,7 @@ class Int8Weight:
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., in] @ w.T -> [..., out] in x's dtype."""
-        if self.scale_k is not None and x.dtype is torch.float32 and x.dim() == 2 and not x.is_cuda \
-                and x.shape[0] < _c_rows() and (kernels := cpu_kernels()) is not None:
+        if (kernels := self.c_kernels(x)) is not None:
             return kernels.int8_matmul(x, self.q, self.scale_k)  # a decode step's rows: the branch below, sooner
         flat = x.dim() == 2  # the engine's activations [T, in]: no reshapes (a decode step makes 72 of these calls)
         x2 = x if flat else x.reshape(-1, x.shape[-1])
@@ -148,6 +147,14 @@ class Int8Weight:
             y = torch._weight_int8pack_mm(x2.to(torch.bfloat16), self.q, self.scale_bf16)
         y = y.to(x.dtype)
         return y if flat else y.reshape(*x.shape[:-1], self.shape[0])
+
+    def c_kernels(self, x: torch.Tensor):
+        """longdoc_kernels.cpu where its C kernel takes this product of x (a layer weight, float32
+        rows on the CPU, fewer than the GEMM paths take), else None."""
+        if self.scale_k is None or x.dtype is not torch.float32 or x.dim() != 2 or x.is_cuda \
+                or x.shape[0] >= _c_rows():
+            return None
+        return cpu_kernels()
 
     def rows(self, ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """Dequantised rows `ids` (the embedding lookup)."""
@@ -411,8 +418,7 @@ def mlp_int8(x: torch.Tensor, gate_up: Int8Weight, down: Int8Weight, gelu: bool)
     """An MLP's decode-step rows through one C call (longdoc_kernels/cpu: the gate/up product, the
     activation times up, the down product), where the C kernels take these rows as
     `Int8Weight.matmul` would (float32, fewer rows than the GEMM paths take); else None."""
-    if gate_up.scale_k is None or down.scale_k is None or x.dtype is not torch.float32 or x.dim() != 2 \
-            or x.is_cuda or x.shape[0] >= _c_rows() or (kernels := cpu_kernels()) is None:
+    if down.scale_k is None or (kernels := gate_up.c_kernels(x)) is None:
         return None
     return kernels.mlp_int8(x, gate_up.q, gate_up.scale_k, down.q, down.scale_k, gelu)
 

@@ -25,6 +25,7 @@ from engine.attention import sparse
 from engine.attention.backend import AttentionBackend, AttentionOutput
 from engine.kv.paged_cache import PagedKVCache
 from engine.kv.warm_tier import WarmPages
+from longdoc_kernels.cpu import available as cpu_kernels  # the C kernels, or None
 
 
 @dataclass
@@ -179,9 +180,7 @@ class ForwardContext:
         which records its values; no kernels; a layout the kernel declines)."""
         if self.capture is not None and layer in self.capture.layers:
             return None
-        from longdoc_kernels.cpu import available
-
-        kernels = available()
+        kernels = cpu_kernels()
         if kernels is None:
             return None
         gi, k_cache, v_cache = self.cache.layer_cache(layer)

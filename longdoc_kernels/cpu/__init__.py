@@ -150,7 +150,7 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     if x.dtype is _F32 and w.dtype is _F32 and w.dim() == 1 and w.shape[0] == d and x.is_contiguous() \
             and w.is_contiguous() and not x.is_cuda:  # a decode step's rows: the fewest checks (~5 us a call)
         out = torch.empty_like(x)
-        (_LIB or lib()).ld_rms_norm(x.data_ptr(), d, w.data_ptr(), 1, out.data_ptr(), x.numel() // d, d, eps)
+        lib().ld_rms_norm(x.data_ptr(), d, w.data_ptr(), 1, out.data_ptr(), x.numel() // d, d, eps)
         return out
     if x.dtype != torch.float32 or w.dtype != torch.float32 or x.device.type != "cpu":
         raise ValueError(f"rms_norm takes float32 CPU tensors, not {x.dtype} and {w.dtype}")
@@ -178,7 +178,7 @@ def add_rms_norm(x: torch.Tensor, a: torch.Tensor, w1: torch.Tensor, w2: torch.T
     x, a = x.contiguous(), a.contiguous()
     x_out = torch.empty_like(x)
     h_out = torch.empty_like(x) if w2 is not None else None
-    (_LIB or lib()).ld_add_rms_norm(x.data_ptr(), a.data_ptr(), w1.data_ptr(),
+    lib().ld_add_rms_norm(x.data_ptr(), a.data_ptr(), w1.data_ptr(),
                                     w2.data_ptr() if w2 is not None else None, x_out.data_ptr(),
                                     h_out.data_ptr() if h_out is not None else None, x.shape[0], x.shape[1], eps)
     return x_out, h_out
@@ -249,7 +249,7 @@ def int8_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.
         raise ValueError(f"int8_matmul: x {tuple(x.shape)} does not fit q {tuple(q.shape)}, scale {tuple(scale.shape)}")
     x = x.contiguous()
     out = torch.empty(x.shape[0], q.shape[0], dtype=torch.float32)
-    (_LIB or lib()).ld_int8_matmul(q.data_ptr(), scale.data_ptr(), x.data_ptr(), out.data_ptr(), q.shape[0],
+    lib().ld_int8_matmul(q.data_ptr(), scale.data_ptr(), x.data_ptr(), out.data_ptr(), q.shape[0],
                                    q.shape[1], x.shape[0], torch.get_num_threads())
     return out
 
@@ -270,7 +270,7 @@ def mlp_int8(x: torch.Tensor, q_gu: torch.Tensor, s_gu: torch.Tensor, q_dn: torc
                          "int8 and their float32 scales")
     x = x.contiguous()
     out = torch.empty(t, q_dn.shape[0], dtype=torch.float32)
-    rc = (_LIB or lib()).ld_mlp_int8(x.data_ptr(), t, k, q_gu.data_ptr(), s_gu.data_ptr(), f, q_dn.data_ptr(),
+    rc = lib().ld_mlp_int8(x.data_ptr(), t, k, q_gu.data_ptr(), s_gu.data_ptr(), f, q_dn.data_ptr(),
                                      s_dn.data_ptr(), q_dn.shape[0], int(gelu), out.data_ptr(), torch.get_num_threads())
     return out if rc == 0 else None
 

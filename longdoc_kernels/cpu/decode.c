@@ -13,8 +13,7 @@
 #include <immintrin.h>
 #endif
 
-/* y[i, :] = x[i, :] / sqrt(mean(x[i, :]^2) + eps) * w[i % w_rows, :] for i < rows; x rows `x_stride`
- * floats apart, y contiguous. */
+/* one row of ld_rms_norm: yi = xi / sqrt(mean(xi^2) + eps) * wi */
 static void ld_norm_row(const float *xi, const float *wi, float *yi, int64_t dim, float eps) {
   float ss = 0.0f;
   for (int64_t k = 0; k < dim; k++) ss += xi[k] * xi[k];
@@ -22,6 +21,8 @@ static void ld_norm_row(const float *xi, const float *wi, float *yi, int64_t dim
   for (int64_t k = 0; k < dim; k++) yi[k] = (xi[k] * r) * wi[k];
 }
 
+/* y[i, :] = x[i, :] / sqrt(mean(x[i, :]^2) + eps) * w[i % w_rows, :] for i < rows; x rows `x_stride`
+ * floats apart, y contiguous. */
 void ld_rms_norm(const float *x, int64_t x_stride, const float *w, int64_t w_rows, float *y, int64_t rows,
                  int64_t dim, float eps) {
   for (int64_t i = 0; i < rows; i++) ld_norm_row(x + i * x_stride, w + (i % w_rows) * dim, y + i * dim, dim, eps);
@@ -282,9 +283,6 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
   return 0;
 }
 
-/* y[t, i] = scale[i] * sum_k q[i, k] * x[t, k] for t < T, i < n: a weight-only int8 product (int8
- * rows [n, kdim] widened to float32 in registers, float32 activations and accumulation, one scale
- * per row at the end), the layers' products in a decode step; rows split over the threads. */
 /* the product of int8 row w [kdim] and float32 x [kdim], unscaled */
 static inline float ld_dot_i8(const int8_t *w, const float *xt, int64_t kdim) {
   const int64_t kv = kdim - kdim % (2 * LD_VEC);
@@ -299,6 +297,9 @@ static inline float ld_dot_i8(const int8_t *w, const float *xt, int64_t kdim) {
   return s;
 }
 
+/* y[t, i] = scale[i] * sum_k q[i, k] * x[t, k] for t < T, i < n: a weight-only int8 product (int8
+ * rows [n, kdim] widened to float32 in registers, float32 activations and accumulation, one scale
+ * per row at the end), the layers' products in a decode step; rows split over the threads. */
 void ld_int8_matmul(const int8_t *q, const float *scale, const float *x, float *y, int64_t n, int64_t kdim,
                     int64_t T, int nthreads) {
 #pragma omp parallel for num_threads(nthreads) schedule(static)
@@ -359,14 +360,15 @@ int ld_mlp_int8(const float *x, int64_t T, int64_t kdim, const int8_t *q_gu, con
   float *h = (float *)malloc(sizeof(float) * T * 3 * f);
   if (!h) return -1;
   float *a = h + T * 2 * f;
+  const int64_t nc = (f + 255) / 256; /* activation chunks of 256 values a row */
 #pragma omp parallel num_threads(nthreads)
   {
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < 2 * f; i++)
       for (int64_t t = 0; t < T; t++) h[t * 2 * f + i] = ld_dot_i8(q_gu + i * kdim, x + t * kdim, kdim) * s_gu[i];
 #pragma omp for schedule(static)
-    for (int64_t c = 0; c < T * ((f + 255) / 256); c++) {
-      const int64_t t = c / ((f + 255) / 256), j0 = (c % ((f + 255) / 256)) * 256;
+    for (int64_t c = 0; c < T * nc; c++) {
+      const int64_t t = c / nc, j0 = (c % nc) * 256;
       const int64_t m = f - j0 < 256 ? f - j0 : 256;
       ld_act_mul(h + t * 2 * f + j0, h + t * 2 * f + f + j0, a + t * f + j0, m, gelu);
     }
@@ -406,7 +408,6 @@ void ld_bf16_argmax(const uint16_t *x, int64_t B, int64_t V, int64_t *best) {
     top = _mm512_reduce_max_ps(m);
 #endif
     for (; j < V; j++) top = ld_bf16(row[j]) > top ? ld_bf16(row[j]) : top;
-    int64_t arg = 0;
     j = 0;
 #if defined(__AVX512F__)
     const __m512 t = _mm512_set1_ps(top);
@@ -417,8 +418,7 @@ void ld_bf16_argmax(const uint16_t *x, int64_t B, int64_t V, int64_t *best) {
 #endif
     for (; j < V; j++)
       if (ld_bf16(row[j]) == top) break;
-    arg = j < V ? j : 0;
-    best[b] = arg;
+    best[b] = j < V ? j : 0; /* 0 only where no value equals the max (NaN) */
   }
 }
 
