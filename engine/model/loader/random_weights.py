@@ -89,6 +89,7 @@ def llm_from_model(
     `LLM.__init__`, with the loading step answered by `model`."""
     import tempfile
     import uuid
+    import weakref
 
     from engine.llm import LLM
 
@@ -96,5 +97,11 @@ def llm_from_model(
     # weight file): unique per call, so two in-memory models never share cached prefixes.
     marker = Path(tempfile.gettempdir()) / f"longdoc-in-memory-{uuid.uuid4().hex}.model"
     marker.write_text(f"in-memory model {config.name or config.architecture} {uuid.uuid4().hex}\n")
-    with _preloaded(model, config, tokenizer):
-        return LLM(model=marker, **llm_kwargs)
+    try:
+        with _preloaded(model, config, tokenizer):
+            llm = LLM(model=marker, **llm_kwargs)
+    except BaseException:
+        marker.unlink(missing_ok=True)
+        raise
+    weakref.finalize(llm, marker.unlink, missing_ok=True)  # gone with the LLM, or at exit
+    return llm

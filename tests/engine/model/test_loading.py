@@ -174,3 +174,21 @@ def test_hf_folder_errors(tmp_path, tiny_folders):
 def test_vocab_is_from_the_file(tiny_gguf):
     f = read_gguf(tiny_gguf)
     assert f.architecture == "qwen2" and f.get("qwen2.vocab_size") == VOCAB
+
+
+def test_an_in_memory_models_marker_file_goes_with_its_llm():
+    """`llm_from_model` gives the LLM a small stand-in file as its model path; it is removed when
+    the LLM is (it once stayed in the temp folder, one file per call, hundreds a test run)."""
+    import gc
+
+    from engine.model.loader.random_weights import hf_to_engine_config, llm_from_model, random_model
+    from tests.engine.tiny_models import tiny_hf_config
+
+    cfg = hf_to_engine_config(tiny_hf_config("llama"))
+    llm = llm_from_model(random_model(cfg, torch.device("cpu"), torch.float32, seed=1), cfg, device="cpu",
+                         dtype=torch.float32)
+    marker = llm.model_path
+    assert marker.is_file() and marker.name.startswith("longdoc-in-memory-")
+    del llm
+    gc.collect()
+    assert not marker.exists()
