@@ -90,7 +90,7 @@ def _build() -> tuple[ctypes.CDLL | None, str]:
     lib.ld_rms_norm.argtypes = [ptr, i64, ptr, i64, ptr, i64, i64, f32]
     lib.ld_add_rms_norm.restype = None
     lib.ld_add_rms_norm.argtypes = [ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, f32]
-    lib.ld_int8_matmul.restype = None
+    lib.ld_int8_matmul.restype = ctypes.c_int
     lib.ld_int8_matmul.argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, ctypes.c_int]
     lib.ld_qk_rope_write.restype = ctypes.c_int
     lib.ld_qk_rope_write.argtypes = [ptr, i64, ptr, f32, ptr, ptr, i64, i64, i64, i64, ptr, ptr, ptr, ptr, i64]
@@ -100,6 +100,8 @@ def _build() -> tuple[ctypes.CDLL | None, str]:
     lib.ld_int4_candidates.argtypes = [ptr, i64, i64, ptr, ptr, ptr, f32, f32, ptr, i64]
     lib.ld_mlp_int8.restype = ctypes.c_int
     lib.ld_mlp_int8.argtypes = [ptr, i64, i64, ptr, ptr, i64, ptr, ptr, i64, ctypes.c_int, ptr, ctypes.c_int]
+    lib.ld_int16_activations.restype = ctypes.c_int
+    lib.ld_int16_activations.argtypes = []
     lib.ld_decode_attention.restype = ctypes.c_int
     lib.ld_decode_attention.argtypes = [ptr, ptr, ptr, i64, ptr, i64, i64, ptr, i64, i64, i64, i64, i64, i64, f32,
                                         f32, ptr, ctypes.c_int]
@@ -237,11 +239,28 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     return out if rc == 0 else None
 
 
+def int16_activations() -> bool:
+    """Whether the int8 products (int8_matmul, mlp_int8) round each activation row to int16 (with
+    AVX2 and above: `round(x / s)`, s = max|x| / 32767 a row, the products exact in int32) rather
+    than multiply float32 activations."""
+    return bool(lib().ld_int16_activations())
+
+
+def int16_rows(x: torch.Tensor) -> torch.Tensor:
+    """x [T, k] float32 as the int8 products see it where int16_activations(): each row rounded to
+    int16 steps of its max|x| / 32767 (the kernel's float32 operations), as float32 again."""
+    m = x.abs().amax(-1, keepdim=True)
+    s = torch.where(m > 0, m / 32767.0, torch.ones_like(m))
+    return torch.round(x * (1.0 / s)) * s
+
+
 def int8_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """x [T, k] float32 @ (q [n, k] int8 rows times scale [n] float32).T -> [T, n] float32: int8
-    weights widened in registers, float32 activations (not rounded to bfloat16 as
-    `torch._weight_int8pack_mm` needs them) and accumulation. For a few rows: each weight row is
-    read once for all T rows, but its products are not blocked for many."""
+    """x [T, k] float32 @ (q [n, k] int8 rows times scale [n] float32).T -> [T, n] float32, the
+    layers' products of a decode step: with AVX2 and above the activations rounded to int16 a row
+    (`int16_rows`; ~250 times finer than the int8 weights) and the products summed exactly in
+    int32, else int8 weights widened in registers times float32 activations. Either way not the
+    bfloat16 rounding `torch._weight_int8pack_mm` needs. For a few rows: each weight row is read
+    once for all T rows, but its products are not blocked for many."""
     if x.dtype is not _F32 or q.dtype is not torch.int8 or scale.dtype is not _F32 or x.is_cuda:
         raise ValueError(f"int8_matmul takes float32 x, int8 q, float32 scale on the CPU, not {x.dtype}, {q.dtype}, "
                          f"{scale.dtype}")
@@ -249,8 +268,9 @@ def int8_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.
         raise ValueError(f"int8_matmul: x {tuple(x.shape)} does not fit q {tuple(q.shape)}, scale {tuple(scale.shape)}")
     x = x.contiguous()
     out = torch.empty(x.shape[0], q.shape[0], dtype=torch.float32)
-    lib().ld_int8_matmul(q.data_ptr(), scale.data_ptr(), x.data_ptr(), out.data_ptr(), q.shape[0],
-                                   q.shape[1], x.shape[0], torch.get_num_threads())
+    if lib().ld_int8_matmul(q.data_ptr(), scale.data_ptr(), x.data_ptr(), out.data_ptr(), q.shape[0], q.shape[1],
+                            x.shape[0], torch.get_num_threads()) != 0:
+        raise MemoryError(f"int8_matmul: no buffer for {x.shape[0]} x {x.shape[1]} activations")
     return out
 
 

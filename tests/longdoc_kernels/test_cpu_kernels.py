@@ -87,20 +87,43 @@ def test_add_rms_norm_matches_torch(second):
         assert h_out is None
 
 
-@pytest.mark.parametrize("k", [64, 72, 640])
+@pytest.mark.parametrize("k", [64, 72, 640, 4200])
 @pytest.mark.parametrize("rows", [1, 4])
 def test_int8_matmul_against_float64(k, rows):
-    """Widened int8 rows times float32 activations, scaled per row: float32-close to float64, the
-    vector loop and its scalar tail (72 = 2 x 32 + 8)."""
+    """Int8 rows times the activations as the kernel sees them (rounded to int16 a row where it
+    does, `cpu.int16_rows`), scaled per row: float32-close to float64, the vector loop and its
+    scalar tail (72 = 64 + 8), and more than one int32 span (4200 > 4096). Against the unrounded
+    activations the error stays within the rounding's bound: half an int16 step of the row's
+    largest value times the weight row's absolute sum."""
     gen = torch.Generator().manual_seed(8)
     q = torch.randint(-127, 128, (50, k), dtype=torch.int8, generator=gen)
     scale = torch.rand(50, generator=gen) + 0.01
     x = torch.randn(rows, k, generator=gen)
+    x[0, 3] = 40.0  # an outlier: the row's int16 step is coarse for the rest
     got = cpu.int8_matmul(x, q, scale)
-    exact = x.double() @ (q.double() * scale.double()[:, None]).T
-    torch.testing.assert_close(got.double(), exact, rtol=1e-5, atol=1e-4)
+    w = q.double() * scale.double()[:, None]
+    seen = cpu.int16_rows(x) if cpu.int16_activations() else x
+    torch.testing.assert_close(got.double(), seen.double() @ w.T, rtol=1e-5, atol=1e-4)
+    if cpu.int16_activations():
+        assert not torch.equal(seen, x)
+        step = x.abs().amax(-1, keepdim=True).double() / 32767
+        bound = step / 2 * w.abs().sum(-1)[None, :] + 1e-4
+        assert ((got.double() - x.double() @ w.T).abs() <= bound).all()
     with pytest.raises(ValueError):
         cpu.int8_matmul(x.bfloat16(), q, scale)
+
+
+@pytest.mark.skipif(not cpu.int16_activations(), reason="the int8 products take float32 activations here")
+def test_int16_rows_are_the_kernels_rounding():
+    """The kernel's int16 activations are `int16_rows`: with weights of a single 1 its product
+    returns them (each row's scale times its int16 values), a row of zeros included."""
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(3, 80, generator=gen) * torch.tensor([[1.0], [1e-3], [0.0]])
+    eye = torch.eye(80, dtype=torch.int8)
+    got = cpu.int8_matmul(x, eye, torch.ones(80))
+    assert torch.equal(got, cpu.int16_rows(x))
+    assert torch.equal(got[2], torch.zeros(80))
+    assert (got[0] - x[0]).abs().max() <= x[0].abs().max() / 32767 / 2 * 1.0001
 
 
 def _pools(gen, blocks, bs, kvh, d):
@@ -274,16 +297,18 @@ def test_decode_steps_take_the_fused_rope_write(monkeypatch):
 @pytest.mark.parametrize("t,k,f,n", [(1, 640, 2048, 640), (3, 96, 200, 72), (5, 33, 17, 9)])
 def test_mlp_int8_matches_the_torch_mlp(gelu, t, k, f, n):
     """The MLP in one call against int8 products in float64 and torch's activation: float32-close
-    (its exp is its own: not bit for bit), silu and gelu-tanh, widths off the vector size too."""
+    (its exp is its own: not bit for bit), silu and gelu-tanh, widths off the vector size too; both
+    products' activations rounded to int16 a row where the kernels do (`cpu.int16_rows`)."""
     gen = torch.Generator().manual_seed(t * 1000 + f)
     x = torch.randn(t, k, generator=gen) * 2
     q_gu = torch.randint(-127, 128, (2 * f, k), dtype=torch.int8, generator=gen)
     q_dn = torch.randint(-127, 128, (n, f), dtype=torch.int8, generator=gen)
     s_gu, s_dn = torch.rand(2 * f, generator=gen) * 0.01, torch.rand(n, generator=gen) * 0.01
-    h = x.double() @ (q_gu.double() * s_gu.double()[:, None]).T
+    seen = cpu.int16_rows if cpu.int16_activations() else (lambda v: v)
+    h = seen(x).double() @ (q_gu.double() * s_gu.double()[:, None]).T
     g, u = h[:, :f], h[:, f:]
     a = (F.gelu(g, approximate="tanh") if gelu else F.silu(g)) * u
-    want = a @ (q_dn.double() * s_dn.double()[:, None]).T
+    want = seen(a.float()).double() @ (q_dn.double() * s_dn.double()[:, None]).T
     got = cpu.mlp_int8(x, q_gu, s_gu, q_dn, s_dn, gelu)
     assert got.shape == (t, n) and got.dtype == torch.float32
     torch.testing.assert_close(got.double(), want, rtol=2e-5, atol=2e-5 * float(want.abs().max()))
