@@ -265,6 +265,61 @@ class Int8Filter:
         return approx, err * (1 + 2.0**-10) * self.norm + (y0.abs() + y1.abs()) * s * 2.0**-20
 
 
+class Int4Filter:
+    """GreedyHead's int4 filter through the C kernels (longdoc_kernels/cpu `int4_filter`, AVX-512):
+    the int8 layer's weights (q x its bfloat16 scale) as unsigned int4 u in groups of 32 inputs with
+    a float16 scale s and offset m a row and group (w4 = u s + m), packed for the kernel, which reads
+    them in one prefetched stream (the packed bytes and the scales, 5 bits a weight) and sums each
+    group's products exactly in int32 over int16 activations. Per row j the bound of the gap to the
+    int8 logit: ||x|| err[j] + ||x - x16|| wnorm[j] + |x16|_1 tol[j] (Cauchy-Schwarz on the weights'
+    gap err = ||w8_j - w4_j||, then on the activations' int16 rounding with wnorm = ||w4_j||, then
+    the kernel's float32 accumulation: 2 roundings a group, of terms at most max_g(15 |s| + |m|)
+    times the activations). The same bytes as torch's int4 kernel reads (its scales and zeros
+    bfloat16), without its unpacking cost (BENCHMARKS.md, "CPU decode: ... int4 filter")."""
+
+    def __init__(self, head: Int8Weight, chunk: int = 16384) -> None:
+        from longdoc_kernels.cpu import INT4_BLOCK
+
+        n, k = head.shape
+        if k % 32:
+            raise ValueError(f"Int4Filter: groups of 32 do not divide {k} inputs")
+        g = k // 32
+        nb = (n + 15) // 16
+        self.packed = torch.empty(nb, g, INT4_BLOCK, dtype=torch.uint8)
+        err, wnorm, tol = [], [], []
+        for a in range(0, nb * 16, chunk):  # chunk: a multiple of 16
+            b = min(n, a + chunk)
+            rows = head.q[a:b].float() * head.scale_bf16[a:b].float()[:, None]
+            r = -(-(b - a) // 16) * 16  # rows padded to whole blocks (zeros: their logits are not read)
+            rows = F.pad(rows, (0, 0, 0, r - (b - a)))
+            wg = rows.view(r, g, 32)
+            lo, hi = wg.amin(-1), wg.amax(-1)
+            s16, m16 = ((hi - lo) / 15.0).to(torch.float16), lo.to(torch.float16)
+            sf, mf = s16.float(), m16.float()
+            u = torch.round((wg - mf[..., None]) / sf.clamp(min=1e-30)[..., None]).clamp_(0, 15)
+            deq = u.double() * sf.double()[..., None] + mf.double()[..., None]  # what the kernel multiplies by
+            err.append((wg.double() - deq).reshape(r, k).norm(dim=1)[: b - a])
+            wnorm.append(deq.reshape(r, k).norm(dim=1)[: b - a])
+            tol.append((15 * sf.abs() + mf.abs()).amax(-1).double()[: b - a] * (2 * g + 4) * 2.0**-24)
+            # nibbles: per block and group, pair p = 4j + 2h + c of the group's 16 input pairs into byte
+            # 32c + (2 row + e) of load j, the low nibble (h = 0) or the high one (h = 1)
+            uq = u.to(torch.uint8).view(r // 16, 16, g, 4, 2, 2, 2)  # [blocks, row, g, j, h, c, e]
+            uq = uq.permute(0, 2, 3, 4, 5, 1, 6).contiguous()  # [blocks, g, j, h, c, row, e]
+            nib = (uq[:, :, :, 0] | (uq[:, :, :, 1] << 4)).reshape(r // 16, g, 256)
+            sc = s16.view(r // 16, 16, g).transpose(1, 2).contiguous().view(torch.uint8)  # [blocks, g, 32]
+            mn = m16.view(r // 16, 16, g).transpose(1, 2).contiguous().view(torch.uint8)
+            self.packed[a // 16: a // 16 + r // 16] = torch.cat([nib, sc, mn], -1)
+        up = 1 + 2.0**-20  # the float64 norms rounded up into float32
+        self.err = (torch.cat(err) * up).float()
+        self.wnorm = (torch.cat(wnorm) * up).float()
+        self.tol = (torch.cat(tol) * up).float()
+        self.shape = (n, k)
+
+    @property
+    def nbytes(self) -> int:
+        return self.packed.numel() + 12 * self.shape[0]
+
+
 # bfloat16 keeps 8 significant bits: a kernel's bfloat16 result is within 2^-8 of its float value
 _BF16_REL = 2.0**-7  # both kernels' roundings, with room for the float32 accumulation
 _SLACK = 1e-3
@@ -306,9 +361,15 @@ class GreedyHead:
         self.head = head
         self.last_candidates = 0
         filter = filter or os.environ.get("LONGDOC_GREEDY_FILTER") or None
-        if filter not in (None, "int4", "int8"):
-            raise ValueError(f"GreedyHead filter must be int4 or int8, not {filter!r}")
+        if filter not in (None, "int4", "int4c", "int8"):
+            raise ValueError(f"GreedyHead filter must be int4, int4c or int8, not {filter!r}")
         self.int8: Int8Filter | None = None
+        self.int4c: Int4Filter | None = None
+        if filter in (None, "int4c") and head.shape[1] % 32 == 0 and (kernels := cpu_kernels()) is not None \
+                and kernels.int4_filter_fast():
+            self.int4c = Int4Filter(head)
+        elif filter == "int4c":
+            raise ValueError("GreedyHead filter int4c needs the C kernels with AVX-512 (longdoc_kernels.cpu)")
         if filter in (None, "int8"):
             try:
                 self.int8 = Int8Filter(head)
@@ -317,15 +378,24 @@ class GreedyHead:
                     raise
         # the int4 kernel is compute-bound without AVX-512 (see Int8Filter): not built there unless asked
         wide = torch.backends.cpu.get_cpu_capability() not in ("DEFAULT", "AVX2", "NO AVX")
-        self.int4 = Int4Weight(head, group) if filter == "int4" or (filter is None and (wide or self.int8 is None)) \
-            else None
+        self.int4 = Int4Weight(head, group) if filter == "int4" or (
+            filter is None and self.int4c is None and (wide or self.int8 is None)) else None
+        if self.int4c is not None and self.int8 is not None:
+            self.timings = {"int4c": self._time(self._int4c_pass), "int8": self._time(self.int8.coarse)}
+            if self.timings["int8"] < self.timings["int4c"]:
+                self.int4c = None
+            else:
+                self.int8 = None
         if self.int4 is not None and self.int8 is not None:
             self.timings = {"int4": self._time(self._int4), "int8": self._time(self.int8.coarse)}
             if self.timings["int8"] < self.timings["int4"]:
                 self.int4 = None
             else:
                 self.int8 = None
-        self.filter = "int4" if self.int4 is not None else "int8"
+        self.filter = "int4c" if self.int4c is not None else "int4" if self.int4 is not None else "int8"
+
+    def _int4c_pass(self, x: torch.Tensor):
+        return cpu_kernels().int4_filter(self.int4c.packed, self.int4c.shape[0], x)
 
     def _int4(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The int4 filter: (approx [B, out], bound [B, out]) for x [B, in] (bfloat16 values)."""
@@ -349,6 +419,8 @@ class GreedyHead:
 
     @property
     def nbytes(self) -> int:
+        if self.int4c is not None:
+            return self.int4c.nbytes
         if self.int8 is not None:
             return self.int8.nbytes
         return self.int4.packed.numel() + 4 * self.int4.scale_zeros.shape[0] * self.int4.scale_zeros.shape[1] + \
@@ -357,6 +429,9 @@ class GreedyHead:
     def argmax(self, x: torch.Tensor) -> list[int]:
         """The int8 output layer's argmax for every row of x [B, in] (the final hidden states)."""
         xb = x.to(torch.bfloat16)
+        if self.int4c is not None:
+            kernels = cpu_kernels()
+            return [j for a in range(0, xb.shape[0], 64) for j in self._argmax_int4c(xb[a:a + 64], kernels)]
         if self.int4 is not None and (kernels := cpu_kernels()) is not None and xb.shape[0] <= 64:
             return self._argmax_c(xb, kernels)
         q, sc = self.head.q, self.head.scale_bf16
@@ -378,6 +453,33 @@ class GreedyHead:
             return exact.float().masked_fill(~keep, float("-inf")).argmax(-1).tolist()
         exact = torch._weight_int8pack_mm(xb, q.index_select(0, rows), sc.index_select(0, rows))
         exact = exact.float().masked_fill(~keep.index_select(1, rows), float("-inf"))
+        return rows[exact.argmax(-1)].tolist()
+
+    def _argmax_int4c(self, xb: torch.Tensor, kernels) -> list[int]:
+        """`argmax` through Int4Filter (the C kernels, at most 64 rows): the filter's logits and
+        argmax in one pass, the candidate rows in a second, then the candidates' int8 logits."""
+        q, sc = self.head.q, self.head.scale_bf16
+        f = self.int4c
+        x = xb.float()
+        coarse, best, stats = kernels.int4_filter(f.packed, f.shape[0], x)
+        floor = torch._weight_int8pack_mm(xb, q.index_select(0, best), sc.index_select(0, best)).float().diagonal()
+        xnorm, dnorm, l1 = x.norm(dim=1), stats[:, 0].contiguous(), stats[:, 1].contiguous()
+        rows = kernels.int4_filter_candidates(coarse, f.err, f.wnorm, f.tol, xnorm, dnorm, l1, floor.contiguous(),
+                                              _BF16_REL, _SLACK)
+        self.last_candidates = int(rows.numel())
+        b = xb.shape[0]
+        if b > 1:  # the rows kept for some row of the batch: each row's own among them (the kernel's expression)
+            c = coarse.index_select(1, rows)
+            t1 = xnorm[:, None] * f.err[rows] + dnorm[:, None] * f.wnorm[rows]
+            gap = (t1 + l1[:, None] * f.tol[rows]) * (1 + _BF16_REL)
+            ceiling = c + (c.abs() * _BF16_REL + gap) + _SLACK
+            keep = ceiling >= (floor - floor.abs() * _BF16_REL - _SLACK)[:, None]
+        if rows.numel() * FULL_HEAD_SHARE > coarse.shape[1]:
+            exact = torch._weight_int8pack_mm(xb, q, sc).float().index_select(1, rows)
+        else:
+            exact = torch._weight_int8pack_mm(xb, q.index_select(0, rows), sc.index_select(0, rows)).float()
+        if b > 1:
+            exact = exact.masked_fill(~keep, float("-inf"))
         return rows[exact.argmax(-1)].tolist()
 
     def _argmax_c(self, xb: torch.Tensor, kernels) -> list[int]:

@@ -100,6 +100,13 @@ def _build() -> tuple[ctypes.CDLL | None, str]:
     lib.ld_int4_candidates.argtypes = [ptr, i64, i64, ptr, ptr, ptr, f32, f32, ptr, i64]
     lib.ld_mlp_int8.restype = ctypes.c_int
     lib.ld_mlp_int8.argtypes = [ptr, i64, i64, ptr, ptr, i64, ptr, ptr, i64, ctypes.c_int, ptr, ctypes.c_int]
+    lib.ld_int4_filter_fast.restype = ctypes.c_int
+    lib.ld_int4_filter_fast.argtypes = []
+    if lib.ld_int4_filter_fast():
+        lib.ld_int4_filter.restype = ctypes.c_int
+        lib.ld_int4_filter.argtypes = [ptr, i64, i64, ptr, i64, ptr, ptr, ptr, ctypes.c_int]
+        lib.ld_int4_filter_candidates.restype = i64
+        lib.ld_int4_filter_candidates.argtypes = [ptr, i64, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, f32, f32, ptr, i64]
     lib.ld_int16_activations.restype = ctypes.c_int
     lib.ld_int16_activations.argtypes = []
     lib.ld_decode_attention.restype = ctypes.c_int
@@ -324,6 +331,56 @@ def int4_candidates(coarse: torch.Tensor, err: torch.Tensor, xnorm: torch.Tensor
         out = torch.empty(cap, dtype=torch.int64)
         n = lib().ld_int4_candidates(coarse.data_ptr(), b, v, err.data_ptr(), xnorm.data_ptr(), floor.data_ptr(), rel,
                                      slack, out.data_ptr(), cap)
+        if n <= cap:
+            return out[:n]
+        cap = n
+
+
+INT4_BLOCK = 320  # bytes a block of 16 rows and one group of 32 inputs in int4_filter's layout
+
+
+def int4_filter_fast() -> bool:
+    """Whether int4_filter runs here (AVX-512: its kernel is written for 16 rows a vector)."""
+    return bool(lib().ld_int4_filter_fast())
+
+
+def int4_filter(packed: torch.Tensor, n: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The coarse logits of an int4 output layer in int4_filter's layout (packed uint8 [ceil(n / 16),
+    groups, INT4_BLOCK]: see ld_int4_filter in decode.c) for x [B, 32 groups] float32, B <= 64.
+    Returns (coarse [B, n] float32, best [B] int64: each row's first largest, stats [B, 2]: the
+    norm of the activations' int16 rounding error and their rounded L1 norm)."""
+    nb, groups, blk = packed.shape
+    b, k = x.shape
+    if packed.dtype != torch.uint8 or blk != INT4_BLOCK or k != 32 * groups or nb != (n + 15) // 16 \
+            or not packed.is_contiguous() or not _ok(x) or not 1 <= b <= 64:
+        raise ValueError(f"int4_filter: packed {tuple(packed.shape)} {packed.dtype} for {n} rows, x {tuple(x.shape)}")
+    x = x.contiguous()
+    coarse = torch.empty(b, n, dtype=torch.float32)
+    best = torch.empty(b, dtype=torch.int64)
+    stats = torch.empty(b, 2, dtype=torch.float32)
+    if lib().ld_int4_filter(packed.data_ptr(), n, groups, x.data_ptr(), b, coarse.data_ptr(), best.data_ptr(),
+                            stats.data_ptr(), torch.get_num_threads()) != 0:
+        raise MemoryError("int4_filter: no buffers")
+    return coarse, best, stats
+
+
+def int4_filter_candidates(coarse: torch.Tensor, err: torch.Tensor, wnorm: torch.Tensor, tol: torch.Tensor,
+                           xnorm: torch.Tensor, dnorm: torch.Tensor, l1: torch.Tensor, floor: torch.Tensor,
+                           rel: float, slack: float) -> torch.Tensor:
+    """The ascending ids j where, for some row b, coarse[b, j] + (|coarse[b, j]| rel + (xnorm[b] err[j]
+    + dnorm[b] wnorm[j] + l1[b] tol[j]) (1 + rel)) + slack >= floor[b] - |floor[b]| rel - slack, in
+    float32 in that order (as the torch expression). coarse [B, V]; err, wnorm, tol [V]; xnorm,
+    dnorm, l1, floor [B]; all float32, B <= 64."""
+    b, v = coarse.shape
+    if not _ok(coarse, err, wnorm, tol, xnorm, dnorm, l1, floor) or not b <= 64 \
+            or any(t.shape != (v,) for t in (err, wnorm, tol)) or any(t.shape != (b,) for t in (xnorm, dnorm, l1, floor)):
+        raise ValueError("int4_filter_candidates: coarse [B, V], err/wnorm/tol [V], xnorm/dnorm/l1/floor [B] float32")
+    ts = [t.contiguous() for t in (coarse, err, wnorm, tol, xnorm, dnorm, l1, floor)]
+    cap = 4096
+    while True:
+        out = torch.empty(cap, dtype=torch.int64)
+        n = lib().ld_int4_filter_candidates(ts[0].data_ptr(), b, v, *(t.data_ptr() for t in ts[1:]), rel, slack,
+                                            out.data_ptr(), cap)
         if n <= cap:
             return out[:n]
         cap = n

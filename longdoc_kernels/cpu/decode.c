@@ -7,6 +7,7 @@
  * ops. These kernels do the same float32 arithmetic in one call each. Every output is computed by
  * one thread in a fixed order, so results do not depend on the thread count. */
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -613,3 +614,187 @@ __attribute__((optimize("fp-contract=off"))) int64_t ld_int4_candidates(
   }
   return n;
 }
+
+/* GreedyHead's own int4 filter (engine/model/quant.py, Int4Filter): the output layer as unsigned
+ * int4 u in groups of 32 inputs with a float16 scale s and offset m a row and group (w = u s + m),
+ * read in one stream. Blocks of 16 rows: per (row block, group) 320 bytes, 256 of nibbles then
+ * the 16 rows' scales, then their offsets (float16). The nibbles of the group's 16 input pairs
+ * (k, k + 1), 32 bytes a pair ([row 0: u(k), u(k + 1)], [row 1: ...], ...), go four pairs to each
+ * 64 bytes: pairs 4j and 4j + 1 in the low nibbles of bytes 64j .. 64j + 63, pairs 4j + 2 and 4j + 3
+ * in the high ones. Each lane of a vector is a row, so no horizontal sums: per pair, one vpdpwssd of
+ * the 16 rows' two values times the pair of int16 activations (ld_quant_i16), exact in int32 over
+ * the group (32 x 15 x 32767 < 2^24, exact in float32 too), then logit += s d + m X_g, X_g the
+ * group's sum of activations, all times the row's activation scale at the end. */
+#if defined(__AVX512BW__) && defined(__AVX512F__)
+#define LD_I4_BLOCK 320
+int ld_int4_filter_fast(void) { return 1; }
+
+/* coarse [B, n] float32 logits of the filter for B <= 64 activation rows x [B, 32 G]; best[b]: the
+ * first index of row b's largest; stats [B, 2]: ||x_b - xs_b xq_b|| (the activations' rounding)
+ * and xs_b sum |xq_b| (for the float32 accumulation's bound). Returns 0, -1 (B > 64, no buffers). */
+int ld_int4_filter(const uint8_t *pk, int64_t n, int64_t G, const float *x, int64_t B, float *coarse, int64_t *best,
+                   float *stats, int nthreads) {
+  const int64_t k = G * 32, nb = (n + 15) / 16;
+  if (B > 64 || B < 1) return -1;
+  int16_t *xq = (int16_t *)malloc(sizeof(int16_t) * B * k);
+  float *xs = (float *)malloc(sizeof(float) * B * (1 + G) + sizeof(float) * nthreads * 64);
+  int64_t *bi = (int64_t *)malloc(sizeof(int64_t) * nthreads * 64);
+  if (!xq || !xs || !bi) {
+    free(xq);
+    free(xs);
+    free(bi);
+    return -1;
+  }
+  float *xg = xs + B, *bv = xg + B * G;
+  ld_quant_i16(x, B, k, xq, xs);
+  for (int64_t b = 0; b < B; b++) {
+    double d2 = 0.0, l1 = 0.0;
+    for (int64_t j = 0; j < k; j++) {
+      const double e = (double)x[b * k + j] - (double)xs[b] * (double)xq[b * k + j];
+      d2 += e * e;
+      l1 += fabs((double)xq[b * k + j]);
+    }
+    stats[2 * b] = (float)(sqrt(d2) * (1.0 + 1e-6));
+    stats[2 * b + 1] = (float)(l1 * (double)xs[b] * (1.0 + 1e-6));
+    for (int64_t g = 0; g < G; g++) {
+      int32_t s = 0;
+      for (int64_t j = 0; j < 32; j++) s += xq[b * k + g * 32 + j];
+      xg[b * G + g] = (float)s;
+    }
+  }
+  const __m512i lo4 = _mm512_set1_epi8(0x0F);
+#pragma omp parallel num_threads(nthreads)
+  {
+    const int tid = omp_get_thread_num();
+    float mv[64], acc[64 * 16] __attribute__((aligned(64)));
+    int64_t mi[64];
+    for (int64_t b = 0; b < B; b++) {
+      mv[b] = -INFINITY;
+      mi[b] = -1;
+    }
+#pragma omp for schedule(static)
+    for (int64_t rb = 0; rb < nb; rb++) {
+      for (int64_t b = 0; b < B; b++) _mm512_store_ps(acc + 16 * b, _mm512_setzero_ps());
+      const uint8_t *blk = pk + rb * G * LD_I4_BLOCK;
+      for (int64_t g = 0; g < G; g++) {
+        const uint8_t *p = blk + g * LD_I4_BLOCK;
+        for (int c = 0; c < LD_I4_BLOCK; c += 64) __builtin_prefetch(p + LD_PREFETCH + c);
+        __m512i w[16];
+        for (int j = 0; j < 4; j++) {
+          const __m512i v = _mm512_loadu_si512((const void *)(p + 64 * j));
+          const __m512i l = _mm512_and_si512(v, lo4), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+          w[4 * j] = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(l));
+          w[4 * j + 1] = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(l, 1));
+          w[4 * j + 2] = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(h));
+          w[4 * j + 3] = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(h, 1));
+        }
+        const __m512 s = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 256)));
+        const __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 288)));
+        for (int64_t b = 0; b < B; b++) {
+          const int32_t *xp = (const int32_t *)(const void *)(xq + b * k + g * 32);
+          __m512i d = _mm512_setzero_si512();
+          for (int q = 0; q < 16; q++) {
+            int32_t pair;
+            __builtin_memcpy(&pair, xp + q, sizeof pair);
+#if defined(__AVX512VNNI__)
+            d = _mm512_dpwssd_epi32(d, w[q], _mm512_set1_epi32(pair));
+#else
+            d = _mm512_add_epi32(d, _mm512_madd_epi16(w[q], _mm512_set1_epi32(pair)));
+#endif
+          }
+          __m512 a = _mm512_load_ps(acc + 16 * b);
+          a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, a);
+          a = _mm512_fmadd_ps(m, _mm512_set1_ps(xg[b * G + g]), a);
+          _mm512_store_ps(acc + 16 * b, a);
+        }
+      }
+      const int64_t r0 = rb * 16, nr = n - r0 < 16 ? n - r0 : 16;
+      const __mmask16 mask = (__mmask16)((1u << nr) - 1u);
+      for (int64_t b = 0; b < B; b++) {
+        const __m512 y = _mm512_mul_ps(_mm512_load_ps(acc + 16 * b), _mm512_set1_ps(xs[b]));
+        _mm512_mask_storeu_ps(coarse + b * n + r0, mask, y);
+        const float top = _mm512_mask_reduce_max_ps(mask, y);
+        if (top > mv[b]) { /* strictly larger: ties keep the earlier row */
+          const __mmask16 eq = _mm512_mask_cmp_ps_mask(mask, y, _mm512_set1_ps(top), _CMP_EQ_OQ);
+          mv[b] = top;
+          mi[b] = r0 + __builtin_ctz(eq);
+        }
+      }
+    }
+    for (int64_t b = 0; b < B; b++) {
+      bv[tid * 64 + b] = mv[b];
+      bi[tid * 64 + b] = mi[b];
+    }
+  }
+  /* the threads' rows are ascending in thread order (a static schedule): the first largest wins */
+  for (int64_t b = 0; b < B; b++) {
+    float top = -INFINITY;
+    int64_t at = 0;
+    for (int t = 0; t < nthreads; t++)
+      if (bi[t * 64 + b] >= 0 && bv[t * 64 + b] > top) {
+        top = bv[t * 64 + b];
+        at = bi[t * 64 + b];
+      }
+    best[b] = at;
+  }
+  free(xq);
+  free(xs);
+  free(bi);
+  return 0;
+}
+
+/* The rows Int4Filter keeps (see ld_int4_candidates): row j stays when for some b < B its ceiling
+ * c + |c| rel + (xnorm[b] err[j] + dnorm[b] wnorm[j] + l1[b] tol[j]) (1 + rel) + slack, c =
+ * coarse[b, j] (float32), reaches floor[b] - |floor[b]| rel - slack. In torch's order, no fused
+ * multiply-add; ids ascending into out (at most cap); returns the count. */
+__attribute__((optimize("fp-contract=off"))) int64_t ld_int4_filter_candidates(
+    const float *coarse, int64_t B, int64_t V, const float *err, const float *wnorm, const float *tol,
+    const float *xnorm, const float *dnorm, const float *l1, const float *floor, float rel, float slack, int64_t *out,
+    int64_t cap) {
+  float thr[64];
+  if (B > 64) return -1;
+  for (int64_t b = 0; b < B; b++) {
+    const float f = floor[b], fr = (f < 0 ? -f : f) * rel;
+    thr[b] = (f - fr) - slack;
+  }
+  const float up = 1.0f + rel;
+  int64_t n = 0, j = 0;
+  const __m512 vrel = _mm512_set1_ps(rel), vup = _mm512_set1_ps(up), vslack = _mm512_set1_ps(slack);
+  for (; j + 16 <= V; j += 16) {
+    const __m512 e = _mm512_loadu_ps(err + j), wn = _mm512_loadu_ps(wnorm + j), tl = _mm512_loadu_ps(tol + j);
+    __mmask16 keep = 0;
+    for (int64_t b = 0; b < B; b++) {
+      const __m512 c = _mm512_loadu_ps(coarse + b * V + j);
+      const __m512 t1 = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(xnorm[b]), e), _mm512_mul_ps(_mm512_set1_ps(dnorm[b]), wn));
+      const __m512 gap = _mm512_mul_ps(_mm512_add_ps(t1, _mm512_mul_ps(_mm512_set1_ps(l1[b]), tl)), vup);
+      const __m512 bound = _mm512_add_ps(_mm512_mul_ps(_mm512_abs_ps(c), vrel), gap);
+      const __m512 ceil = _mm512_add_ps(_mm512_add_ps(c, bound), vslack);
+      keep |= _mm512_cmp_ps_mask(ceil, _mm512_set1_ps(thr[b]), _CMP_GE_OQ);
+    }
+    while (keep) {
+      const int q = __builtin_ctz(keep);
+      if (n < cap) out[n] = j + q;
+      n++;
+      keep &= keep - 1;
+    }
+  }
+  for (; j < V; j++) {
+    int keep = 0;
+    for (int64_t b = 0; b < B && !keep; b++) {
+      const float c = coarse[b * V + j];
+      const float t1a = xnorm[b] * err[j], t1b = dnorm[b] * wnorm[j];
+      const float t1 = t1a + t1b, t2 = l1[b] * tol[j];
+      const float gap = (t1 + t2) * up, cr = (c < 0 ? -c : c) * rel;
+      const float bound = cr + gap, ceil = c + bound;
+      keep = ceil + slack >= thr[b];
+    }
+    if (keep) {
+      if (n < cap) out[n] = j;
+      n++;
+    }
+  }
+  return n;
+}
+#else
+int ld_int4_filter_fast(void) { return 0; }
+#endif

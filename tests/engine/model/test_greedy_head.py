@@ -1,5 +1,6 @@
 """GreedyHead (engine/model/quant.py): the argmax of an int8 output layer found through a filter
-(an int4 copy, or the int8 layer through fbgemm with two-row integer activations) equals the
+(an int4 copy through torch's kernel or the C one, or the int8 layer through fbgemm with two-row
+integer activations) equals the
 argmax of the whole int8 product, the filters' bounds hold, the candidates' int8 logits equal the
 whole product's bit for bit (what its exactness rests on), the filter is chosen as documented, and
 a greedy request on the packaged model gives the same tokens with and without it."""
@@ -10,9 +11,11 @@ import pytest
 import torch
 
 from engine.model import quant
-from engine.model.quant import GreedyHead, Int8Filter, Int8Weight
+from engine.model.quant import GreedyHead, Int4Filter, Int8Filter, Int8Weight
+from longdoc_kernels import cpu
 
-FILTERS = ["int4", "int8"]
+C_INT4 = cpu.lib() is not None and cpu.int4_filter_fast()  # Int4Filter's kernel runs here
+FILTERS = ["int4", "int8"] + (["int4c"] if C_INT4 else [])
 pytestmark = pytest.mark.skipif(not hasattr(torch, "_weight_int4pack_mm_for_cpu"), reason="no CPU int4 kernel")
 
 
@@ -38,12 +41,13 @@ def test_argmax_equals_the_int8_product_and_rows_compute_alike(filt):
         assert greedy.argmax(x[k:k + 1]) == [int(full[k].argmax())]
 
 
-def test_too_many_candidates_take_the_whole_product(monkeypatch):
+@pytest.mark.parametrize("filt", [f for f in FILTERS if f != "int8"])
+def test_too_many_candidates_take_the_whole_product(monkeypatch, filt):
     """A flat distribution (every row a candidate): the whole int8 product, the same argmax."""
     gen = torch.Generator().manual_seed(1)
     w = torch.randn(4096, 256, generator=gen) * 0.05
     head = Int8Weight(w)
-    greedy = GreedyHead(head, filter="int4")
+    greedy = GreedyHead(head, filter=filt)
     x = torch.randn(3, 256, generator=gen) * 1e-3  # logits all near 0: nothing is ruled out
     full = head.matmul(x).float().argmax(-1).tolist()
     calls = []
@@ -115,19 +119,23 @@ def test_int8_filter_prefers_few_candidates():
 
 
 def test_filter_choice(monkeypatch):
-    """AVX2: the int8 filter, the int4 copy not built; AVX-512: both timed, the faster kept; no
-    fbgemm: int4; LONGDOC_GREEDY_FILTER names one; anything else is refused."""
+    """Without the C int4 kernel: AVX2: the int8 filter, the int4 copy not built; AVX-512: both
+    timed, the faster kept; no fbgemm: int4; LONGDOC_GREEDY_FILTER names one; anything else is
+    refused. With it (tested below), it stands in for torch's int4 kernel."""
     head = Int8Weight(torch.randn(512, 64, generator=torch.Generator().manual_seed(4)))
     monkeypatch.delenv("LONGDOC_GREEDY_FILTER", raising=False)
+    monkeypatch.setattr(quant, "cpu_kernels", lambda: None)
+    with pytest.raises(ValueError, match="int4c"):
+        GreedyHead(head, filter="int4c")
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     g = GreedyHead(head)
     assert (g.filter, g.int4) == ("int8", None)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
-    for fast in FILTERS:
+    for fast in ("int4", "int8"):
         monkeypatch.setattr(GreedyHead, "_time", lambda self, fn, fast=fast: 0.0 if (fn == self._int4) == (fast == "int4")
                             else 1.0)
         g = GreedyHead(head)
-        assert g.filter == fast and set(g.timings) == set(FILTERS)
+        assert g.filter == fast and set(g.timings) == {"int4", "int8"}
         assert (g.int4 is None) == (fast == "int8") and (g.int8 is None) == (fast == "int4")
     monkeypatch.setenv("LONGDOC_GREEDY_FILTER", "int4")
     assert GreedyHead(head).filter == "int4"
@@ -186,3 +194,73 @@ def test_c_candidates_are_the_torch_expressions_rows(monkeypatch):
     assert 0 < want.numel() < 1003 and (want >= 992).any()
     assert torch.equal(cpu.int4_candidates(c, err, xn, fl, quant._BF16_REL, quant._SLACK), want)
     assert torch.equal(cpu.bf16_argmax(c), c.float().argmax(-1))
+
+
+@pytest.mark.skipif(not C_INT4, reason="no C int4 filter here (C kernels with AVX-512)")
+def test_c_int4_filter_is_chosen_and_timed(monkeypatch):
+    """Where the C int4 kernel runs it is the int4 filter (torch's int4 copy not built), timed
+    against the int8 filter as torch's was; LONGDOC_GREEDY_FILTER=int4 still gives torch's."""
+    head = Int8Weight(torch.randn(512, 64, generator=torch.Generator().manual_seed(4)))
+    monkeypatch.delenv("LONGDOC_GREEDY_FILTER", raising=False)
+    for fast in ("int4c", "int8"):
+        monkeypatch.setattr(GreedyHead, "_time", lambda self, fn, fast=fast: 0.0 if (fn == self._int4c_pass) ==
+                            (fast == "int4c") else 1.0)
+        g = GreedyHead(head)
+        assert g.filter == fast and set(g.timings) == {"int4c", "int8"} and g.int4 is None
+    monkeypatch.setenv("LONGDOC_GREEDY_FILTER", "int4")
+    assert GreedyHead(head).filter == "int4"
+
+
+@pytest.mark.skipif(not C_INT4, reason="no C int4 filter here (C kernels with AVX-512)")
+def test_c_int4_filter_bound_holds():
+    """Int4Filter's logits against the int8 layer's in float64: within the bound (weights' gap,
+    activations' int16 rounding, float32 accumulation) for every row, with outlier channels, a
+    tiny row, a row count off the 16-row blocks; the bound no looser than that of torch's int4
+    copy (Cauchy-Schwarz is loose on random rows: ~the logits' spread; real output layers are
+    peaked); its argmax is the first largest coarse logit."""
+    gen = torch.Generator().manual_seed(12)
+    w = torch.randn(5003, 320, generator=gen) * 0.05
+    w[17] *= 40  # a row of large weights: its scale follows it
+    head = Int8Weight(w)
+    f = Int4Filter(head, chunk=1024)
+    x = torch.randn(5, 320, generator=gen)
+    x[1, 7] = 300.0
+    x[2] *= 1e-4
+    x[3] = 0.0
+    x[3, 5] = 2.5
+    x = x.to(torch.bfloat16).float()
+    coarse, best, stats = cpu.int4_filter(f.packed, 5003, x)
+    gap = (coarse.double() - _exact(x, head)).abs()
+    bound = x.double().norm(dim=1)[:, None] * f.err.double() + stats[:, :1].double() * f.wnorm.double() \
+        + stats[:, 1:].double() * f.tol.double()
+    assert bool((gap <= bound).all())
+    torch_int4 = quant.Int4Weight(Int8Weight(w[:4992])).err_norm  # torch's int4 copy (rows: a multiple of 16)
+    assert float(f.err[:4992].median()) <= 1.05 * float(torch_int4.median())  # weights no further from int8
+    assert float(bound[0].median()) <= 1.05 * float(x[0].norm() * torch_int4.median())  # a bound no looser
+    assert torch.equal(best, coarse.argmax(-1))
+    coarse2, best2, _ = cpu.int4_filter(f.packed, 5003, x[:1].repeat(2, 1))
+    assert torch.equal(coarse2[1], coarse[0]) and best2.tolist() == [int(best[0])] * 2  # rows computed alike
+
+
+@pytest.mark.skipif(not C_INT4, reason="no C int4 filter here (C kernels with AVX-512)")
+def test_c_int4_candidates_are_the_torch_expressions_rows():
+    """int4_filter_candidates keeps exactly the rows of its torch expression (the vector loop and
+    the scalar tail of a width off 16), and batches of more than 64 rows are split."""
+    gen = torch.Generator().manual_seed(13)
+    v, b = 1003, 3
+    c = torch.randn(b, v, generator=gen) * 4
+    c[1, 1000] = c[1].max()
+    err, wn, tol = (torch.rand(v, generator=gen) * s for s in (0.01, 1.0, 1e-4))
+    xn, dn, l1 = (torch.rand(b, generator=gen) * s for s in (50, 1e-3, 100))
+    fl = c.amax(1) - 0.5
+    rel, slack = quant._BF16_REL, quant._SLACK
+    t1 = xn[:, None] * err + dn[:, None] * wn
+    ceiling = c + (c.abs() * rel + (t1 + l1[:, None] * tol) * (1 + rel)) + slack
+    want = torch.nonzero((ceiling >= (fl - fl.abs() * rel - slack)[:, None]).any(0)).flatten()
+    assert 0 < want.numel() < v and (want >= 992).any()
+    assert torch.equal(cpu.int4_filter_candidates(c, err, wn, tol, xn, dn, l1, fl, rel, slack), want)
+    w = torch.randn(3000, 64, generator=gen) * 0.05
+    head = Int8Weight(w)
+    greedy = GreedyHead(head, filter="int4c")
+    x = torch.randn(70, 64, generator=gen) * 3
+    assert greedy.argmax(x) == head.matmul(x).float().argmax(-1).tolist()
