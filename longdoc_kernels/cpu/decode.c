@@ -100,6 +100,7 @@ int ld_qk_rope_write(const float *qkv, int64_t ld, const float *w, float eps, co
 
 #define LD_CHUNK 256 /* keys per task: a sequence's keys are split into chunks computed in parallel */
 #define LD_MAX_G 64  /* query heads per kv head handled (GQA group) */
+#define LD_KEYS_AHEAD 4 /* keys a K row is prefetched ahead in the scores */
 #define LD_VEC 16    /* floats per vector below (two AVX2 registers, one AVX-512 register) */
 typedef float ld_vf __attribute__((vector_size(LD_VEC * sizeof(float)), aligned(sizeof(float))));
 typedef float ld_v8 __attribute__((vector_size(8 * sizeof(float))));
@@ -130,6 +131,72 @@ static inline float ld_hsum(ld_vf a) {
   float f[8];
   __builtin_memcpy(f, &b, sizeof f);
   return ((f[0] + f[4]) + (f[2] + f[6])) + ((f[1] + f[5]) + (f[3] + f[7]));
+}
+
+#if defined(__AVX512F__)
+/* exp(x) for 16 lanes: 2^n e^r, |r| <= ln2 / 2, a degree-7 Taylor polynomial (relative error ~1e-8
+ * before rounding), n applied by scalef; x clamped to +-88 */
+static inline __m512 ld_exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-88.0f)), _mm512_set1_ps(88.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* 1 / (1 + exp(-z)) for 16 lanes */
+static inline __m512 ld_sigmoid16(__m512 z) {
+  const __m512 e = ld_exp16(_mm512_sub_ps(_mm512_setzero_ps(), z));
+  return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+#endif
+
+/* acc_r[e] = sum_j w_r[j - lo] V[j][e] for nr <= 4 query heads r (weights w_r = w + r LD_CHUNK; out
+ * rows acc_r = acc + r (d + 2)) over keys lo .. hi - 1 of one kv head: 64 values of V a pass, each
+ * read once for all nr heads; the rest of a row (d not a multiple of 64) one value at a time */
+static inline __attribute__((always_inline)) void ld_weighted_v(const int nr, const float *w, float *acc,
+                                                                  const float *v_cache, const int64_t *table, int64_t lo,
+                                                                  int64_t hi, int64_t bs, int64_t kvh, int64_t kv,
+                                                                  int64_t d) {
+  int64_t e0 = 0;
+  for (; e0 + 4 * LD_VEC <= d; e0 += 4 * LD_VEC) {
+    ld_vf a[4][4] = {{{0}}};
+    for (int64_t j = lo; j < hi;) {
+      const int64_t off = j % bs, run = (bs - off < hi - j) ? bs - off : hi - j;
+      const float *vb = v_cache + ((table[j / bs] * bs + off) * kvh + kv) * d + e0;
+      for (int64_t o = 0; o < run; o++) {
+        const float *vr = vb + o * kvh * d;
+        const ld_vf v0 = *(const ld_vf *)vr, v1 = *(const ld_vf *)(vr + LD_VEC), v2 = *(const ld_vf *)(vr + 2 * LD_VEC),
+                    v3 = *(const ld_vf *)(vr + 3 * LD_VEC);
+        for (int r = 0; r < nr; r++) {
+          const float wj = w[r * LD_CHUNK + j + o - lo];
+          a[r][0] += wj * v0;
+          a[r][1] += wj * v1;
+          a[r][2] += wj * v2;
+          a[r][3] += wj * v3;
+        }
+      }
+      j += run;
+    }
+    for (int r = 0; r < nr; r++)
+      for (int u = 0; u < 4; u++) *(ld_vf *)(acc + r * (d + 2) + e0 + u * LD_VEC) = a[r][u];
+  }
+  for (int64_t e = e0; e < d; e++)
+    for (int r = 0; r < nr; r++) {
+      float sum = 0.0f;
+      for (int64_t j = lo; j < hi; j++)
+        sum += w[r * LD_CHUNK + j - lo] * v_cache[((table[j / bs] * bs + j % bs) * kvh + kv) * d + e];
+      acc[r * (d + 2) + e] = sum;
+    }
 }
 
 /* Attention of one query row per sequence over its paged K/V (float32 pools [blocks, bs, kvh, d]),
@@ -190,6 +257,15 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
         const float *kb = k_cache + ((table[j / bs] * bs + off) * kvh + kv) * d;
         for (int64_t o = 0; o < run; o++) {
           const float *kr = kb + o * kvh * d;
+          /* prefetch: this key's V row into L2 for the weighted sum below, and the K row LD_KEYS_AHEAD
+             keys on (through the block table) into L1 */
+          const float *vr = v_cache + (kr - k_cache);
+          for (int64_t c = 0; c < d; c += 16) __builtin_prefetch(vr + c, 0, 2);
+          if (j + o + LD_KEYS_AHEAD < hi) {
+            const int64_t jn = j + o + LD_KEYS_AHEAD;
+            const float *kn = k_cache + ((table[jn / bs] * bs + jn % bs) * kvh + kv) * d;
+            for (int64_t c = 0; c < d; c += 16) __builtin_prefetch(kn + c, 0, 3);
+          }
           for (int64_t r0 = 0; r0 < g; r0 += 4) {
             const int nr = (int)(g - r0 < 4 ? g - r0 : 4);
             ld_vf a[4][2] = {{{0}}};
@@ -219,7 +295,17 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
       for (int64_t r = 0; r < g; r++) {
         float *sr = s + r * LD_CHUNK, m = sr[0], l = 0.0f;
         for (int64_t j = 1; j < hi - lo; j++) m = sr[j] > m ? sr[j] : m;
-        for (int64_t j = 0; j < hi - lo; j++) {
+        int64_t j = 0;
+#if defined(__AVX512F__)
+        __m512 lv = _mm512_setzero_ps();
+        for (; j + 16 <= hi - lo; j += 16) {
+          const __m512 ev = ld_exp16(_mm512_sub_ps(_mm512_loadu_ps(sr + j), _mm512_set1_ps(m)));
+          _mm512_storeu_ps(sr + j, ev);
+          lv = _mm512_add_ps(lv, ev);
+        }
+        l = _mm512_reduce_add_ps(lv);
+#endif
+        for (; j < hi - lo; j++) {
           sr[j] = expf(sr[j] - m);
           l += sr[j];
         }
@@ -227,30 +313,14 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
         p[0] = m;
         p[1] = l;
       }
-      /* weighted V: per query head, 8 vectors of the output in registers (independent chains) over
-         the chunk's keys, block by block */
-      for (int64_t r = 0; r < g; r++) {
-        float *acc = part + (t * h + kv * g + r) * (d + 2) + 2;
-        const float *w = s + r * LD_CHUNK;
-        int64_t e0 = 0;
-        for (; e0 + 8 * LD_VEC <= dv; e0 += 8 * LD_VEC) {
-          ld_vf a[8] = {0};
-          for (int64_t j = lo; j < hi;) {
-            const int64_t off = j % bs, run = (bs - off < hi - j) ? bs - off : hi - j;
-            const float *vb = v_cache + ((table[j / bs] * bs + off) * kvh + kv) * d + e0;
-            for (int64_t o = 0; o < run; o++) {
-              const float *vr = vb + o * kvh * d;
-              const float wj = w[j + o - lo];
-              for (int u = 0; u < 8; u++) a[u] += wj * *(const ld_vf *)(vr + u * LD_VEC);
-            }
-            j += run;
-          }
-          for (int u = 0; u < 8; u++) *(ld_vf *)(acc + e0 + u * LD_VEC) = a[u];
-        }
-        for (int64_t e = e0; e < d; e++) { /* the rest of the row (head_dim not a multiple of 128) */
-          float sum = 0.0f;
-          for (int64_t j = lo; j < hi; j++) sum += w[j - lo] * v_cache[((table[j / bs] * bs + j % bs) * kvh + kv) * d + e];
-          acc[e] = sum;
+      /* weighted V: four query heads at a time, each V row's values read once per 64 of them for
+         the four (16 accumulators, independent chains), the chunk's keys block by block */
+      for (int64_t r0 = 0; r0 < g; r0 += 4) {
+        switch (g - r0 < 4 ? g - r0 : 4) { /* the head count a compile-time constant: accumulators in registers */
+          case 4: ld_weighted_v(4, s + r0 * LD_CHUNK, part + (t * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d); break;
+          case 3: ld_weighted_v(3, s + r0 * LD_CHUNK, part + (t * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d); break;
+          case 2: ld_weighted_v(2, s + r0 * LD_CHUNK, part + (t * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d); break;
+          default: ld_weighted_v(1, s + r0 * LD_CHUNK, part + (t * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d);
         }
       }
     }
@@ -418,29 +488,6 @@ int ld_int8_matmul(const int8_t *q, const float *scale, const float *x, float *y
 #endif
   return 0;
 }
-
-/* 1 / (1 + exp(-z)) for 16 lanes: exp by 2^n e^r, |r| <= ln2 / 2, a degree-7 Taylor polynomial
- * (relative error ~1e-8 before rounding), n applied by scalef; z clamped to +-88 */
-#if defined(__AVX512F__)
-static inline __m512 ld_sigmoid16(__m512 z) {
-  const __m512 x = _mm512_min_ps(_mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), z), _mm512_set1_ps(-88.0f)),
-                                 _mm512_set1_ps(88.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512 e = _mm512_scalef_ps(p, n);
-  return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-}
-#endif
 
 /* act(g) * u for n values: gelu (tanh form, as g * sigmoid(2 sqrt(2/pi) (g + 0.044715 g^3)), equal
  * to 0.5 g (1 + tanh(...))) or silu (g * sigmoid(g)) */

@@ -142,6 +142,8 @@ def _torch_decode(monkeypatch, *args, **kw):
     (8, 2, 64, 4, [37, 5, 300, 1], None, None),  # GQA groups of 4, chunks of 256 keys crossed
     (8, 8, 72, 1, [600, 2], 64, 50.0),          # no GQA, head_dim not a multiple of 16, soft-capping
     (6, 3, 128, 16, [257], None, None),         # a chunk of one key
+    (12, 2, 80, 8, [300, 9], None, None),       # groups of 6 heads (4 + 2 in the weighted V), 80 = 64 + 16
+    (3, 1, 64, 16, [100], None, None),          # a group of 3, softmax lengths off the 16-lane vector
 ])
 def test_decode_attention_matches_the_torch_backend(monkeypatch, h, kvh, d, bs, lens, window, softcap):
     gen = torch.Generator().manual_seed(3)
