@@ -275,7 +275,8 @@ class Int4Filter:
     gap err = ||w8_j - w4_j||, then on the activations' int16 rounding with wnorm = ||w4_j||, then
     the kernel's float32 accumulation: 2 roundings a group, of terms at most max_g(15 |s| + |m|)
     times the activations). The same bytes as torch's int4 kernel reads (its scales and zeros
-    bfloat16), without its unpacking cost (BENCHMARKS.md, "CPU decode: ... int4 filter")."""
+    bfloat16), at the memory's speed (BENCHMARKS.md, "CPU decode: int16 activations, an int4 filter
+    of its own")."""
 
     def __init__(self, head: Int8Weight, chunk: int = 16384) -> None:
         from longdoc_kernels.cpu import INT4_BLOCK
@@ -293,26 +294,24 @@ class Int4Filter:
             r = -(-(b - a) // 16) * 16  # rows padded to whole blocks (zeros: their logits are not read)
             rows = F.pad(rows, (0, 0, 0, r - (b - a)))
             wg = rows.view(r, g, 32)
-            lo, hi = wg.amin(-1), wg.amax(-1)
+            lo, hi = torch.aminmax(wg, dim=-1)
             s16, m16 = ((hi - lo) / 15.0).to(torch.float16), lo.to(torch.float16)
             sf, mf = s16.float(), m16.float()
-            u = torch.round((wg - mf[..., None]) / sf.clamp(min=1e-30)[..., None]).clamp_(0, 15)
-            deq = u.double() * sf.double()[..., None] + mf.double()[..., None]  # what the kernel multiplies by
-            err.append((wg.double() - deq).reshape(r, k).norm(dim=1)[: b - a])
-            wnorm.append(deq.reshape(r, k).norm(dim=1)[: b - a])
-            tol.append((15 * sf.abs() + mf.abs()).amax(-1).double()[: b - a] * (2 * g + 4) * 2.0**-24)
+            u = wg.sub(mf[..., None]).mul_((1.0 / sf.clamp(min=1e-30))[..., None]).round_().clamp_(0, 15)
+            deq = torch.addcmul(mf[..., None], u, sf[..., None])  # what the kernel multiplies by
+            wnorm.append(deq.view(r, k).norm(dim=1)[: b - a])
+            err.append(deq.sub_(wg).view(r, k).norm(dim=1)[: b - a])
+            tol.append((15 * sf.abs() + mf.abs()).amax(-1)[: b - a] * ((2 * g + 4) * 2.0**-24))
             # nibbles: per block and group, pair p = 4j + 2h + c of the group's 16 input pairs into byte
             # 32c + (2 row + e) of load j, the low nibble (h = 0) or the high one (h = 1)
             uq = u.to(torch.uint8).view(r // 16, 16, g, 4, 2, 2, 2)  # [blocks, row, g, j, h, c, e]
-            uq = uq.permute(0, 2, 3, 4, 5, 1, 6).contiguous()  # [blocks, g, j, h, c, row, e]
-            nib = (uq[:, :, :, 0] | (uq[:, :, :, 1] << 4)).reshape(r // 16, g, 256)
+            nib = uq[:, :, :, :, 0] | (uq[:, :, :, :, 1] << 4)  # [blocks, row, g, j, c, e]
+            nib = nib.permute(0, 2, 3, 4, 1, 5).reshape(r // 16, g, 256)
             sc = s16.view(r // 16, 16, g).transpose(1, 2).contiguous().view(torch.uint8)  # [blocks, g, 32]
             mn = m16.view(r // 16, 16, g).transpose(1, 2).contiguous().view(torch.uint8)
             self.packed[a // 16: a // 16 + r // 16] = torch.cat([nib, sc, mn], -1)
-        up = 1 + 2.0**-20  # the float64 norms rounded up into float32
-        self.err = (torch.cat(err) * up).float()
-        self.wnorm = (torch.cat(wnorm) * up).float()
-        self.tol = (torch.cat(tol) * up).float()
+        up = 1 + max(2.0**-10, 4 * k * 2.0**-24)  # room for the float32 norms' own rounding (~k 2^-24 of them)
+        self.err, self.wnorm, self.tol = (torch.cat(v) * up for v in (err, wnorm, tol))
         self.shape = (n, k)
 
     @property
@@ -333,16 +332,21 @@ class GreedyHead:
     int8 product: a filter gives every row's logit within a bound, and only the rows whose bound
     reaches the best row's exact logit are computed with the int8 weights.
 
-    Two filters, each with a per-row bound:
+    Three filters, each with a per-row bound:
+    - "int4c": `Int4Filter`, an int4 copy packed for the C kernel of longdoc_kernels/cpu (AVX-512),
+      its bound in its docstring; where it runs it stands in for "int4" (the same bytes read, at the
+      memory's speed: the filter's pass 5.5 against ~7 ms for torch's kernel on the 2-core Xeon of
+      2026-12-07, two threads).
     - "int4": an int4 copy of the layer (half the bytes). For a row j, |x.w8_j - x.w4_j| <= ||x|| *
       ||w8_j - w4_j|| (Cauchy-Schwarz; the per-row norms of the weight gap are computed once, against
       the weights each kernel really multiplies by), plus both kernels' bfloat16 rounding.
     - "int8": the same int8 layer through fbgemm with the activations in two 7-bit integer rows
       (`Int8Filter`): the same bytes as the int8 product, but a faster kernel where the CPU lacks
       AVX-512.
-    `filter=None`: int8 where the CPU has no AVX-512 (torch's capability "AVX2"); elsewhere both are
-    built, timed on the layer, and the faster kept; int4 where fbgemm is missing.
-    LONGDOC_GREEDY_FILTER=int4|int8 picks one. The int8 logit of j is at most its filter
+    `filter=None`: int4c where its kernel runs, else int8 where the CPU has no AVX-512 (torch's
+    capability "AVX2"); where an int4 filter and fbgemm's both exist they are built, timed on the
+    layer, and the faster kept; int4 where fbgemm is missing. LONGDOC_GREEDY_FILTER=int4|int4c|int8
+    picks one. The int8 logit of j is at most its filter
     logit plus the bound; a row whose ceiling is below the int8 logit of the filter's argmax cannot
     be the argmax and is skipped. The candidates' int8 logits come from the same kernel on the
     gathered rows, which on this torch computes each row exactly as the whole product does
