@@ -101,33 +101,41 @@ int ld_qk_rope_write(const float *qkv, int64_t ld, const float *w, float eps, co
 #define LD_CHUNK 256 /* keys per task: a sequence's keys are split into chunks computed in parallel */
 #define LD_MAX_G 64  /* query heads per kv head handled (GQA group) */
 #define LD_KEYS_AHEAD 4 /* keys a K row is prefetched ahead in the scores */
-#define LD_VEC 16    /* floats per vector below (two AVX2 registers, one AVX-512 register) */
+#if defined(__AVX2__) && !defined(__AVX512F__)
+#define LD_VEC 8 /* floats per vector below: one AVX2 register (vectors of 16 compiled for AVX2 ran the
+                    attention 5x slower than the AVX-512 build on the same core, 2026-12-07) */
+#else
+#define LD_VEC 16 /* floats per vector below: one AVX-512 register */
+#endif
 typedef float ld_vf __attribute__((vector_size(LD_VEC * sizeof(float)), aligned(sizeof(float))));
 typedef float ld_v8 __attribute__((vector_size(8 * sizeof(float))));
 
-/* 16 int8 values widened to float32 (gcc scalarises __builtin_convertvector of int8 vectors) */
+/* LD_VEC int8 values widened to float32 (gcc scalarises __builtin_convertvector of int8 vectors) */
 static inline ld_vf ld_load_i8(const int8_t *p) {
   ld_vf r;
 #if defined(__AVX512F__)
   const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
   __builtin_memcpy(&r, &v, sizeof r);
 #elif defined(__AVX2__)
-  const __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
-  const __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8))));
-  __builtin_memcpy(&r, &lo, sizeof lo);
-  __builtin_memcpy((char *)&r + sizeof lo, &hi, sizeof hi);
+  const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+  __builtin_memcpy(&r, &v, sizeof r);
 #else
   for (int e = 0; e < LD_VEC; e++) r[e] = (float)p[e];
 #endif
   return r;
 }
 
-/* the sum of a vector's 16 lanes as a tree of adds (lanes i and i + 8, then i and i + 4, ...) */
+/* the sum of a vector's lanes as a tree of adds (lanes i and i + 8, then i and i + 4, ...) */
 static inline float ld_hsum(ld_vf a) {
+  ld_v8 b;
+#if LD_VEC == 16
   ld_v8 lo, hi;
   __builtin_memcpy(&lo, &a, sizeof lo);
   __builtin_memcpy(&hi, (const char *)&a + sizeof lo, sizeof hi);
-  ld_v8 b = lo + hi;
+  b = lo + hi;
+#else
+  __builtin_memcpy(&b, &a, sizeof b);
+#endif
   float f[8];
   __builtin_memcpy(f, &b, sizeof f);
   return ((f[0] + f[4]) + (f[2] + f[6])) + ((f[1] + f[5]) + (f[3] + f[7]));
