@@ -594,7 +594,11 @@ class LLM:
             # rows beside prefill chunks (eager decode launches); without this a user's first batch
             # compiled them (16 x 32K Gemma, H100: its prefill steps 3.8 s against 0.6 s steady;
             # BENCHMARKS.md "The warm tier, first batches and CPU decode")
+            # The third prompt's second chunk is short (100 tokens: under the backend's fused-attention
+            # minimum), so the global layers' chunks take the varlen kernel too (without a window:
+            # another compile, which a user's first batch paid, 2.7 s on an H100)
             m = min(self.core.chunk + 256, self.max_model_len - 8)
+            m2 = min(self.core.chunk + 100, m)
             try:
                 self.check_len(m + 8)
                 fits = True
@@ -602,8 +606,8 @@ class LLM:
                 fits = False
             if fits and self.scheduler_config.max_num_seqs >= 3 and m > 256:
                 if progress is not None:
-                    progress(f"warm-up: a batch of 3 prompts ({m:,}, {m:,} and 32 tokens)")
-                self.generate([[3] * 32, [4] * m, [5] * m], SamplingParams(max_tokens=4, ignore_eos=True))
+                    progress(f"warm-up: a batch of 3 prompts ({m:,}, {m2:,} and 32 tokens)")
+                self.generate([[3] * 32, [4] * m, [5] * m2], SamplingParams(max_tokens=4, ignore_eos=True))
         graphs = getattr(self.runner, "graphs", None)
         return graphs.capture_all(self.scheduler_config.max_num_seqs, progress) if graphs is not None else 0
 

@@ -379,8 +379,11 @@ def paged_prefill_varlen(
     block_d = triton.next_power_of_2(d)
     interp = _interpreting()
     cfg_m, cfg_n, warps, stages = PREFILL_CONFIGS[min(max(block_d, 64), 256)]
-    longest = max(n for _, n, _ in items)
-    bm = 16 if interp else min(cfg_m, max(16, triton.next_power_of_2(longest)))
+    # one BLOCK_M whatever the chunks' lengths: each value is a compile (~2.7 s on an H100), and a
+    # user's first batch met one the warm-up had not (a global layer's short chunk tail: 2.7 s of
+    # its 4.4 s to the last first token, BENCHMARKS.md "The first batch's compile"); a short
+    # chunk's tile of masked rows costs next to nothing
+    bm = 16 if interp else cfg_m
     bn = 16 if interp else cfg_n
     meta = {} if meta is None else meta
     if bm not in meta:

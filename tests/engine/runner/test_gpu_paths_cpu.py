@@ -242,8 +242,9 @@ def test_warmup_on_cpu_runs_one_request_and_captures_nothing():
 
 def test_warmup_on_cuda_runs_the_long_prompt_and_a_batch(monkeypatch):
     """The CUDA branch of warmup (device faked, generate recorded): a long prompt of two chunks and
-    more, then a batch of three prompts admitted together (two longer than a chunk, one short), so a
-    user's first batch compiles neither the varlen prefill nor eager decode launches."""
+    more, then a batch of three prompts admitted together (two longer than a chunk, their second
+    chunks of 256 and 100 tokens, one short prompt), so a user's first batch compiles neither the
+    varlen prefill (with and without a window) nor eager decode launches."""
     from types import SimpleNamespace
 
     from engine.config import CacheConfig, SchedulerConfig
@@ -267,5 +268,5 @@ def test_warmup_on_cuda_runs_the_long_prompt_and_a_batch(monkeypatch):
     chunk = llm.core.chunk
     assert calls[0] == [32]
     assert calls[1][0] > 2 * chunk
-    assert calls[2] == [32, chunk + 256, chunk + 256]
-    assert lines[-1] == f"warm-up: a batch of 3 prompts ({chunk + 256:,}, {chunk + 256:,} and 32 tokens)"
+    assert calls[2] == [32, chunk + 256, chunk + 100]  # a second chunk of 256 and a short one (global layers)
+    assert lines[-1] == f"warm-up: a batch of 3 prompts ({chunk + 256:,}, {chunk + 100:,} and 32 tokens)"
