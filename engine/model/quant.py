@@ -373,7 +373,8 @@ class GreedyHead:
                 and kernels.int4_filter_fast():
             self.int4c = Int4Filter(head)
         elif filter == "int4c":
-            raise ValueError("GreedyHead filter int4c needs the C kernels with AVX-512 (longdoc_kernels.cpu)")
+            raise ValueError("GreedyHead filter int4c needs inputs in groups of 32 and the C kernels with AVX-512 "
+                             "(longdoc_kernels.cpu)")
         if filter in (None, "int8"):
             try:
                 self.int8 = Int8Filter(head)
@@ -434,7 +435,8 @@ class GreedyHead:
         """The int8 output layer's argmax for every row of x [B, in] (the final hidden states)."""
         xb = x.to(torch.bfloat16)
         if self.int4c is not None:
-            kernels = cpu_kernels()
+            if (kernels := cpu_kernels()) is None:  # the kernels switched off since (tests): the whole product
+                return torch._weight_int8pack_mm(xb, self.head.q, self.head.scale_bf16).float().argmax(-1).tolist()
             return [j for a in range(0, xb.shape[0], 64) for j in self._argmax_int4c(xb[a:a + 64], kernels)]
         if self.int4 is not None and (kernels := cpu_kernels()) is not None and xb.shape[0] <= 64:
             return self._argmax_c(xb, kernels)
@@ -459,6 +461,19 @@ class GreedyHead:
         exact = exact.float().masked_fill(~keep.index_select(1, rows), float("-inf"))
         return rows[exact.argmax(-1)].tolist()
 
+    def _among(self, xb: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor | None) -> list[int]:
+        """Each row's argmax among the candidate rows `rows` by their int8 logits (keep [B, rows]: the
+        candidates each row's own bound kept; None for one row): the rows gathered, or the whole
+        product where they are more than 1 / FULL_HEAD_SHARE of the layer."""
+        q, sc = self.head.q, self.head.scale_bf16
+        if rows.numel() * FULL_HEAD_SHARE > q.shape[0]:
+            exact = torch._weight_int8pack_mm(xb, q, sc).float().index_select(1, rows)
+        else:
+            exact = torch._weight_int8pack_mm(xb, q.index_select(0, rows), sc.index_select(0, rows)).float()
+        if keep is not None:
+            exact = exact.masked_fill(~keep, float("-inf"))
+        return rows[exact.argmax(-1)].tolist()
+
     def _argmax_int4c(self, xb: torch.Tensor, kernels) -> list[int]:
         """`argmax` through Int4Filter (the C kernels, at most 64 rows): the filter's logits and
         argmax in one pass, the candidate rows in a second, then the candidates' int8 logits."""
@@ -478,13 +493,7 @@ class GreedyHead:
             gap = (t1 + l1[:, None] * f.tol[rows]) * (1 + _BF16_REL)
             ceiling = c + (c.abs() * _BF16_REL + gap) + _SLACK
             keep = ceiling >= (floor - floor.abs() * _BF16_REL - _SLACK)[:, None]
-        if rows.numel() * FULL_HEAD_SHARE > coarse.shape[1]:
-            exact = torch._weight_int8pack_mm(xb, q, sc).float().index_select(1, rows)
-        else:
-            exact = torch._weight_int8pack_mm(xb, q.index_select(0, rows), sc.index_select(0, rows)).float()
-        if b > 1:
-            exact = exact.masked_fill(~keep, float("-inf"))
-        return rows[exact.argmax(-1)].tolist()
+        return self._among(xb, rows, keep if b > 1 else None)
 
     def _argmax_c(self, xb: torch.Tensor, kernels) -> list[int]:
         """`argmax` with the int4 filter, its argmax and its candidate rows through the C kernels
@@ -503,13 +512,7 @@ class GreedyHead:
             c = coarse.index_select(1, rows).float()
             ceiling = c + (c.abs() * _BF16_REL + xnorm[:, None] * w4.err_norm[rows] * (1 + _BF16_REL)) + _SLACK
             keep = ceiling >= (floor - floor.abs() * _BF16_REL - _SLACK)[:, None]
-        if rows.numel() * FULL_HEAD_SHARE > coarse.shape[1]:
-            exact = torch._weight_int8pack_mm(xb, q, sc).float().index_select(1, rows)
-        else:
-            exact = torch._weight_int8pack_mm(xb, q.index_select(0, rows), sc.index_select(0, rows)).float()
-        if b > 1:
-            exact = exact.masked_fill(~keep, float("-inf"))
-        return rows[exact.argmax(-1)].tolist()
+        return self._among(xb, rows, keep if b > 1 else None)
 
 
 def linear(x: torch.Tensor, w: torch.Tensor | Int8Weight, b: torch.Tensor | None = None) -> torch.Tensor:

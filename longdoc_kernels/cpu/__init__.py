@@ -248,7 +248,7 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
 
 def int16_activations() -> bool:
     """Whether the int8 products (int8_matmul, mlp_int8) round each activation row to int16 (with
-    AVX2 and above: `round(x / s)`, s = max|x| / 32767 a row, the products exact in int32) rather
+    AVX2 and above: `round(x * (1 / s))`, s = max|x| / 32767 a row, the products exact in int32) rather
     than multiply float32 activations."""
     return bool(lib().ld_int16_activations())
 

@@ -616,6 +616,28 @@ void ld_bf16_argmax(const uint16_t *x, int64_t B, int64_t V, int64_t *best) {
   }
 }
 
+/* thr[b] = (floor[b] - |floor[b]| rel) - slack for b < B: the value a candidate's ceiling must reach
+ * (the candidate passes below; each product and sum rounded, as torch computes it) */
+__attribute__((optimize("fp-contract=off"))) static void ld_thresholds(const float *floor, int64_t B, float rel,
+                                                                        float slack, float *thr) {
+  for (int64_t b = 0; b < B; b++) {
+    const float f = floor[b], fr = (f < 0 ? -f : f) * rel;
+    thr[b] = (f - fr) - slack;
+  }
+}
+
+/* rows j + k for the set bits k of keep, ascending, appended to out (at most cap kept); returns the
+ * new count n (every row counted, kept or not) */
+static inline int64_t ld_emit16(uint32_t keep, int64_t j, int64_t *out, int64_t n, int64_t cap) {
+  while (keep) {
+    const int k = __builtin_ctz(keep);
+    if (n < cap) out[n] = j + k;
+    n++;
+    keep &= keep - 1;
+  }
+  return n;
+}
+
 /* GreedyHead's candidate rows from its int4 filter (engine/model/quant.py): row j stays when for
  * some b < B its ceiling c + |c| rel + (xnorm[b] err[j]) (1 + rel) + slack, c the filter's bfloat16
  * logit coarse[b, j], reaches floor[b] - |floor[b]| rel - slack (floor[b]: the exact logit of the
@@ -627,10 +649,7 @@ __attribute__((optimize("fp-contract=off"))) int64_t ld_int4_candidates(
     float slack, int64_t *out, int64_t cap) {
   float thr[64];
   if (B > 64) return -1;
-  for (int64_t b = 0; b < B; b++) {
-    const float f = floor[b], fr = (f < 0 ? -f : f) * rel;
-    thr[b] = (f - fr) - slack;
-  }
+  ld_thresholds(floor, B, rel, slack, thr);
   const float up = 1.0f + rel;
   int64_t n = 0, j = 0;
 #if defined(__AVX512F__)
@@ -645,12 +664,7 @@ __attribute__((optimize("fp-contract=off"))) int64_t ld_int4_candidates(
       const __m512 ceil = _mm512_add_ps(_mm512_add_ps(c, bound), vslack);
       keep |= _mm512_cmp_ps_mask(ceil, _mm512_set1_ps(thr[b]), _CMP_GE_OQ);
     }
-    while (keep) {
-      const int k = __builtin_ctz(keep);
-      if (n < cap) out[n] = j + k;
-      n++;
-      keep &= keep - 1;
-    }
+    n = ld_emit16(keep, j, out, n, cap);
   }
 #endif
   for (; j < V; j++) {
@@ -808,10 +822,7 @@ __attribute__((optimize("fp-contract=off"))) int64_t ld_int4_filter_candidates(
     int64_t cap) {
   float thr[64];
   if (B > 64) return -1;
-  for (int64_t b = 0; b < B; b++) {
-    const float f = floor[b], fr = (f < 0 ? -f : f) * rel;
-    thr[b] = (f - fr) - slack;
-  }
+  ld_thresholds(floor, B, rel, slack, thr);
   const float up = 1.0f + rel;
   int64_t n = 0, j = 0;
   const __m512 vrel = _mm512_set1_ps(rel), vup = _mm512_set1_ps(up), vslack = _mm512_set1_ps(slack);
@@ -826,12 +837,7 @@ __attribute__((optimize("fp-contract=off"))) int64_t ld_int4_filter_candidates(
       const __m512 ceil = _mm512_add_ps(_mm512_add_ps(c, bound), vslack);
       keep |= _mm512_cmp_ps_mask(ceil, _mm512_set1_ps(thr[b]), _CMP_GE_OQ);
     }
-    while (keep) {
-      const int q = __builtin_ctz(keep);
-      if (n < cap) out[n] = j + q;
-      n++;
-      keep &= keep - 1;
-    }
+    n = ld_emit16(keep, j, out, n, cap);
   }
   for (; j < V; j++) {
     int keep = 0;

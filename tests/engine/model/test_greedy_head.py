@@ -199,7 +199,8 @@ def test_c_candidates_are_the_torch_expressions_rows(monkeypatch):
 @pytest.mark.skipif(not C_INT4, reason="no C int4 filter here (C kernels with AVX-512)")
 def test_c_int4_filter_is_chosen_and_timed(monkeypatch):
     """Where the C int4 kernel runs it is the int4 filter (torch's int4 copy not built), timed
-    against the int8 filter as torch's was; LONGDOC_GREEDY_FILTER=int4 still gives torch's."""
+    against the int8 filter as torch's was; LONGDOC_GREEDY_FILTER=int4 still gives torch's; with
+    the kernels switched off after the build the whole int8 product gives the argmax."""
     head = Int8Weight(torch.randn(512, 64, generator=torch.Generator().manual_seed(4)))
     monkeypatch.delenv("LONGDOC_GREEDY_FILTER", raising=False)
     for fast in ("int4c", "int8"):
@@ -209,6 +210,12 @@ def test_c_int4_filter_is_chosen_and_timed(monkeypatch):
         assert g.filter == fast and set(g.timings) == {"int4c", "int8"} and g.int4 is None
     monkeypatch.setenv("LONGDOC_GREEDY_FILTER", "int4")
     assert GreedyHead(head).filter == "int4"
+    g = GreedyHead(head, filter="int4c")
+    x = torch.randn(3, 64, generator=torch.Generator().manual_seed(5)) * 3
+    want = head.matmul(x).float().argmax(-1).tolist()
+    assert g.argmax(x) == want
+    monkeypatch.setattr(quant, "cpu_kernels", lambda: None)  # switched off after the build: the whole product
+    assert g.argmax(x) == want
 
 
 @pytest.mark.skipif(not C_INT4, reason="no C int4 filter here (C kernels with AVX-512)")
