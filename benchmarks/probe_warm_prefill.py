@@ -46,8 +46,8 @@ def make(eng, cfg, dev, ctx: int, batch: int, warm: bool):
 
 
 def count_steps(llm) -> list:
-    """Wrap the runner's execute: (rows, seconds, prefill chunks, decode rows) per step, the step
-    synchronised."""
+    """Wrap the runner's execute: (rows, seconds, prefill chunks, decode rows, warm blocks in use
+    after the step) per step, the step synchronised."""
     steps: list = []
     inner = llm.runner.execute
 
@@ -57,7 +57,9 @@ def count_steps(llm) -> list:
         if out.is_cuda:
             torch.cuda.synchronize()
         npre = len(step.prefills)
-        steps.append((int(step.ids.numel()), now() - t, npre, int(step.ids.numel()) - step.decode_start))
+        secs = now() - t
+        warm_used = sum(llm.kv.blocks_per_tier()["warm_used"])
+        steps.append((int(step.ids.numel()), secs, npre, int(step.ids.numel()) - step.decode_start, warm_used))
         return out
 
     llm.runner.execute = timed
@@ -142,7 +144,7 @@ def e2e_batch(llm, cfg, ctx: int, batch: int, gen, steps: list, new_tokens: int)
             first[d.index] = now() - t
             n_at_last_first = len(steps)
     kinds: dict[str, list[float]] = {}
-    for _rows, secs, npre, ndec in steps[:n_at_last_first]:
+    for _rows, secs, npre, ndec, _warm in steps[:n_at_last_first]:
         kind = "prefill" if ndec == 0 else ("decode" if npre == 0 else "mixed")
         kinds.setdefault(kind, []).append(secs)
     after = core.scheduler.counters.to_dict()
@@ -150,6 +152,7 @@ def e2e_batch(llm, cfg, ctx: int, batch: int, gen, steps: list, new_tokens: int)
           f"{max(first.values()):.2f} s over {n_at_last_first} steps: "
           + ", ".join(f"{k} {len(v)} steps {sum(v):.2f} s (median {statistics.median(v) * 1e3:.1f} ms)"
                       for k, v in kinds.items())
+          + f"; warm blocks in use at most {max((s[4] for s in steps), default=0)}"
           + f"; scheduler counters {({k: after[k] - before[k] for k in after})}", flush=True)
 
 
@@ -208,7 +211,8 @@ def main() -> None:
             secs = [s[1] for s in steps]
             print(f"[{tag}] {args.batch} x {ctx}: time to last first token {took:.2f} s; {len(steps)} steps, "
                   f"median {statistics.median(secs) * 1e3:.1f} ms, max {max(secs) * 1e3:.1f} ms, "
-                  f"sum {sum(secs):.2f} s, rows/step median {statistics.median([s[0] for s in steps])}", flush=True)
+                  f"sum {sum(secs):.2f} s, rows/step median {statistics.median([s[0] for s in steps])}, "
+                  f"warm blocks in use at most {max(s[4] for s in steps)}", flush=True)
             if warm:
                 print(f"[{tag}] blocks per tier after the batch: {llm.kv.blocks_per_tier()}", flush=True)
         for _ in range(2):
