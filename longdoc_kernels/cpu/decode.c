@@ -213,9 +213,14 @@ static inline __attribute__((always_inline)) void ld_weighted_v(const int nr, co
  * table_stride; query head j reads kv head j / (h / kvh). Scores times `scale`, soft-capped where
  * softcap > 0 (cap * tanh(s / cap)), softmax, then the weighted sum of V, all float32. The keys
  * are split in chunks of LD_CHUNK computed in parallel, each to a partial (max, sum, weighted V),
- * then merged per head (flash-decoding). Returns 0, or -1 (nothing written) where a block id the
- * keys need is outside 0 .. n_blocks - 1 (a warm or missing entry: the caller's torch path) or a
- * table row (table_width entries) is too short for its length. */
+ * then merged per head (flash-decoding). Consecutive rows with one table (table_stride 0: the rows
+ * of one sequence's speculative drafts) and the same first key form a group whose chunk is one
+ * task: each kv head's slice of the chunk is read from memory once and from cache for the group's
+ * other rows (four rows at 8K keys had read the K/V four times). Every row's operations are those
+ * of a call with that row alone, in the same order, so its result is bit for bit the decode
+ * step's. Returns 0, or -1 (nothing written) where a block id the keys need is outside 0 ..
+ * n_blocks - 1 (a warm or missing entry: the caller's torch path) or a table row (table_width
+ * entries) is too short for its length. */
 int ld_decode_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_blocks,
                         const int64_t *tables, int64_t table_stride, int64_t table_width, const int64_t *kv_lens,
                         int64_t n, int64_t h,
@@ -223,40 +228,66 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
                         int nthreads) {
   const int64_t g = h / kvh;
   if (g > LD_MAX_G || g * kvh != h) return -1;
-  /* tasks: (sequence, chunk) pairs, every kv head of a chunk in one task */
-  int64_t *task_seq = NULL, *task_lo = NULL, n_tasks = 0;
+  /* per row: its first key, its chunks' first partial (base) and count; groups: rows gs[k] ..
+     gs[k + 1] - 1; tasks: (group, chunk start) pairs */
+  int64_t *row_first = (int64_t *)malloc(sizeof(int64_t) * (4 * n + 1));
+  if (!row_first) return -1;
+  int64_t *row_base = row_first + n, *row_count = row_base + n, *gs = row_count + n, n_groups = 0, n_parts = 0,
+          n_tasks = 0;
   for (int64_t i = 0; i < n; i++) {
     const int64_t len = kv_lens[i], first = window > 0 && len > window ? len - window : 0;
-    if (len <= 0 || (len + bs - 1) / bs > table_width) return -1;
+    if (len <= 0 || (len + bs - 1) / bs > table_width) {
+      free(row_first);
+      return -1;
+    }
     for (int64_t b = first / bs; b < (len + bs - 1) / bs; b++) {
       const int64_t id = tables[i * table_stride + b];
-      if (id < 0 || id >= n_blocks) return -1;
+      if (id < 0 || id >= n_blocks) {
+        free(row_first);
+        return -1;
+      }
     }
-    n_tasks += (len - first + LD_CHUNK - 1) / LD_CHUNK;
+    row_first[i] = first;
+    row_base[i] = n_parts;
+    row_count[i] = (len - first + LD_CHUNK - 1) / LD_CHUNK;
+    n_parts += row_count[i];
+    if (i == 0 || table_stride != 0 || first != row_first[i - 1]) gs[n_groups++] = i;
   }
-  task_seq = (int64_t *)malloc(sizeof(int64_t) * n_tasks * 2);
-  float *part = (float *)malloc(sizeof(float) * n_tasks * h * (d + 2));
-  if (!task_seq || !part) {
-    free(task_seq);
+  gs[n_groups] = n;
+  for (int64_t k = 0; k < n_groups; k++) {
+    int64_t most = 0;
+    for (int64_t i = gs[k]; i < gs[k + 1]; i++) most = row_count[i] > most ? row_count[i] : most;
+    n_tasks += most;
+  }
+  int64_t *task_group = (int64_t *)malloc(sizeof(int64_t) * n_tasks * 2);
+  float *part = (float *)malloc(sizeof(float) * n_parts * h * (d + 2));
+  if (!task_group || !part) {
+    free(row_first);
+    free(task_group);
     free(part);
     return -1;
   }
-  task_lo = task_seq + n_tasks;
-  for (int64_t i = 0, t = 0; i < n; i++) {
-    const int64_t len = kv_lens[i], first = window > 0 && len > window ? len - window : 0;
-    for (int64_t lo = first; lo < len; lo += LD_CHUNK, t++) {
-      task_seq[t] = i;
-      task_lo[t] = lo;
+  int64_t *task_chunk = task_group + n_tasks;
+  for (int64_t k = 0, t = 0; k < n_groups; k++) {
+    int64_t most = 0;
+    for (int64_t i = gs[k]; i < gs[k + 1]; i++) most = row_count[i] > most ? row_count[i] : most;
+    for (int64_t c = 0; c < most; c++, t++) {
+      task_group[t] = k;
+      task_chunk[t] = c;
     }
   }
 #pragma omp parallel for num_threads(nthreads) schedule(dynamic, 1)
   for (int64_t t = 0; t < n_tasks; t++) {
-    const int64_t i = task_seq[t], lo = task_lo[t];
-    const int64_t hi = lo + LD_CHUNK < kv_lens[i] ? lo + LD_CHUNK : kv_lens[i];
-    const int64_t *table = tables + i * table_stride;
+    const int64_t grp = task_group[t], ci = task_chunk[t];
     const int64_t dv = d - d % LD_VEC; /* the vectorised part of each row */
     float s[LD_MAX_G * LD_CHUNK];
-    for (int64_t kv = 0; kv < kvh; kv++) {
+    /* kv head outer, the group's rows inner: a kv head's slice of the chunk stays in cache for them */
+    for (int64_t kv = 0; kv < kvh; kv++)
+    for (int64_t i = gs[grp]; i < gs[grp + 1]; i++) {
+      if (ci >= row_count[i]) continue;
+      const int64_t lo = row_first[i] + ci * LD_CHUNK, pt = row_base[i] + ci;
+      const int64_t hi = lo + LD_CHUNK < kv_lens[i] ? lo + LD_CHUNK : kv_lens[i];
+      const int64_t *table = tables + i * table_stride;
       const float *qg = q + (i * h + kv * g) * d;
       /* scores: each key row read once for up to 4 query heads at a time, two accumulators each
          (independent FMA chains: one chain would wait on each FMA's latency) */
@@ -317,7 +348,7 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
           sr[j] = expf(sr[j] - m);
           l += sr[j];
         }
-        float *p = part + (t * h + kv * g + r) * (d + 2);
+        float *p = part + (pt * h + kv * g + r) * (d + 2);
         p[0] = m;
         p[1] = l;
       }
@@ -325,19 +356,17 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
          the four (16 accumulators, independent chains), the chunk's keys block by block */
       for (int64_t r0 = 0; r0 < g; r0 += 4) {
         switch (g - r0 < 4 ? g - r0 : 4) { /* the head count a compile-time constant: accumulators in registers */
-          case 4: ld_weighted_v(4, s + r0 * LD_CHUNK, part + (t * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d); break;
-          case 3: ld_weighted_v(3, s + r0 * LD_CHUNK, part + (t * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d); break;
-          case 2: ld_weighted_v(2, s + r0 * LD_CHUNK, part + (t * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d); break;
-          default: ld_weighted_v(1, s + r0 * LD_CHUNK, part + (t * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d);
+          case 4: ld_weighted_v(4, s + r0 * LD_CHUNK, part + (pt * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d); break;
+          case 3: ld_weighted_v(3, s + r0 * LD_CHUNK, part + (pt * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d); break;
+          case 2: ld_weighted_v(2, s + r0 * LD_CHUNK, part + (pt * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d); break;
+          default: ld_weighted_v(1, s + r0 * LD_CHUNK, part + (pt * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d);
         }
       }
     }
   }
-  /* merge each sequence's chunks, in chunk order */
-  for (int64_t t0 = 0; t0 < n_tasks;) {
-    const int64_t i = task_seq[t0];
-    int64_t t1 = t0;
-    while (t1 < n_tasks && task_seq[t1] == i) t1++;
+  /* merge each row's chunks, in chunk order */
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t t0 = row_base[i], t1 = t0 + row_count[i];
     for (int64_t r = 0; r < h; r++) {
       float m = -INFINITY, l = 0.0f;
       for (int64_t t = t0; t < t1; t++) {
@@ -355,9 +384,9 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
       const float inv = 1.0f / l;
       for (int64_t e = 0; e < d; e++) o[e] *= inv;
     }
-    t0 = t1;
   }
-  free(task_seq);
+  free(row_first);
+  free(task_group);
   free(part);
   return 0;
 }
@@ -403,8 +432,8 @@ static void ld_quant_i16(const float *x, int64_t T, int64_t kdim, int16_t *xq, f
 
 /* the product of int8 row w [kdim] and int16 row xq [kdim], unscaled: int8 widened to int16, pairs
  * of products summed into int32 lanes (vpdpwssd with AVX512-VNNI, vpmaddwd and an add without),
- * independent chains, the lanes of each span of LD_I16_SPAN values (at most 256 products of |127 x
- * 32767| a lane: no overflow) summed in int64. Exact up to the one rounding to float32 at the end
+ * two independent chains, added lane by lane at the end of each span of LD_I16_SPAN values (at
+ * most 256 products of |128 x 32767| a lane: below 2^31), the lanes then summed in int64. Exact up to the one rounding to float32 at the end
  * (lanes rounded to float32 before their sum would lose digits where they cancel). */
 static inline float ld_dot_i8_i16(const int8_t *w, const int16_t *xq, int64_t kdim) {
   int64_t s = 0;
@@ -426,11 +455,10 @@ static inline float ld_dot_i8_i16(const int8_t *w, const int16_t *xq, int64_t kd
       a1 = _mm512_add_epi32(a1, _mm512_madd_epi16(w1, x1));
 #endif
     }
-    const __m512i l0 = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(a0));
-    const __m512i l1 = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(a0, 1));
-    const __m512i l2 = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(a1));
-    const __m512i l3 = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(a1, 1));
-    s += _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(l0, l1), _mm512_add_epi64(l2, l3)));
+    /* both chains' lanes in int32 (< 2^31: see ld_dotn_i8_i16), widened to int64 and summed */
+    const __m512i a = _mm512_add_epi32(a0, a1);
+    s += _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(a)),
+                                                  _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(a, 1))));
 #else
     __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
     for (; k + 64 <= end; k += 64) {
@@ -449,6 +477,73 @@ static inline float ld_dot_i8_i16(const int8_t *w, const int16_t *xq, int64_t kd
   }
   for (; k < kdim; k++) s += (int32_t)w[k] * xq[k]; /* the last < 64 values */
   return (float)s;
+}
+#endif
+
+#if defined(LD_I16)
+#if defined(__AVX512BW__)
+/* ld_dot_i8_i16 of one int8 row w with nr <= 4 int16 rows xq + r kdim at once: each 64 weights
+ * loaded and widened once for the nr rows. The sums are ld_dot_i8_i16's exactly (the same int32
+ * lanes over the same spans: integer sums do not depend on their grouping). */
+static inline __attribute__((always_inline)) void ld_dotn_i8_i16(const int nr, const int8_t *w, const int16_t *xq,
+                                                                   int64_t kdim, float *sums) {
+  int64_t acc[4] = {0, 0, 0, 0};
+  int64_t k = 0;
+  while (k + 64 <= kdim) {
+    const int64_t end = k + LD_I16_SPAN < kdim ? k + LD_I16_SPAN : kdim;
+    __m512i a[4][2];
+    for (int r = 0; r < nr; r++) a[r][0] = a[r][1] = _mm512_setzero_si512();
+    for (; k + 64 <= end; k += 64) {
+      __builtin_prefetch(w + k + LD_PREFETCH);
+      const __m512i w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w + k)));
+      const __m512i w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w + k + 32)));
+      for (int r = 0; r < nr; r++) {
+        const int16_t *xr = xq + r * kdim + k;
+        const __m512i x0 = _mm512_loadu_si512((const void *)xr), x1 = _mm512_loadu_si512((const void *)(xr + 32));
+#if defined(__AVX512VNNI__)
+        a[r][0] = _mm512_dpwssd_epi32(a[r][0], w0, x0);
+        a[r][1] = _mm512_dpwssd_epi32(a[r][1], w1, x1);
+#else
+        a[r][0] = _mm512_add_epi32(a[r][0], _mm512_madd_epi16(w0, x0));
+        a[r][1] = _mm512_add_epi32(a[r][1], _mm512_madd_epi16(w1, x1));
+#endif
+      }
+    }
+    for (int r = 0; r < nr; r++) {
+      /* the two chains' lanes added in int32 (each at most LD_I16_SPAN / 32 products of at most 128 x
+         32767 in magnitude: the sum of both < 2^31), then widened to int64 and summed */
+      const __m512i ar = _mm512_add_epi32(a[r][0], a[r][1]);
+      acc[r] += _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(ar)),
+                                                         _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(ar, 1))));
+    }
+  }
+  for (int r = 0; r < nr; r++) {
+    for (int64_t j = k; j < kdim; j++) acc[r] += (int32_t)w[j] * xq[r * kdim + j]; /* the last < 64 values */
+    sums[r] = (float)acc[r];
+  }
+}
+#endif
+
+/* y[t * ys] = (w . xq_t) * (xs[t] * scale) for the T int16 rows xq_t = xq + t kdim: one weight row's
+ * products for a step's rows, four rows a pass over w where AVX512BW has ld_dotn_i8_i16 (a
+ * speculative verify's four rows had widened each weight four times); every value as ld_dot_i8_i16
+ * gives it, whatever T. */
+static inline void ld_rows_i8_i16(const int8_t *w, const int16_t *xq, int64_t kdim, const float *xs, float scale,
+                                  float *y, int64_t ys, int64_t T) {
+  int64_t t = 0;
+#if defined(__AVX512BW__)
+  for (; t + 1 < T; t += 4) {
+    float d[4];
+    const int nr = T - t < 4 ? (int)(T - t) : 4;
+    switch (nr) { /* the row count a compile-time constant: accumulators in registers */
+      case 4: ld_dotn_i8_i16(4, w, xq + t * kdim, kdim, d); break;
+      case 3: ld_dotn_i8_i16(3, w, xq + t * kdim, kdim, d); break;
+      default: ld_dotn_i8_i16(2, w, xq + t * kdim, kdim, d);
+    }
+    for (int r = 0; r < nr; r++) y[(t + r) * ys] = d[r] * (xs[t + r] * scale);
+  }
+#endif
+  for (; t < T; t++) y[t * ys] = ld_dot_i8_i16(w, xq + t * kdim, kdim) * (xs[t] * scale);
 }
 #endif
 
@@ -482,8 +577,7 @@ int ld_int8_matmul(const int8_t *q, const float *scale, const float *x, float *y
   ld_quant_i16(x, T, kdim, xq, xs);
 #pragma omp parallel for num_threads(nthreads) schedule(static)
   for (int64_t i = 0; i < n; i++) {
-    const int8_t *w = q + i * kdim;
-    for (int64_t t = 0; t < T; t++) y[t * n + i] = ld_dot_i8_i16(w, xq + t * kdim, kdim) * (xs[t] * scale[i]);
+    ld_rows_i8_i16(q + i * kdim, xq, kdim, xs, scale[i], y + i, n, T);
   }
   free(xs);
   free(xq);
@@ -544,11 +638,10 @@ int ld_mlp_int8(const float *x, int64_t T, int64_t kdim, const int8_t *q_gu, con
   {
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < 2 * f; i++)
-      for (int64_t t = 0; t < T; t++)
 #if defined(LD_I16)
-        h[t * 2 * f + i] = ld_dot_i8_i16(q_gu + i * kdim, xq + t * kdim, kdim) * (xs[t] * s_gu[i]);
+      ld_rows_i8_i16(q_gu + i * kdim, xq, kdim, xs, s_gu[i], h + i, 2 * f, T);
 #else
-        h[t * 2 * f + i] = ld_dot_i8(q_gu + i * kdim, x + t * kdim, kdim) * s_gu[i];
+      for (int64_t t = 0; t < T; t++) h[t * 2 * f + i] = ld_dot_i8(q_gu + i * kdim, x + t * kdim, kdim) * s_gu[i];
 #endif
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < T * nc; c++) {
@@ -562,11 +655,10 @@ int ld_mlp_int8(const float *x, int64_t T, int64_t kdim, const int8_t *q_gu, con
 #endif
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n_out; i++)
-      for (int64_t t = 0; t < T; t++)
 #if defined(LD_I16)
-        out[t * n_out + i] = ld_dot_i8_i16(q_dn + i * f, aq + t * f, f) * (as[t] * s_dn[i]);
+      ld_rows_i8_i16(q_dn + i * f, aq, f, as, s_dn[i], out + i, n_out, T);
 #else
-        out[t * n_out + i] = ld_dot_i8(q_dn + i * f, a + t * f, f) * s_dn[i];
+      for (int64_t t = 0; t < T; t++) out[t * n_out + i] = ld_dot_i8(q_dn + i * f, a + t * f, f) * s_dn[i];
 #endif
   }
   free(h);

@@ -113,6 +113,40 @@ def test_int8_matmul_against_float64(k, rows):
         cpu.int8_matmul(x.bfloat16(), q, scale)
 
 
+@pytest.mark.parametrize("k", [4096, 4200, 9000])
+def test_int8_products_at_the_extremes_do_not_overflow(k):
+    """Every weight at -128 or 127 and every activation at the row's maximum (int16 32767): the
+    largest sums an int32 lane of the kernel can see, one span (4096) and more; the products equal
+    the exact ones (float64) to float32's precision, for one row and for four at once."""
+    q = torch.full((6, k), 127, dtype=torch.int8)
+    q[1::2] = -128
+    x = torch.ones(4, k)
+    x[1] = -1.0
+    got = cpu.int8_matmul(x, q, torch.ones(6))
+    want = x.double() @ q.double().T
+    torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=0)
+    assert torch.equal(got[1:2], cpu.int8_matmul(x[1:2], q, torch.ones(6)))
+
+
+@pytest.mark.parametrize("k", [72, 640, 4200])
+def test_int8_products_of_several_rows_equal_each_row_alone(k):
+    """Rows multiplied together (up to four a pass over each weight row: a speculative verify's
+    rows) give each row's product alone bit for bit, 1 to 7 rows (groups of 4, 3 and 2 and a lone
+    tail), one int32 span and several, the int8 product and the MLP call, so a sequence's tokens do
+    not depend on how many rows its step has."""
+    gen = torch.Generator().manual_seed(k)
+    q = torch.randint(-127, 128, (40, k), dtype=torch.int8, generator=gen)
+    scale = torch.rand(40, generator=gen) + 0.01
+    q_dn = torch.randint(-127, 128, (24, 20), dtype=torch.int8, generator=gen)
+    s_dn = torch.rand(24, generator=gen) * 0.01
+    x = torch.randn(7, k, generator=gen)
+    alone = torch.cat([cpu.int8_matmul(x[i : i + 1], q, scale) for i in range(7)])
+    mlp_alone = torch.cat([cpu.mlp_int8(x[i : i + 1], q, scale, q_dn, s_dn, True) for i in range(7)])
+    for t in range(1, 8):
+        assert torch.equal(cpu.int8_matmul(x[:t], q, scale), alone[:t]), t
+        assert torch.equal(cpu.mlp_int8(x[:t], q, scale, q_dn, s_dn, True), mlp_alone[:t]), t
+
+
 @pytest.mark.skipif(not cpu.int16_activations(), reason="the int8 products take float32 activations here")
 def test_int16_rows_are_the_kernels_rounding():
     """The kernel's int16 activations are `int16_rows`: with weights of a single 1 its product
@@ -211,6 +245,35 @@ def test_speculative_rows_are_computed_as_decode_steps(monkeypatch):
     monkeypatch.setattr(attention_backend, "cpu_kernels", lambda: None)
     want = be.prefill(q, kc, vc, table, q_offset=400, kv_len=404, scale=0.125, window=128).out
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("h,kvh,d,first_len,rows,window", [
+    (4, 1, 256, 1021, 4, None),   # Gemma 3's global layer: four rows share each chunk's K/V reads
+    (8, 2, 64, 510, 5, None),     # lengths 510..514 cross a chunk edge (512): the last rows one chunk more
+    (6, 3, 80, 300, 3, 4096),     # a window wider than the sequence: still one first key, grouped
+    (4, 1, 64, 700, 4, 256),      # a window the rows pass: each row its own first key, not grouped
+])
+def test_rows_sharing_a_table_equal_each_row_alone(h, kvh, d, first_len, rows, window):
+    """Rows of one sequence (one table row with stride 0, consecutive lengths: speculative drafts)
+    are computed together, a chunk's K/V read once for all of them; each row's result is still the
+    decode step's at its length, bit for bit, with one thread and two."""
+    gen = torch.Generator().manual_seed(first_len)
+    bs = 16
+    n_blocks = (first_len + rows + bs - 1) // bs + 3
+    kc, vc = _pools(gen, n_blocks, bs, kvh, d)
+    table = torch.randperm(n_blocks, generator=gen)[: n_blocks - 3]
+    q = torch.randn(rows, h, d, generator=gen)
+    lens = torch.arange(first_len, first_len + rows)
+    threads = torch.get_num_threads()
+    try:
+        for nt in (1, 2):
+            torch.set_num_threads(nt)
+            got = cpu.decode_attention(q, kc, vc, table[None].expand(rows, -1), lens, d**-0.5, window)
+            for i in range(rows):
+                alone = cpu.decode_attention(q[i : i + 1], kc, vc, table[None], lens[i : i + 1], d**-0.5, window)
+                assert torch.equal(got[i : i + 1], alone), (nt, i)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_kernels_are_built_when_a_cpu_model_loads(monkeypatch, tmp_path):
