@@ -97,6 +97,11 @@ class SchedulerConfig:
     (prompt lookup: engine/core/speculative.py); 0: off; None: `DEFAULT_SPECULATIVE_TOKENS` on the
     CPU, where a decode step is bound by reading the weights and a few more rows cost little, off on
     CUDA (its decode steps replay CUDA graphs of one row per sequence).
+    adaptive_speculation: each decode-only step verifies as many drafts (0 to num_speculative_tokens)
+    as pay for themselves by this engine's measured step costs and acceptance (DraftGovernor in
+    engine/core/speculative.py); False: always up to num_speculative_tokens, so the same steps
+    verify on every run (which steps verify never changes a token where verification is exact, the
+    CPU's int8 path; with float weights tokens match plain decoding's up to rounding).
     watermark: admit while projected KV use stays under this share of each block pool.
     preemption: "swap" (to host memory, up to swap_budget bytes) or "recompute".
     prefix_caching: reuse the KV of identical prefixes across requests."""
@@ -107,6 +112,7 @@ class SchedulerConfig:
     max_num_batched_tokens: int | None = None
     gpu_step_tokens: int = 16384
     num_speculative_tokens: int | None = None
+    adaptive_speculation: bool = True
     watermark: float = 0.85
     preemption: str = "swap"
     swap_budget: int = 4 * 2**30

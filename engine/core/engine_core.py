@@ -29,7 +29,7 @@ from engine.core.output_processor import OutputProcessor
 from engine.core.sampling import SamplingParams, sample_batch
 from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
-from engine.core.speculative import NgramProposer
+from engine.core.speculative import DraftGovernor, NgramProposer
 from engine.errors import CacheFullError, ContextLengthError
 from engine.kv.cold import ColdTier, DiskStore, HostStore
 from engine.kv.document_cache import DocumentCache
@@ -99,6 +99,8 @@ class EngineCore:
             raise ValueError(f"num_speculative_tokens must be >= 0, not {k}")
         # prompt-lookup drafts for greedy decodes (engine/core/speculative.py); None: off
         self.proposer = NgramProposer(k) if k > 0 else None
+        # how many drafts a decode-only step verifies, from measured costs (None: always up to k)
+        self.governor = DraftGovernor(k) if k > 0 and config.scheduler.adaptive_speculation else None
 
     # ------------------------------------------------------------------ requests
     def new_id(self) -> int:
@@ -141,6 +143,7 @@ class EngineCore:
     # ------------------------------------------------------------------ one step
     def step(self) -> list[TokenOutput]:
         """Schedule and run one batch; return the token of every sequence that produced one."""
+        t_step = time.perf_counter()
         batch = self.scheduler.schedule()
         verify = self._drafts(batch)
         decodes = batch.decodes
@@ -192,6 +195,8 @@ class EngineCore:
             outs.append(self._emit(s, tok, t))
             if s.finished:
                 self._finish(s)
+        if self.governor is not None and not batch.prefills:
+            self.governor.observe(len(stepped), time.perf_counter() - t_step, bool(verify))
         return outs
 
     def _emit(self, s: Sequence, tok: int, t: float) -> TokenOutput:
@@ -223,6 +228,10 @@ class EngineCore:
         exact = self.runner.exact_rows
         if exact is not None and not batch.prefills:
             rows_left = exact - 1 - len(batch.decodes)
+        # a decode-only step: as many drafts a sequence as pay for their rows (DraftGovernor)
+        cap = self.governor.limit(len(batch.decodes)) if self.governor is not None and not batch.prefills else None
+        if cap == 0:
+            return []
         out = []
         for s in batch.decodes:
             p = s.params
@@ -232,6 +241,8 @@ class EngineCore:
                        self.kv.max_tokens_per_seq() - s.num_tokens)
             if rows_left is not None:
                 room = min(room, rows_left)
+            if cap is not None:
+                room = min(room, cap)
             d = self.proposer.propose(s, room) if room > 0 else []
             if not d:
                 continue
@@ -254,6 +265,8 @@ class EngineCore:
         while a < len(drafts) and drafts[a] == toks[a]:
             a += 1
         self.proposer.record(s, len(drafts), a)
+        if self.governor is not None:
+            self.governor.record(len(drafts), a)
         s.num_cached += a + 1  # the uncached token and the accepted drafts
         outs = []
         for tok in drafts[:a] + [toks[a]]:

@@ -25,10 +25,21 @@ or on CUDA, where it is off unless asked for, they match up to the rounding of s
 once, the caveat of batching requests together. A sequence whose drafts keep failing backs off: after
 a draft with nothing accepted it skips the next 1, 2, 4, ... 16 steps' proposals (reset by a hit),
 so text that never repeats itself pays for a verify step rarely.
+
+What a verify step costs depends on the machine and the context: at 8K tokens on two threads four
+rows cost far more than one (the attention reads every key once a row), and drafts accepted half
+the time then lost tokens per second against plain decoding (BENCHMARKS.md). `DraftGovernor`
+therefore sets how many drafts a step may verify from what this engine has measured: the seconds
+of its decode-only steps by row count and how often the i-th draft has been accepted once the
+ones before it were, the draft count with the most expected tokens per second (zero where none
+pays). It measures a plain step first; a step of a row count it has not measured yet is priced
+as a plain step, so each count is tried; after `REPROBE` plain steps drafts are verified again, as
+the context grows and the costs move.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from engine.core.sequence import Sequence
@@ -118,3 +129,73 @@ class NgramProposer:
             st.cooldown = st.backoff
         else:
             st.backoff = 0
+
+
+class DraftGovernor:
+    """The draft count per sequence that maximises expected tokens per second (module docstring).
+
+    `observe(rows, seconds, drafted)`: a decode-only step of `rows` rows took `seconds`; a row
+    count's cost is the least of its last `WINDOW` steps (a shared machine only ever adds time,
+    and the window follows the context's growth). `record(drafted, accepted)`: a verify's outcome;
+    draft i (1-based) counts as tried when the ones before it were accepted, accepted when it
+    matched (the counts decaying by `DECAY` a verify). `limit(decodes)`: for a step of `decodes` sequences each drafting k, the k in
+    0..k_max with the largest (1 + E[accepted | k]) / cost(decodes * (1 + k)), where E[accepted |
+    k] = sum over i <= k of the product of the acceptance rates of drafts 1..i."""
+
+    WINDOW = 8
+    PRIOR_RATE = 0.5  # acceptance rate of a draft position before any verify (weight PRIOR_WEIGHT)
+    PRIOR_WEIGHT = 2.0
+    DECAY = 0.97  # weight of the verifies before the newest: about the last 30 count
+    REPROBE = 64  # plain steps after which drafts are verified again (the costs move with the context)
+
+    def __init__(self, k_max: int) -> None:
+        self.k_max = k_max
+        self.seconds: dict[int, deque[float]] = {}
+        self.tried = [0.0] * (k_max + 1)  # index i: draft i (1-based); 0 unused
+        self.accepted = [0.0] * (k_max + 1)
+        self.since_drafts = 0  # decode-only steps since one verified drafts
+
+    def observe(self, rows: int, seconds: float, drafted: bool) -> None:
+        self.seconds.setdefault(rows, deque(maxlen=self.WINDOW)).append(seconds)
+        self.since_drafts = 0 if drafted else self.since_drafts + 1
+
+    def cost(self, rows: int) -> float | None:
+        """Seconds of a decode-only step of `rows` rows (None: not measured)."""
+        got = self.seconds.get(rows)
+        return min(got) if got else None
+
+    def record(self, drafted: int, accepted: int) -> None:
+        for i in range(1, self.k_max + 1):  # older verifies count less (the text changes)
+            self.tried[i] *= self.DECAY
+            self.accepted[i] *= self.DECAY
+        for i in range(1, min(drafted, accepted + 1) + 1):
+            self.tried[i] += 1
+            self.accepted[i] += i <= accepted
+
+    def rate(self, i: int) -> float:
+        """Acceptance rate of draft i given drafts 1..i-1 were accepted."""
+        return (self.accepted[i] + self.PRIOR_RATE * self.PRIOR_WEIGHT) / (self.tried[i] + self.PRIOR_WEIGHT)
+
+    def limit(self, decodes: int) -> int:
+        """Drafts each of `decodes` sequences may verify this step (0: decode plainly). A row count
+        not measured yet is priced as a plain step: optimism, so each draft count gets measured
+        (the one with the most expected tokens first); priced higher, a cheap count might never be
+        tried."""
+        if decodes < 1:
+            return 0
+        base = self.cost(decodes)
+        if base is None:
+            return 0  # a plain step first: what drafts are weighed against
+        if self.since_drafts >= self.REPROBE:  # measure the drafts again: the context has grown since
+            self.seconds = {decodes: self.seconds[decodes]}
+            self.since_drafts = 0
+        best, best_rate = 0, 1.0 / base
+        expected, run = 0.0, 1.0
+        for k in range(1, self.k_max + 1):
+            run *= self.rate(k)
+            expected += run
+            cost = self.cost(decodes * (1 + k))
+            rate = (1 + expected) / (base if cost is None else cost)
+            if rate > best_rate:
+                best, best_rate = k, rate
+        return best

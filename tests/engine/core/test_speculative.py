@@ -9,7 +9,7 @@ import pytest
 
 from engine import LLM, CacheConfig, EngineConfig, LoadConfig, SamplingParams, SchedulerConfig
 from engine.core.sequence import Sequence
-from engine.core.speculative import NgramProposer
+from engine.core.speculative import DraftGovernor, NgramProposer
 
 
 def _seq(ids: list[int], out: list[int] = ()) -> Sequence:
@@ -55,6 +55,9 @@ def test_proposer_indexes_new_tokens_and_backs_off_after_misses():
 
 
 def _int8_llm(folder, k: int, cache: CacheConfig | None = None, **sched) -> LLM:
+    """The tests of exactness verify every draft found (adaptive_speculation off: no step's drafts
+    depend on timings); test_governor_* turn it on."""
+    sched.setdefault("adaptive_speculation", False)
     return LLM(config=EngineConfig(LoadConfig(model=folder, device="cpu", weights="int8"),
                                    cache or CacheConfig(memory_budget=8 * 2**20),
                                    SchedulerConfig(max_model_len=256, num_speculative_tokens=k, **sched)))
@@ -180,6 +183,8 @@ def test_packaged_model_answers_the_same_with_fewer_steps():
     prompts = [doc + llm.encode(f"\n\nQuestion: {q}\nAnswer:") for q in
                ("Who are the parties to this agreement?", "Quote the first sentence of the agreement.")]
     params = SamplingParams(max_tokens=24, ignore_eos=True)
+    governed = [llm.generate([p], params)[0].token_ids for p in prompts]  # the default: drafts as they pay
+    llm.core.governor = None  # every draft found verified: the step count does not depend on timings
     steps = {}
     outs = {}
     for name, proposer in (("spec", llm.core.proposer), ("plain", None)):
@@ -187,5 +192,86 @@ def test_packaged_model_answers_the_same_with_fewer_steps():
         before = llm.core.scheduler.counters.steps
         outs[name] = [llm.generate([p], params)[0].token_ids for p in prompts]
         steps[name] = llm.core.scheduler.counters.steps - before
-    assert outs["spec"] == outs["plain"]
+    assert outs["spec"] == outs["plain"] == governed
     assert steps["spec"] < steps["plain"], steps
+
+
+def test_governor_drafts_only_what_pays():
+    """A plain step first, then every draft count gets measured. Verify steps costing a plain step a row and
+    drafts rarely accepted: none, once each count has been measured. Verify cheap and drafts mostly accepted: all three. Costs in
+    between: the count with the most tokens per second. A count left unused is retried after
+    REPROBE plain steps."""
+    g = DraftGovernor(3)
+    assert g.limit(1) == 0  # a plain step measured first
+    g.observe(1, 0.010, False)
+    assert g.limit(1) == 3  # 4 rows unmeasured, priced as a plain step: tried
+    for _ in range(6):
+        g.observe(4, 0.040, True)
+        g.record(3, 0)
+    assert g.limit(1) == 2  # the counts not measured yet are tried in turn (optimism)
+    g.observe(3, 0.030, True)
+    assert g.limit(1) == 1
+    g.observe(2, 0.020, True)
+    assert g.limit(1) == 0  # every count measured: none pays
+    for _ in range(g.REPROBE):
+        g.observe(1, 0.010, False)
+    assert g.limit(1) == 3  # re-measure: the context may have changed the costs
+    assert g.cost(4) is None and g.cost(1) == 0.010
+    cheap = DraftGovernor(3)
+    cheap.observe(1, 0.010, False)
+    for _ in range(6):
+        cheap.observe(4, 0.012, True)
+        cheap.record(3, 3)
+    assert cheap.limit(1) == 3
+    mid = DraftGovernor(3)
+    mid.observe(1, 0.010, False)
+    for rows, secs in ((2, 0.011), (3, 0.016), (4, 0.022)):
+        mid.observe(rows, secs, True)
+    for _ in range(20):  # the first draft accepted 90% of the time, the later ones 20%
+        mid.record(3, 1)
+    mid.record(3, 0), mid.record(3, 0)
+    assert 0.8 < mid.rate(1) < 0.95 and mid.rate(2) < 0.2
+    assert mid.limit(1) == 1
+    assert mid.limit(2) == 3  # two sequences: 8 rows (three drafts each) unmeasured, priced as 2 rows
+
+
+class _SlowVerify(DraftGovernor):
+    """A machine where a step costs 10 ms a row: a verify of four rows is four plain steps."""
+
+    def observe(self, rows, seconds, drafted):
+        super().observe(rows, 0.010 * rows, drafted)
+
+
+class _Wrong(NgramProposer):
+    """Drafts k tokens every step, the first always wrong (never backing off)."""
+
+    def __init__(self, want: list[int], prompt_len: int) -> None:
+        super().__init__(3)
+        self.want, self.prompt_len = want, prompt_len
+
+    def propose(self, seq, k):
+        n = seq.num_tokens - self.prompt_len
+        return [(self.want[n] + 1) % 128] * min(k, 3) if n < len(self.want) else []
+
+
+def test_governor_stops_drafts_that_cost_more_than_they_give(tiny_folders):
+    """Verify steps priced at their rows (four rows: four plain steps) and drafts never accepted:
+    the governed engine measures each draft count once and then decodes plainly (until REPROBE
+    plain steps have passed), where the ungoverned one verifies every step; the tokens are plain
+    decoding's either way."""
+    folder, _ = tiny_folders["llama"]
+    prompt = [7, 3, 9, 1, 4, 4, 2, 8, 6, 5, 0, 11]
+    params = SamplingParams(max_tokens=60, ignore_eos=True)
+    want = _int8_llm(folder, 0).generate([prompt], params)[0].token_ids
+    always = _int8_llm(folder, 3)
+    always.core.proposer = _Wrong(want, len(prompt))
+    assert always.generate([prompt], params)[0].token_ids == want
+    governed = _int8_llm(folder, 3, adaptive_speculation=True)
+    assert isinstance(governed.core.governor, DraftGovernor)
+    governed.core.governor = slow = _SlowVerify(3)
+    governed.core.proposer = _Wrong(want, len(prompt))
+    assert governed.generate([prompt], params)[0].token_ids == want
+    assert always.core.proposer.stats.steps >= 55
+    assert governed.core.proposer.stats.steps <= 3, governed.core.proposer.stats  # k = 3, 2, 1 once each
+    assert slow.cost(1) == pytest.approx(0.010) and slow.limit(1) == 0
+    assert _int8_llm(folder, 3).core.governor is None  # adaptive_speculation off
