@@ -32,8 +32,9 @@ the time then lost tokens per second against plain decoding (BENCHMARKS.md). `Dr
 therefore sets how many drafts a step may verify from what this engine has measured: the seconds
 of its decode-only steps by row count and how often the i-th draft has been accepted once the
 ones before it were, the draft count with the most expected tokens per second (zero where none
-pays). It measures a plain step first; a step of a row count it has not measured yet is priced
-as a plain step, so each count is tried; after `REPROBE` plain steps drafts are verified again, as
+pays). It measures plain steps first; a step of a row count it has not measured twice yet is
+priced as a plain step, so each count is tried (a first step of a new shape, or one that met a
+garbage collection, once took 10x its cost on the 2-core Xeon); after `REPROBE` plain steps drafts are verified again, as
 the context grows and the costs move.
 """
 
@@ -135,14 +136,15 @@ class DraftGovernor:
     """The draft count per sequence that maximises expected tokens per second (module docstring).
 
     `observe(rows, seconds, drafted)`: a decode-only step of `rows` rows took `seconds`; a row
-    count's cost is the least of its last `WINDOW` steps (a shared machine only ever adds time,
-    and the window follows the context's growth). `record(drafted, accepted)`: a verify's outcome;
+    count's cost is the least of its last `WINDOW` steps, once it has `MIN_SAMPLES` (a shared
+    machine only ever adds time, and the window follows the context's growth). `record(drafted, accepted)`: a verify's outcome;
     draft i (1-based) counts as tried when the ones before it were accepted, accepted when it
     matched (the counts decaying by `DECAY` a verify). `limit(decodes)`: for a step of `decodes` sequences each drafting k, the k in
     0..k_max with the largest (1 + E[accepted | k]) / cost(decodes * (1 + k)), where E[accepted |
     k] = sum over i <= k of the product of the acceptance rates of drafts 1..i."""
 
     WINDOW = 8
+    MIN_SAMPLES = 2
     PRIOR_RATE = 0.5  # acceptance rate of a draft position before any verify (weight PRIOR_WEIGHT)
     PRIOR_WEIGHT = 2.0
     DECAY = 0.97  # weight of the verifies before the newest: about the last 30 count
@@ -160,9 +162,10 @@ class DraftGovernor:
         self.since_drafts = 0 if drafted else self.since_drafts + 1
 
     def cost(self, rows: int) -> float | None:
-        """Seconds of a decode-only step of `rows` rows (None: not measured)."""
+        """Seconds of a decode-only step of `rows` rows (None: fewer than MIN_SAMPLES steps measured:
+        one step alone may have met a pause of the process or the machine, 10x its cost)."""
         got = self.seconds.get(rows)
-        return min(got) if got else None
+        return min(got) if got and len(got) >= self.MIN_SAMPLES else None
 
     def record(self, drafted: int, accepted: int) -> None:
         for i in range(1, self.k_max + 1):  # older verifies count less (the text changes)
