@@ -1,14 +1,15 @@
 """Prompt-lookup speculative decoding: draft tokens copied from the sequence itself, verified in
 one forward.
 
-A CPU decode step is bound by the bytes of weights it reads (engine/model/quant.py), and a
-forward of four rows costs about 1.5 times one of a single row (five: 2.2 times; BENCHMARKS.md). Documents are analysed by quoting them: an
-answer repeats a clause, a name, a figure caption, a sentence of a note. So when the last `n`
-tokens of a greedy sequence occurred earlier in its prompt or output, the tokens that followed
-that occurrence are a likely continuation (prompt lookup decoding, Saxena 2023; vLLM's "ngram"
-speculator). `NgramProposer.propose` finds the most recent earlier occurrence of the longest
-suffix of `n_max`..`n_min` tokens and drafts up to `k` of its followers (where they run into the
-sequence's end, the period between the two occurrences repeats: a loop continues as a loop).
+A CPU decode step is bound by the bytes of weights it reads (engine/model/quant.py), and at a
+short context a forward of four rows costs about 1.4-1.5 times one of a single row (BENCHMARKS.md).
+Documents are analysed by quoting them: an answer repeats a clause, a name, a figure caption, a
+sentence of a note. So when the last `n` tokens of a greedy sequence occurred earlier in its
+prompt or output, the tokens that followed that occurrence are a likely continuation (prompt
+lookup decoding, Saxena 2023; vLLM's "ngram" speculator). `NgramProposer.propose` finds the most
+recent earlier occurrence of the longest suffix of `n_max`..`n_min` tokens and drafts up to `k` of
+its followers (where they run into the sequence's end, the period between the two occurrences
+repeats: a loop continues as a loop).
 
 `EngineCore.step` feeds the sequence's uncached token and the drafts as one chunk of k + 1 rows
 (`ModelRunner.forward(verify=...)`); row i's argmax is the greedy token after position i. Drafts
@@ -26,16 +27,16 @@ once, the caveat of batching requests together. A sequence whose drafts keep fai
 a draft with nothing accepted it skips the next 1, 2, 4, ... 16 steps' proposals (reset by a hit),
 so text that never repeats itself pays for a verify step rarely.
 
-What a verify step costs depends on the machine and the context: at 8K tokens on two threads four
-rows cost far more than one (the attention reads every key once a row), and drafts accepted half
-the time then lost tokens per second against plain decoding (BENCHMARKS.md). `DraftGovernor`
-therefore sets how many drafts a step may verify from what this engine has measured: the seconds
-of its decode-only steps by row count and how often the i-th draft has been accepted once the
-ones before it were, the draft count with the most expected tokens per second (zero where none
-pays). It measures plain steps first; a step of a row count it has not measured twice yet is
-priced as a plain step, so each count is tried (a first step of a new shape, or one that met a
-garbage collection, once took 10x its cost on the 2-core Xeon); after `REPROBE` plain steps drafts are verified again, as
-the context grows and the costs move.
+What a verify step costs depends on the machine and the context: after 8K tokens on two threads
+four rows cost ~2.4 plain steps (each row's attention over every key is arithmetic of its own),
+and with a quarter of the drafts accepted the verify steps lost tokens per second against plain
+decoding (BENCHMARKS.md). `DraftGovernor` therefore sets how many drafts a step may verify from
+what this engine has measured: the seconds of its decode-only steps by row count and how often the
+i-th draft has been accepted once the ones before it were; the draft count with the most expected
+tokens per second wins (zero where none pays). It measures plain steps first; a row count not
+measured twice yet is priced as a plain step, so each count is tried (one step alone may have met
+a pause of the machine: a verify once read 315 ms against 59); after `REPROBE` plain steps the
+drafts are measured again, as the context grows and the costs move.
 """
 
 from __future__ import annotations
