@@ -145,7 +145,8 @@ class EngineCore:
         """Schedule and run one batch; return the token of every sequence that produced one."""
         t_step = time.perf_counter()
         batch = self.scheduler.schedule()
-        verify = self._drafts(batch)
+        context = max((s.num_tokens for s in batch.decodes), default=0)
+        verify = self._drafts(batch, context)
         decodes = batch.decodes
         if verify:
             drafted = {s.seq_id for s, _ in verify}
@@ -196,7 +197,7 @@ class EngineCore:
             if s.finished:
                 self._finish(s)
         if self.governor is not None and not batch.prefills:
-            self.governor.observe(len(stepped), time.perf_counter() - t_step, bool(verify))
+            self.governor.observe(len(stepped), time.perf_counter() - t_step, bool(verify), context)
         return outs
 
     def _emit(self, s: Sequence, tok: int, t: float) -> TokenOutput:
@@ -215,11 +216,13 @@ class EngineCore:
             self.proposer.forget(s.seq_id)
 
     # ------------------------------------------------------------------ prompt-lookup drafts
-    def _drafts(self, batch) -> list[tuple[Sequence, list[int]]]:
+    def _drafts(self, batch, context: int = 0) -> list[tuple[Sequence, list[int]]]:
         """Draft tokens for the step's greedy decodes (engine/core/speculative.py), within the
         KV blocks free after every decode's own slot, each sequence's max_tokens and context, and
         (in a step of decodes only) fewer rows in all than the runner's `exact_rows`: on the CPU,
-        the row count below which every row is computed exactly as a lone decode step."""
+        the row count below which every row is computed exactly as a lone decode step; and as
+        many a sequence as the governor finds paying at this `context` (the longest decode's
+        tokens)."""
         if self.proposer is None or not batch.decodes:
             return []
         bs = self.kv.block_size
@@ -229,7 +232,9 @@ class EngineCore:
         if exact is not None and not batch.prefills:
             rows_left = exact - 1 - len(batch.decodes)
         # a decode-only step: as many drafts a sequence as pay for their rows (DraftGovernor)
-        cap = self.governor.limit(len(batch.decodes)) if self.governor is not None and not batch.prefills else None
+        cap = None
+        if self.governor is not None and not batch.prefills:
+            cap = self.governor.limit(len(batch.decodes), context)
         if cap == 0:
             return []
         out = []

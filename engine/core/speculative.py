@@ -31,8 +31,9 @@ What a verify step costs depends on the machine and the context: after 8K tokens
 four rows cost ~2.4 plain steps (each row's attention over every key is arithmetic of its own),
 and with a quarter of the drafts accepted the verify steps lost tokens per second against plain
 decoding (BENCHMARKS.md). `DraftGovernor` therefore sets how many drafts a step may verify from
-what this engine has measured: the seconds of its decode-only steps by row count and how often the
-i-th draft has been accepted once the ones before it were; the draft count with the most expected
+what this engine has measured: the seconds of its decode-only steps by row count, per octave of
+context (costs measured at 1K tokens do not price a step at 8K), and how often the i-th draft has
+been accepted once the ones before it were; the draft count with the most expected
 tokens per second wins (zero where none pays). It measures plain steps first; a row count not
 measured twice yet is priced as a plain step, so each count is tried (one step alone may have met
 a pause of the machine: a verify once read 315 ms against 59); after `REPROBE` plain steps the
@@ -136,9 +137,10 @@ class NgramProposer:
 class DraftGovernor:
     """The draft count per sequence that maximises expected tokens per second (module docstring).
 
-    `observe(rows, seconds, drafted)`: a decode-only step of `rows` rows took `seconds`; a row
-    count's cost is the least of its last `WINDOW` steps, once it has `MIN_SAMPLES` (a shared
-    machine only ever adds time, and the window follows the context's growth). `record(drafted, accepted)`: a verify's outcome;
+    `observe(rows, seconds, drafted, context)`: a decode-only step of `rows` rows took `seconds`
+    with `context` tokens in its longest sequence; a row count's cost in an octave of context is the
+    least of its last `WINDOW` steps there, once it has `MIN_SAMPLES` (a shared machine only ever
+    adds time). `record(drafted, accepted)`: a verify's outcome;
     draft i (1-based) counts as tried when the ones before it were accepted, accepted when it
     matched (the counts decaying by `DECAY` a verify). `limit(decodes)`: for a step of `decodes` sequences each drafting k, the k in
     0..k_max with the largest (1 + E[accepted | k]) / cost(decodes * (1 + k)), where E[accepted |
@@ -153,19 +155,27 @@ class DraftGovernor:
 
     def __init__(self, k_max: int) -> None:
         self.k_max = k_max
-        self.seconds: dict[int, deque[float]] = {}
+        self.seconds: dict[tuple[int, int], deque[float]] = {}  # (context octave, rows) -> last steps
         self.tried = [0.0] * (k_max + 1)  # index i: draft i (1-based); 0 unused
         self.accepted = [0.0] * (k_max + 1)
         self.since_drafts = 0  # decode-only steps since one verified drafts
 
-    def observe(self, rows: int, seconds: float, drafted: bool) -> None:
-        self.seconds.setdefault(rows, deque(maxlen=self.WINDOW)).append(seconds)
+    @staticmethod
+    def octave(context: int) -> int:
+        """Steps are priced per octave of context (1,024-2,047 tokens, 2,048-4,095, ...): the
+        attention's share of a step grows with it, the rows' more than a plain step's."""
+        return max(0, int(context)).bit_length()
+
+    def observe(self, rows: int, seconds: float, drafted: bool, context: int = 0) -> None:
+        key = (self.octave(context), rows)
+        self.seconds.setdefault(key, deque(maxlen=self.WINDOW)).append(seconds)
         self.since_drafts = 0 if drafted else self.since_drafts + 1
 
-    def cost(self, rows: int) -> float | None:
-        """Seconds of a decode-only step of `rows` rows (None: fewer than MIN_SAMPLES steps measured:
-        one step alone may have met a pause of the process or the machine, 10x its cost)."""
-        got = self.seconds.get(rows)
+    def cost(self, rows: int, context: int = 0) -> float | None:
+        """Seconds of a decode-only step of `rows` rows at this context (None: fewer than
+        MIN_SAMPLES steps measured: one step alone may have met a pause of the machine, 5x its
+        cost)."""
+        got = self.seconds.get((self.octave(context), rows))
         return min(got) if got and len(got) >= self.MIN_SAMPLES else None
 
     def record(self, drafted: int, accepted: int) -> None:
@@ -180,25 +190,26 @@ class DraftGovernor:
         """Acceptance rate of draft i given drafts 1..i-1 were accepted."""
         return (self.accepted[i] + self.PRIOR_RATE * self.PRIOR_WEIGHT) / (self.tried[i] + self.PRIOR_WEIGHT)
 
-    def limit(self, decodes: int) -> int:
-        """Drafts each of `decodes` sequences may verify this step (0: decode plainly). A row count
-        not measured yet is priced as a plain step: optimism, so each draft count gets measured
-        (the one with the most expected tokens first); priced higher, a cheap count might never be
-        tried."""
+    def limit(self, decodes: int, context: int = 0) -> int:
+        """Drafts each of `decodes` sequences (the longest `context` tokens) may verify this step
+        (0: decode plainly). A row count not measured yet is priced as a plain step: optimism, so
+        each draft count gets measured (the one with the most expected tokens first); priced
+        higher, a cheap count might never be tried."""
         if decodes < 1:
             return 0
-        base = self.cost(decodes)
+        base = self.cost(decodes, context)
         if base is None:
-            return 0  # a plain step first: what drafts are weighed against
+            return 0  # plain steps first: what drafts are weighed against
         if self.since_drafts >= self.REPROBE:  # measure the drafts again: the context has grown since
-            self.seconds = {decodes: self.seconds[decodes]}
+            octave = self.octave(context)
+            self.seconds = {key: v for key, v in self.seconds.items() if key[0] != octave or key[1] == decodes}
             self.since_drafts = 0
         best, best_rate = 0, 1.0 / base
         expected, run = 0.0, 1.0
         for k in range(1, self.k_max + 1):
             run *= self.rate(k)
             expected += run
-            cost = self.cost(decodes * (1 + k))
+            cost = self.cost(decodes * (1 + k), context)
             rate = (1 + expected) / (base if cost is None else cost)
             if rate > best_rate:
                 best, best_rate = k, rate

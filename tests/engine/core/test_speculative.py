@@ -237,13 +237,23 @@ def test_governor_drafts_only_what_pays():
     assert 0.8 < mid.rate(1) < 0.95 and mid.rate(2) < 0.2
     assert mid.limit(1) == 1
     assert mid.limit(2) == 3  # two sequences: 8 rows (three drafts each) unmeasured, priced as 2 rows
+    # costs are per octave of context: cheap verifies at 1K tokens say nothing of 8K
+    ctx = DraftGovernor(3)
+    for rows, secs in ((1, 0.010), (2, 0.011), (3, 0.0115), (4, 0.012)) * 2:
+        ctx.observe(rows, secs, rows > 1, context=1500)
+        ctx.record(3, 3)
+    for rows, secs in ((1, 0.020), (4, 0.060), (3, 0.050), (2, 0.040)) * 2:
+        ctx.observe(rows, secs, rows > 1, context=9000)
+        ctx.record(3, 0)  # the first draft now accepted about half the time
+    assert ctx.limit(1, context=1600) == 3 and ctx.limit(1, context=9100) == 0
+    assert ctx.limit(1, context=20000) == 0  # a new octave: plain steps measured first
 
 
 class _SlowVerify(DraftGovernor):
     """A machine where a step costs 10 ms a row: a verify of four rows is four plain steps."""
 
-    def observe(self, rows, seconds, drafted):
-        super().observe(rows, 0.010 * rows, drafted)
+    def observe(self, rows, seconds, drafted, context=0):
+        super().observe(rows, 0.010 * rows, drafted, context)
 
 
 class _Wrong(NgramProposer):
@@ -263,8 +273,11 @@ def test_governor_stops_drafts_that_cost_more_than_they_give(tiny_folders):
     the governed engine measures each draft count once and then decodes plainly (until REPROBE
     plain steps have passed), where the ungoverned one verifies every step; the tokens are plain
     decoding's either way."""
+    import random
+
     folder, _ = tiny_folders["llama"]
-    prompt = [7, 3, 9, 1, 4, 4, 2, 8, 6, 5, 0, 11]
+    rng = random.Random(3)
+    prompt = [rng.randrange(128) for _ in range(130)]  # 130 + 60 tokens: one octave of context (128-255)
     params = SamplingParams(max_tokens=60, ignore_eos=True)
     want = _int8_llm(folder, 0).generate([prompt], params)[0].token_ids
     always = _int8_llm(folder, 3)
@@ -277,5 +290,5 @@ def test_governor_stops_drafts_that_cost_more_than_they_give(tiny_folders):
     assert governed.generate([prompt], params)[0].token_ids == want
     assert always.core.proposer.stats.steps >= 55
     assert governed.core.proposer.stats.steps <= 6, governed.core.proposer.stats  # k = 3, 2, 1 twice each
-    assert slow.cost(1) == pytest.approx(0.010) and slow.limit(1) == 0
+    assert slow.cost(1, len(prompt) + 30) == pytest.approx(0.010) and slow.limit(1, len(prompt) + 30) == 0
     assert _int8_llm(folder, 3).core.governor is None  # adaptive_speculation off
