@@ -138,13 +138,13 @@ class DraftGovernor:
     """The draft count per sequence that maximises expected tokens per second (module docstring).
 
     `observe(rows, seconds, drafted, context)`: a decode-only step of `rows` rows took `seconds`
-    with `context` tokens in its longest sequence; a row count's cost in an octave of context is the
-    least of its last `WINDOW` steps there, once it has `MIN_SAMPLES` (a shared machine only ever
-    adds time). `record(drafted, accepted)`: a verify's outcome;
-    draft i (1-based) counts as tried when the ones before it were accepted, accepted when it
-    matched (the counts decaying by `DECAY` a verify). `limit(decodes)`: for a step of `decodes` sequences each drafting k, the k in
-    0..k_max with the largest (1 + E[accepted | k]) / cost(decodes * (1 + k)), where E[accepted |
-    k] = sum over i <= k of the product of the acceptance rates of drafts 1..i."""
+    with `context` tokens in its longest sequence; a row count's cost in an octave of context is
+    the least of its last `WINDOW` steps there, once it has `MIN_SAMPLES` (a shared machine only
+    ever adds time). `record(drafted, accepted)`: a verify's outcome; draft i (1-based) counts as
+    tried when the ones before it were accepted, accepted when it matched (the counts decaying by
+    `DECAY` a verify). `limit(decodes, context)`: for a step of `decodes` sequences each drafting
+    k, the k in 0..k_max with the largest (1 + E[accepted | k]) / cost(decodes * (1 + k)), where
+    E[accepted | k] = sum over i <= k of the product of the acceptance rates of drafts 1..i."""
 
     WINDOW = 8
     MIN_SAMPLES = 2
@@ -162,8 +162,9 @@ class DraftGovernor:
 
     @staticmethod
     def octave(context: int) -> int:
-        """Steps are priced per octave of context (1,024-2,047 tokens, 2,048-4,095, ...): the
-        attention's share of a step grows with it, the rows' more than a plain step's."""
+        """Steps are priced per octave of context (1,024-2,047 tokens, 2,048-4,095, ...): a
+        verify's extra rows cost more the longer the context (each row's attention reads every
+        key), 1.4 plain steps for four rows after 1K tokens, 2.4 after 8K (BENCHMARKS.md)."""
         return max(0, int(context)).bit_length()
 
     def observe(self, rows: int, seconds: float, drafted: bool, context: int = 0) -> None:
