@@ -216,7 +216,8 @@ static inline __attribute__((always_inline)) void ld_weighted_v(const int nr, co
  * then merged per head (flash-decoding). Consecutive rows with one table (table_stride 0: the rows
  * of one sequence's speculative drafts) and the same first key form a group whose chunk is one
  * task: each kv head's slice of the chunk is read from memory once and from cache for the group's
- * other rows (four rows at 8K keys had read the K/V four times). Every row's operations are those
+ * other rows (four rows at 8K keys had read the K/V four times; the time saved is small, each row's
+ * arithmetic being most of its cost, BENCHMARKS.md 2026-12-07). Every row's operations are those
  * of a call with that row alone, in the same order, so its result is bit for bit the decode
  * step's. Returns 0, or -1 (nothing written) where a block id the keys need is outside 0 ..
  * n_blocks - 1 (a warm or missing entry: the caller's torch path) or a table row (table_width
