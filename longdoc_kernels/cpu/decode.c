@@ -431,61 +431,10 @@ static void ld_quant_i16(const float *x, int64_t T, int64_t kdim, int16_t *xq, f
   }
 }
 
-/* the product of int8 row w [kdim] and int16 row xq [kdim], unscaled: int8 widened to int16, pairs
- * of products summed into int32 lanes (vpdpwssd with AVX512-VNNI, vpmaddwd and an add without),
- * two independent chains, added lane by lane at the end of each span of LD_I16_SPAN values (at
- * most 256 products of |128 x 32767| a lane: below 2^31), the lanes then summed in int64. Exact up to the one rounding to float32 at the end
- * (lanes rounded to float32 before their sum would lose digits where they cancel). */
-static inline float ld_dot_i8_i16(const int8_t *w, const int16_t *xq, int64_t kdim) {
-  int64_t s = 0;
-  int64_t k = 0;
-  while (k + 64 <= kdim) {
-    const int64_t end = k + LD_I16_SPAN < kdim ? k + LD_I16_SPAN : kdim;
 #if defined(__AVX512BW__)
-    __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-    for (; k + 64 <= end; k += 64) {
-      __builtin_prefetch(w + k + LD_PREFETCH);
-      const __m512i w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w + k)));
-      const __m512i w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w + k + 32)));
-      const __m512i x0 = _mm512_loadu_si512((const void *)(xq + k)), x1 = _mm512_loadu_si512((const void *)(xq + k + 32));
-#if defined(__AVX512VNNI__)
-      a0 = _mm512_dpwssd_epi32(a0, w0, x0);
-      a1 = _mm512_dpwssd_epi32(a1, w1, x1);
-#else
-      a0 = _mm512_add_epi32(a0, _mm512_madd_epi16(w0, x0));
-      a1 = _mm512_add_epi32(a1, _mm512_madd_epi16(w1, x1));
-#endif
-    }
-    /* both chains' lanes in int32 (< 2^31: see ld_dotn_i8_i16), widened to int64 and summed */
-    const __m512i a = _mm512_add_epi32(a0, a1);
-    s += _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(a)),
-                                                  _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(a, 1))));
-#else
-    __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-    for (; k + 64 <= end; k += 64) {
-      __builtin_prefetch(w + k + LD_PREFETCH);
-      for (int c = 0; c < 4; c++) {
-        const __m256i wc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + k + 16 * c)));
-        a[c] = _mm256_add_epi32(a[c], _mm256_madd_epi16(wc, _mm256_loadu_si256((const __m256i *)(xq + k + 16 * c))));
-      }
-    }
-    __m256i l = _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++)
-      l = _mm256_add_epi64(_mm256_add_epi64(l, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(a[c]))),
-                           _mm256_cvtepi32_epi64(_mm256_extracti128_si256(a[c], 1)));
-    s += _mm256_extract_epi64(l, 0) + _mm256_extract_epi64(l, 1) + _mm256_extract_epi64(l, 2) + _mm256_extract_epi64(l, 3);
-#endif
-  }
-  for (; k < kdim; k++) s += (int32_t)w[k] * xq[k]; /* the last < 64 values */
-  return (float)s;
-}
-#endif
-
-#if defined(LD_I16)
-#if defined(__AVX512BW__)
-/* ld_dot_i8_i16 of one int8 row w with nr <= 4 int16 rows xq + r kdim at once: each 64 weights
- * loaded and widened once for the nr rows. The sums are ld_dot_i8_i16's exactly (the same int32
- * lanes over the same spans: integer sums do not depend on their grouping). */
+/* ld_dot_i8_i16 (below) of one int8 row w with nr <= 4 int16 rows xq + r kdim at once: each 64
+ * weights loaded and widened once for the nr rows; with nr = 1 it is ld_dot_i8_i16 itself. Exact
+ * whatever nr (integer sums do not depend on their grouping). */
 static inline __attribute__((always_inline)) void ld_dotn_i8_i16(const int nr, const int8_t *w, const int16_t *xq,
                                                                    int64_t kdim, float *sums) {
   int64_t acc[4] = {0, 0, 0, 0};
@@ -524,6 +473,41 @@ static inline __attribute__((always_inline)) void ld_dotn_i8_i16(const int nr, c
   }
 }
 #endif
+
+/* the product of int8 row w [kdim] and int16 row xq [kdim], unscaled: int8 widened to int16, pairs
+ * of products summed into int32 lanes (vpdpwssd with AVX512-VNNI, vpmaddwd and an add without),
+ * two independent chains, added lane by lane at the end of each span of LD_I16_SPAN values (at
+ * most 256 products of |128 x 32767| a lane: below 2^31), the lanes then summed in int64. Exact up
+ * to the one rounding to float32 at the end (lanes rounded to float32 before their sum would lose
+ * digits where they cancel). With AVX512BW it is ld_dotn_i8_i16 for one row. */
+static inline float ld_dot_i8_i16(const int8_t *w, const int16_t *xq, int64_t kdim) {
+#if defined(__AVX512BW__)
+  float d;
+  ld_dotn_i8_i16(1, w, xq, kdim, &d);
+  return d;
+#else
+  int64_t s = 0;
+  int64_t k = 0;
+  while (k + 64 <= kdim) {
+    const int64_t end = k + LD_I16_SPAN < kdim ? k + LD_I16_SPAN : kdim;
+    __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (; k + 64 <= end; k += 64) {
+      __builtin_prefetch(w + k + LD_PREFETCH);
+      for (int c = 0; c < 4; c++) {
+        const __m256i wc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + k + 16 * c)));
+        a[c] = _mm256_add_epi32(a[c], _mm256_madd_epi16(wc, _mm256_loadu_si256((const __m256i *)(xq + k + 16 * c))));
+      }
+    }
+    __m256i l = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++)
+      l = _mm256_add_epi64(_mm256_add_epi64(l, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(a[c]))),
+                           _mm256_cvtepi32_epi64(_mm256_extracti128_si256(a[c], 1)));
+    s += _mm256_extract_epi64(l, 0) + _mm256_extract_epi64(l, 1) + _mm256_extract_epi64(l, 2) + _mm256_extract_epi64(l, 3);
+  }
+  for (; k < kdim; k++) s += (int32_t)w[k] * xq[k]; /* the last < 64 values */
+  return (float)s;
+#endif
+}
 
 /* y[t * ys] = (w . xq_t) * (xs[t] * scale) for the T int16 rows xq_t = xq + t kdim: one weight row's
  * products for a step's rows, four rows a pass over w where AVX512BW has ld_dotn_i8_i16 (a
