@@ -145,7 +145,8 @@ class EngineCore:
         """Schedule and run one batch; return the token of every sequence that produced one."""
         t_step = time.perf_counter()
         batch = self.scheduler.schedule()
-        context = max((s.num_tokens for s in batch.decodes), default=0)
+        # the governor prices steps by their longest decode's context (not needed without it)
+        context = max((s.num_tokens for s in batch.decodes), default=0) if self.governor is not None else 0
         verify = self._drafts(batch, context)
         decodes = batch.decodes
         if verify:

@@ -33,8 +33,8 @@ and with a quarter of the drafts accepted the verify steps lost tokens per secon
 decoding (BENCHMARKS.md). `DraftGovernor` therefore sets how many drafts a step may verify from
 what this engine has measured: the seconds of its decode-only steps by row count, per octave of
 context (costs measured at 1K tokens do not price a step at 8K), and how often the i-th draft has
-been accepted once the ones before it were; the draft count with the most expected
-tokens per second wins (zero where none pays). It measures plain steps first; a row count not
+been accepted once the ones before it were; the draft count with the most expected tokens per
+second wins (zero where none pays). It measures plain steps first; a row count not
 measured twice yet is priced as a plain step, so each count is tried (one step alone may have met
 a pause of the machine: a verify once read 315 ms against 59); after `REPROBE` plain steps the
 drafts are measured again, as the context grows and the costs move.

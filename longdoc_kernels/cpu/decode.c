@@ -230,11 +230,11 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
   const int64_t g = h / kvh;
   if (g > LD_MAX_G || g * kvh != h) return -1;
   /* per row: its first key, its chunks' first partial (base) and count; groups: rows gs[k] ..
-     gs[k + 1] - 1; tasks: (group, chunk start) pairs */
-  int64_t *row_first = (int64_t *)malloc(sizeof(int64_t) * (4 * n + 1));
+     gs[k + 1] - 1, g_chunks[k] chunks; tasks: (group, chunk) pairs */
+  int64_t *row_first = (int64_t *)malloc(sizeof(int64_t) * (5 * n + 1));
   if (!row_first) return -1;
-  int64_t *row_base = row_first + n, *row_count = row_base + n, *gs = row_count + n, n_groups = 0, n_parts = 0,
-          n_tasks = 0;
+  int64_t *row_base = row_first + n, *row_count = row_base + n, *gs = row_count + n, *g_chunks = gs + n + 1,
+          n_groups = 0, n_parts = 0, n_tasks = 0;
   for (int64_t i = 0; i < n; i++) {
     const int64_t len = kv_lens[i], first = window > 0 && len > window ? len - window : 0;
     if (len <= 0 || (len + bs - 1) / bs > table_width) {
@@ -255,10 +255,10 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
     if (i == 0 || table_stride != 0 || first != row_first[i - 1]) gs[n_groups++] = i;
   }
   gs[n_groups] = n;
-  for (int64_t k = 0; k < n_groups; k++) {
-    int64_t most = 0;
-    for (int64_t i = gs[k]; i < gs[k + 1]; i++) most = row_count[i] > most ? row_count[i] : most;
-    n_tasks += most;
+  for (int64_t k = 0; k < n_groups; k++) { /* a group's chunks: its longest row's */
+    g_chunks[k] = 0;
+    for (int64_t i = gs[k]; i < gs[k + 1]; i++) g_chunks[k] = row_count[i] > g_chunks[k] ? row_count[i] : g_chunks[k];
+    n_tasks += g_chunks[k];
   }
   int64_t *task_group = (int64_t *)malloc(sizeof(int64_t) * n_tasks * 2);
   float *part = (float *)malloc(sizeof(float) * n_parts * h * (d + 2));
@@ -270,9 +270,7 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
   }
   int64_t *task_chunk = task_group + n_tasks;
   for (int64_t k = 0, t = 0; k < n_groups; k++) {
-    int64_t most = 0;
-    for (int64_t i = gs[k]; i < gs[k + 1]; i++) most = row_count[i] > most ? row_count[i] : most;
-    for (int64_t c = 0; c < most; c++, t++) {
+    for (int64_t c = 0; c < g_chunks[k]; c++, t++) {
       task_group[t] = k;
       task_chunk[t] = c;
     }
