@@ -50,39 +50,54 @@ def _log2_scores(s, scale, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr):
 
 @triton.jit
 def _prefill_tile(
-    acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
+    acc, m_i, l_i, q, q16, qpos, start, kv_len, window, K, V, TABLE,
     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
     KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
     BS: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_WINDOW: tl.constexpr,
     SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr, HAS_INT8: tl.constexpr,
+    CONV: tl.constexpr,
 ):
     """One key tile of the online softmax (scores in log2 units). HAS_INT8: table entries <= -2
     are INT8 warm blocks -(e + 2) of KQ/VQ with a scale per (block, kv head) in KS/VS, read as they
     are (the decode kernel's MODE 2): the scale factors out of both dots, s = (q . kq) * ks and
-    p @ (vq * vs) = (p * vs) @ vq, each under a branch taken only when the tile holds such a key."""
+    p @ (vq * vs) = (p * vs) @ vq. Each kind's loads and dots run under a branch taken only when
+    the tile holds a key of that kind (a tile of the warm middle of a context runs one pair of
+    dots, not two). CONV 1: the int8 values reach the tensor cores as float16 through _i8_to_f16
+    (no conversion unit), against q16 = q * scale in float16, and p * vs scaled by the tile's
+    largest vs into [0, 1] so that float16 keeps its small values; CONV 0: a cast to q's dtype."""
     kpos = start + tl.arange(0, BLOCK_N)
     blk = tl.load(TABLE + kpos // BS, mask=kpos < kv_len, other=-1)
-    col_ok = (kpos < kv_len) & (blk >= 0)
+    hot = (kpos < kv_len) & (blk >= 0)
+    col_ok = hot
     slot = kpos % BS
     blk64 = blk.to(tl.int64)  # block id x block stride passes 2**31 in a large pool
-    k = tl.load(K + blk64[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :],
-                mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
-    v = tl.load(V + blk64[:, None] * stride_vb + slot[:, None] * stride_vs + kvh * stride_vh + dims[None, :],
-                mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
-    if UPCAST:
-        k = k.to(tl.float32)
-        v = v.to(tl.float32)
-    raw = tl.dot(q, tl.trans(k))
+    k_off = blk64[:, None] * stride_kb + slot[:, None] * stride_ks + kvh * stride_kh + dims[None, :]
+    v_off = blk64[:, None] * stride_vb + slot[:, None] * stride_vs + kvh * stride_vh + dims[None, :]
     if HAS_INT8:
         warm = (kpos < kv_len) & (blk <= -2)
         widx = tl.where(warm, -blk - 2, 0).to(tl.int64)
         w_off = widx[:, None] * stride_qkb + slot[:, None] * stride_qks + kvh * stride_qkh + dims[None, :]
         n_warm = tl.sum(warm.to(tl.int32), axis=0)
+        n_hot = tl.sum(hot.to(tl.int32), axis=0)
+        raw = tl.zeros([q.shape[0], BLOCK_N], tl.float32)
+        if n_hot > 0:
+            k = tl.load(K + k_off, mask=hot[:, None] & dim_ok[None, :], other=0.0)
+            if UPCAST:
+                k = k.to(tl.float32)
+            raw += tl.dot(q, tl.trans(k))
         if n_warm > 0:
             ks = tl.load(KS + widx * stride_sb + kvh, mask=warm, other=0.0)
             kq = tl.load(KQ + w_off, mask=warm[:, None] & dim_ok[None, :], other=0)
-            raw += tl.dot(q, tl.trans(kq.to(q.dtype))) * ks[None, :]
+            if CONV == 1:
+                raw += tl.dot(q16, tl.trans(_i8_to_f16(kq))) * (ks / scale)[None, :]
+            else:
+                raw += tl.dot(q, tl.trans(kq.to(q.dtype))) * ks[None, :]
         col_ok = col_ok | warm
+    else:
+        k = tl.load(K + k_off, mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
+        if UPCAST:
+            k = k.to(tl.float32)
+        raw = tl.dot(q, tl.trans(k))
     s = _log2_scores(raw, scale, SOFTCAP, HAS_SOFTCAP)
     if MASKED:
         allowed = (kpos[None, :] <= qpos[:, None]) & col_ok[None, :]
@@ -94,12 +109,27 @@ def _prefill_tile(
     alpha = tl.exp2(m_i - m_safe)
     p = tl.exp2(s - m_safe[:, None])
     l_i = l_i * alpha + tl.sum(p, axis=1)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
     if HAS_INT8:
+        acc = acc * alpha[:, None]
+        if n_hot > 0:
+            v = tl.load(V + v_off, mask=hot[:, None] & dim_ok[None, :], other=0.0)
+            if UPCAST:
+                v = v.to(tl.float32)
+            acc += tl.dot(p.to(v.dtype), v)
         if n_warm > 0:
             vs = tl.load(VS + widx * stride_sb + kvh, mask=warm, other=0.0)
             vq = tl.load(VQ + w_off, mask=warm[:, None] & dim_ok[None, :], other=0)
-            acc += tl.dot((p * vs[None, :]).to(v.dtype), vq.to(v.dtype))
+            if CONV == 1:
+                top = tl.max(vs, axis=0)
+                top = tl.where(top > 0, top, 1.0)
+                acc += tl.dot((p * (vs / top)[None, :]).to(tl.float16), _i8_to_f16(vq)) * top
+            else:
+                acc += tl.dot((p * vs[None, :]).to(q.dtype), vq.to(q.dtype))
+    else:
+        v = tl.load(V + v_off, mask=hot[:, None] & dim_ok[None, :], other=0.0)
+        if UPCAST:
+            v = v.to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
     return acc, m_new, l_i
 
 
@@ -117,7 +147,7 @@ def _prefill_program(
     GROUP: tl.constexpr, BS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
-    HAS_INT8: tl.constexpr,
+    HAS_INT8: tl.constexpr, CONV: tl.constexpr,
 ):
     """The query rows row0..row0+BLOCK_M-1 of one sequence's chunk (Q, OUT and LSE point at the
     chunk's first row; n_rows rows at positions q_offset..), one head, one key split. With n_splits > 1
@@ -133,6 +163,9 @@ def _prefill_program(
     q = tl.load(Q + rows[:, None] * stride_qt + head * stride_qh + dims[None, :], mask=row_ok[:, None] & dim_ok[None, :], other=0.0)
     if UPCAST:
         q = q.to(tl.float32)
+    q16 = q
+    if HAS_INT8 and CONV == 1:
+        q16 = (q.to(tl.float32) * scale).to(tl.float16)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
@@ -153,22 +186,22 @@ def _prefill_program(
     if HAS_WINDOW:
         for start in range(s_lo, tl.minimum(full_lo, s_hi), BLOCK_N):
             acc, m_i, l_i = _prefill_tile(
-                acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
+                acc, m_i, l_i, q, q16, qpos, start, kv_len, window, K, V, TABLE,
                 stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
                 KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
-                BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8)
+                BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8, CONV)
     for start in range(tl.maximum(full_lo, s_lo), tl.minimum(full_hi, s_hi), BLOCK_N):
         acc, m_i, l_i = _prefill_tile(
-            acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
+            acc, m_i, l_i, q, q16, qpos, start, kv_len, window, K, V, TABLE,
             stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
             KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
-            BS, BLOCK_N, False, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8)
+            BS, BLOCK_N, False, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8, CONV)
     for start in range(tl.maximum(tl.maximum(full_hi, full_lo), s_lo), s_hi, BLOCK_N):
         acc, m_i, l_i = _prefill_tile(
-            acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
+            acc, m_i, l_i, q, q16, qpos, start, kv_len, window, K, V, TABLE,
             stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
             KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
-            BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8)
+            BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8, CONV)
     l_safe = tl.where(l_i > 0, l_i, 1.0)
     out = acc / l_safe[:, None]
     tl.store(OUT + split * stride_os + rows[:, None] * stride_ot + head * stride_oh + dims[None, :],
@@ -200,7 +233,7 @@ def _prefill_kernel(
     GROUP: tl.constexpr, BS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
-    HAS_INT8: tl.constexpr,
+    HAS_INT8: tl.constexpr, CONV: tl.constexpr,
 ):
     """One sequence's chunk: program (query tile, head, key split)."""
     _prefill_program(
@@ -209,7 +242,7 @@ def _prefill_kernel(
         n_splits, stride_qt, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
         stride_ot, stride_oh, stride_lt, stride_os, stride_ls,
         KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
-        GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8)
+        GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8, CONV)
 
 
 @triton.jit(do_not_specialize=["window", "n_splits", "stride_tb"])
@@ -243,7 +276,7 @@ def _prefill_varlen_kernel(
         n_splits, stride_qt, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
         stride_ot, stride_oh, stride_lt, stride_os, stride_ls,
         K, V, K, V, 0, 0, 0, 0,  # no INT8 pages in a varlen launch (the engine sends those chunks one by one)
-        GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, False)
+        GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, False, 0)
 
 
 def _split_parts(splits: int, rows: int, h: int, d: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -281,13 +314,17 @@ def paged_prefill(
     v_cache_int8: torch.Tensor | None = None,
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
+    int8_conv: int | None = None,
+    num_stages: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """q [Tq, H, D] at positions q_offset.. over one sequence's cache (its own keys already
     written). Returns out [Tq, H, D] (q's dtype) and lse [Tq, H] float32. n_splits: key splits per
     query tile (None: `prefill_splits`, more than one only for a few query rows over a long
     context on a GPU, where one program per head would read the whole context alone).
     k/v_cache_int8 [N, BS, KVH, D] int8 and k/v_scale [N, KVH]: the warm tier's pages, which table
-    entries e <= -2 point at (page -(e + 2)), read directly as the decode kernel reads them."""
+    entries e <= -2 point at (page -(e + 2)), read directly as the decode kernel reads them;
+    int8_conv (default `LONGDOC_PREFILL_INT8_CONV`, else 0) picks how their values reach the tensor
+    cores (`_prefill_tile`'s CONV), num_stages the software pipeline's depth for them."""
     tq, h, d = q.shape
     kvh = k_cache.shape[2]
     bs = k_cache.shape[1]
@@ -322,7 +359,9 @@ def paged_prefill(
         # over the H100/H200's 227 KB; 2 passed the GPU tests (H100, 2026-12-05; the illegal memory
         # access once seen with them was the decode kernel's, since fixed); the default stays 1 until
         # bench_kernels.py --int8-prefill has measured them (BENCHMARKS.md)
-        stages = int(os.environ.get("LONGDOC_PREFILL_INT8_STAGES", "1"))
+        stages = num_stages or int(os.environ.get("LONGDOC_PREFILL_INT8_STAGES", "1"))
+        if int8_conv is None:
+            int8_conv = int(os.environ.get("LONGDOC_PREFILL_INT8_CONV", "0"))
     else:
         kq, vq, ks, vs = k_cache, v_cache, k_cache, v_cache  # unused (HAS_INT8 False)
         qstrides = (0, 0, 0, 0)
@@ -338,7 +377,7 @@ def paged_prefill(
         kq, vq, ks, vs, *qstrides,
         GROUP=h // kvh, BS=bs, D=d, BLOCK_D=block_d, BLOCK_M=bm, BLOCK_N=bn,
         HAS_WINDOW=window is not None, SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None,
-        UPCAST=interp or q.dtype == torch.float32, HAS_INT8=has_int8,
+        UPCAST=interp or q.dtype == torch.float32, HAS_INT8=has_int8, CONV=int(int8_conv or 0) if has_int8 else 0,
         num_warps=warps, num_stages=stages,
     )
     if splits > 1:  # merge the runs: weights exp(lse_s - lse); an empty run has lse -inf, weight 0
@@ -685,20 +724,21 @@ def _decode_merge_kernel(
 
 
 # Decode launch shapes chosen by measurement, per call shape: key -> (num_splits, block_n, INT8 loop
-# mode: 4 tiered, 3 branch-free, see _decode_split_kernel; the warm loop's block_n). A key is
+# mode: 4 tiered, 3 branch-free, see _decode_split_kernel; the warm loop's block_n; num_warps;
+# num_stages). A key is
 # (batch rounded up to a power of two, heads, kv_heads, head_dim, dtype, INT8 pages?, window?, context blocks rounded up to a
 # power of two). Filled on the first call of a shape that is not being captured into a CUDA graph
 # (the graph runner's warm-up run comes first, so graphs replay the tuned shape), or from the
 # disk cache of earlier processes on the same GPU and software (longdoc_kernels/tuning_cache.py;
 # not yet run on a GPU when it was written, 2026-12-03: its CPU tests stub the device queries).
-DECODE_TUNED: dict[tuple, tuple[int, int, int, int]] = {}
+DECODE_TUNED: dict[tuple, tuple[int, ...]] = {}
 # per device: the tuning cache's fingerprint and the choices stored under it, read once
-_DISK_TUNED: dict[int, tuple[str, dict[str, tuple[int, int, int, int]]]] = {}
+_DISK_TUNED: dict[int, tuple[str, dict[str, tuple[int, ...]]]] = {}
 log = logging.getLogger(__name__)
 DECODE_TUNING = os.environ.get("LONGDOC_DECODE_TUNING", "1") != "0"
 
 
-def _disk_tuned(device: torch.device) -> tuple[str, dict[str, tuple[int, int, int, int]]]:
+def _disk_tuned(device: torch.device) -> tuple[str, dict[str, tuple[int, ...]]]:
     """(fingerprint, stored choices) for `device`, read from the tuning cache once per process."""
     idx = device.index if device.index is not None else torch.cuda.current_device()
     if idx not in _DISK_TUNED:
@@ -735,35 +775,41 @@ def _tuning_tables(b: int, max_kv_len: int, bs: int, n_hot: int, n_warm: int | N
     return tables, torch.full((b,), max_kv_len, dtype=torch.int32, device=device)
 
 
+def _decode_candidates(d: int, has_int8: bool) -> list[tuple[int, int, int, int, int]]:
+    """The launch shapes the tuner times at each split count: (block_n, INT8 mode, warm block_n,
+    num_warps, num_stages); the first is the expected best."""
+    if has_int8 and d <= 128:
+        return [(64, 4, 128, 4, 3), (64, 4, 64, 4, 3), (64, 3, 64, 4, 3)]
+    if has_int8:  # head_dim 256: 128-key tiles at 3 stages run out of shared memory (H200, bench_kernels --gemma-decode)
+        return [(64, 4, 64, 4, 3), (32, 4, 32, 4, 3), (64, 3, 64, 4, 3)]
+    return [(bn, 4, bn, 4, 3) for bn in ([64, 128] if d <= 128 else [32, 64])]
+
+
 def _tune_decode(launch, key: tuple, base_splits: int, n_blocks: int, d: int, has_int8: bool, device) -> tuple:
-    """Time a few (num_splits, block_n, INT8 mode, warm block_n) candidates as a CUDA graph
-    replays them (longdoc_kernels/timing.py: a single launch between events would time the host) over
-    `_tuning_tables`, and keep the fastest for `key`. All candidates compute the same function."""
+    """Time a few (num_splits, block_n, INT8 mode, warm block_n, num_warps, num_stages) candidates
+    as a CUDA graph replays them (longdoc_kernels/timing.py: a single launch between events would
+    time the host) over `_tuning_tables`, and keep the fastest for `key`. All candidates compute the
+    same function."""
     from longdoc_kernels.timing import graph_time
 
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     others = {max(1, min(x, triton.cdiv(n_blocks, 4), 4 * sms))
               for x in (base_splits // 2, 2 * base_splits, 4 * base_splits, 8 * base_splits)}
     splits = [base_splits] + sorted(others - {base_splits})
-    if has_int8 and d <= 128:  # (block_n, mode, warm block_n); the first is the expected best
-        shapes = [(64, 4, 128), (64, 4, 64), (64, 3, 64)]
-    elif has_int8:  # head_dim 256: 128-key tiles run out of shared memory (H200, bench_kernels --gemma-decode)
-        shapes = [(64, 4, 64), (32, 4, 32), (64, 3, 64)]
-    else:
-        shapes = [(bn, 4, bn) for bn in ([64, 128] if d <= 128 else [32, 64])]
+    shapes = _decode_candidates(d, has_int8)
     best, best_t = (base_splits, *shapes[0]), float("inf")
     failures = []
-    for bn, mode, bnw in shapes:
+    for shape in shapes:
         for ns in splits:
             try:
-                t = graph_time(lambda ns=ns, bn=bn, mode=mode, bnw=bnw: launch(ns, bn, mode, bnw), reps=10, replays=3)
+                t = graph_time(lambda ns=ns, shape=shape: launch(ns, *shape), reps=10, replays=3)
             except Exception as e:  # a tile shape this Triton cannot compile for the layout: skip it
-                failures.append(f"{(ns, bn, mode, bnw)}: {type(e).__name__}: {str(e)[:160]}")
+                failures.append(f"{(ns, *shape)}: {type(e).__name__}: {str(e)[:160]}")
                 continue
             # the default comes first; another candidate must beat the best by 5%, so noise does
             # not flip the choice (and with it the rounding) between processes
             if t < 0.95 * best_t or best_t == float("inf"):
-                best, best_t = (ns, bn, mode, bnw), t
+                best, best_t = (ns, *shape), t
     if failures:
         log.warning("decode tuner %s: %d of %d candidates failed (first: %s); chose %s", key, len(failures),
                     len(shapes) * len(splits), failures[0], best)
@@ -830,7 +876,8 @@ def paged_decode(
     group_pad = max(triton.next_power_of_2(group), 16)  # tl.dot needs >= 16 rows
     assert v_cache.stride() == k_cache.stride() and vq.stride() == kq.stride(), "K and V pools must share a layout"
 
-    def launch(ns: int, bn: int, mode: int = 4, bnw: int | None = None, tabs=None, kvl=None) -> None:
+    def launch(ns: int, bn: int, mode: int = 4, bnw: int | None = None, warps: int = num_warps,
+               stages: int | None = num_stages, tabs=None, kvl=None) -> None:
         bps = triton.cdiv(n_blocks, ns)
         tabs = tables if tabs is None else tabs
         out_part = torch.empty((b, h, ns, d), dtype=torch.float32, device=q.device)
@@ -848,7 +895,7 @@ def paged_decode(
             HAS_WINDOW=window is not None, HAS_INT8=has_int8,
             SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None,
             UPCAST=interp or q.dtype == torch.float32, INT8_MODE=mode, INT8_CONV=int8_conv,
-            BLOCK_NW=bnw or bn, num_warps=num_warps, num_stages=1 if interp else (num_stages or 3),
+            BLOCK_NW=bnw or bn, num_warps=warps, num_stages=1 if interp else (stages or 3),
             **({"maxnreg": maxnreg} if maxnreg and not interp else {}),
         )
         _decode_merge_kernel[(b, h)](
@@ -876,13 +923,14 @@ def paged_decode(
                 DECODE_TUNED[key] = tuned
         if tuned is None and not torch.cuda.is_current_stream_capturing():
             synth = _tuning_tables(b, max_kv_len, bs, k_cache.shape[0], kq.shape[0] if has_int8 else None, q.device)
-            tuned = _tune_decode(lambda *a: launch(*a, *synth), key, _default_splits(b_bucket, kvh, n_blocks, q.device),
+            tuned = _tune_decode(lambda *a: launch(*a, tabs=synth[0], kvl=synth[1]), key,
+                                 _default_splits(b_bucket, kvh, n_blocks, q.device),
                                  n_blocks, d, has_int8, q.device)
             if fp:  # for later processes (this one finds it in DECODE_TUNED from now on)
                 tuning_cache.store(fp, tuning_cache.key_str(key), tuned)
         if tuned is not None:
-            num_splits, block_n, mode, block_n_warm = tuned
+            num_splits, block_n, mode, block_n_warm, num_warps, num_stages = tuned
     if num_splits is None:
         num_splits = _default_splits(b_bucket, kvh, n_blocks, q.device)
-    launch(num_splits, block_n or default_bn, mode, block_n_warm)
+    launch(num_splits, block_n or default_bn, mode, block_n_warm, num_warps, num_stages)
     return out, lse

@@ -63,8 +63,12 @@ def _read(path: Path) -> dict:
     return data["sets"]
 
 
-def load(fp: str, path: Path | None = None) -> dict[str, tuple[int, int, int, int]]:
-    """The choices stored under fingerprint `fp`: key text -> (num_splits, block_n, mode, block_n_warm)."""
+CHOICE_LEN = 6  # (num_splits, block_n, INT8 mode, warm block_n, num_warps, num_stages)
+
+
+def load(fp: str, path: Path | None = None) -> dict[str, tuple[int, ...]]:
+    """The choices stored under fingerprint `fp`: key text -> (num_splits, block_n, mode,
+    block_n_warm, num_warps, num_stages)."""
     path = path if path is not None else cache_path()
     if path is None:
         return {}
@@ -73,12 +77,12 @@ def load(fp: str, path: Path | None = None) -> dict[str, tuple[int, int, int, in
     if not isinstance(entries, dict):
         return out
     for k, v in entries.items():
-        if isinstance(v, list) and len(v) == 4 and all(isinstance(x, int) and x > 0 for x in v):
+        if isinstance(v, list) and len(v) == CHOICE_LEN and all(isinstance(x, int) and x > 0 for x in v):
             out[k] = tuple(v)
     return out
 
 
-def store(fp: str, key: str, choice: tuple[int, int, int, int], path: Path | None = None) -> bool:
+def store(fp: str, key: str, choice: tuple[int, ...], path: Path | None = None) -> bool:
     """Add one choice under `fp` (read, merge, atomic replace); False if it could not be written."""
     path = path if path is not None else cache_path()
     if path is None:
