@@ -93,10 +93,12 @@ def _prefill_tile(
             else:
                 raw += tl.dot(q, tl.trans(kq.to(q.dtype))) * ks[None, :]
         col_ok = col_ok | warm
-    else:
-        k = tl.load(K + k_off, mask=col_ok[:, None] & dim_ok[None, :], other=0.0)
+    else:  # K and V loaded together before the dots, as this path always has (the pipeliner's order)
+        k = tl.load(K + k_off, mask=hot[:, None] & dim_ok[None, :], other=0.0)
+        v = tl.load(V + v_off, mask=hot[:, None] & dim_ok[None, :], other=0.0)
         if UPCAST:
             k = k.to(tl.float32)
+            v = v.to(tl.float32)
         raw = tl.dot(q, tl.trans(k))
     s = _log2_scores(raw, scale, SOFTCAP, HAS_SOFTCAP)
     if MASKED:
@@ -126,9 +128,6 @@ def _prefill_tile(
             else:
                 acc += tl.dot((p * vs[None, :]).to(q.dtype), vq.to(q.dtype))
     else:
-        v = tl.load(V + v_off, mask=hot[:, None] & dim_ok[None, :], other=0.0)
-        if UPCAST:
-            v = v.to(tl.float32)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
     return acc, m_new, l_i
 
