@@ -94,6 +94,10 @@ def _build() -> tuple[ctypes.CDLL | None, str]:
     lib.ld_int8_matmul.argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, ctypes.c_int]
     lib.ld_qk_rope_write.restype = ctypes.c_int
     lib.ld_qk_rope_write.argtypes = [ptr, i64, ptr, f32, ptr, ptr, i64, i64, i64, i64, ptr, ptr, ptr, ptr, i64]
+    lib.ld_qk_rope_write_f16.restype = ctypes.c_int
+    lib.ld_qk_rope_write_f16.argtypes = lib.ld_qk_rope_write.argtypes
+    lib.ld_kv_f16_ok.restype = ctypes.c_int
+    lib.ld_kv_f16_ok.argtypes = []
     lib.ld_bf16_argmax.restype = None
     lib.ld_bf16_argmax.argtypes = [ptr, i64, i64, ptr]
     lib.ld_int4_candidates.restype = i64
@@ -112,6 +116,8 @@ def _build() -> tuple[ctypes.CDLL | None, str]:
     lib.ld_decode_attention.restype = ctypes.c_int
     lib.ld_decode_attention.argtypes = [ptr, ptr, ptr, i64, ptr, i64, i64, ptr, i64, i64, i64, i64, i64, i64, f32,
                                         f32, ptr, ctypes.c_int]
+    lib.ld_decode_attention_f16.restype = ctypes.c_int
+    lib.ld_decode_attention_f16.argtypes = lib.ld_decode_attention.argtypes
     return lib, f"ok: {path}"
 
 
@@ -147,6 +153,20 @@ _F32 = torch.float32
 
 def _ok(*ts: torch.Tensor) -> bool:
     return all(t.dtype == torch.float32 and t.device.type == "cpu" for t in ts)
+
+
+def kv_f16() -> bool:
+    """Whether the kernels read and write 16-bit (IEEE half) K/V pools here: decode_attention and
+    qk_rope_write take float16 pools (converted exactly to float32 as read; rounded to nearest even
+    as written), on CPUs with the F16C conversions (AVX-512 has them)."""
+    return lib() is not None and bool(lib().ld_kv_f16_ok())
+
+
+def _pools_ok(k_cache: torch.Tensor, v_cache: torch.Tensor) -> bool:
+    """Pools the kernels take: float32, or float16 where kv_f16(), both alike, on the CPU."""
+    if k_cache.dtype != v_cache.dtype or k_cache.device.type != "cpu" or v_cache.device.type != "cpu":
+        return False
+    return k_cache.dtype == torch.float32 or (k_cache.dtype == torch.float16 and kv_f16())
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -200,13 +220,14 @@ def qk_rope_write(qkv: torch.Tensor, heads: int, kv_heads: int, w: torch.Tensor 
     from qkv [T, (heads + 2 kv_heads) d] (the fused projection's output), q and k normed per head
     (w [heads + kv_heads, d]: each head's norm weight; None: no q/k norm), rotated by RoPE (cos/sin
     [T, d], rotate-half), and the rotated k and the v heads written to the pools k_cache / v_cache
-    ([blocks, block_size, kv_heads, d]) at slots [T]. Returns the rotated q and k, [T, heads +
-    kv_heads, d]; None where the kernel does not apply (dtypes, layouts, a slot outside the pool:
-    nothing written, the caller's torch path runs). The same float32 arithmetic as `rms_norm`, then
-    `engine.model.rope.apply_rope_rolled`, then `index_copy_`."""
+    ([blocks, block_size, kv_heads, d], float32, or float16 where kv_f16(): rounded to nearest even)
+    at slots [T]. Returns the rotated q and k, [T, heads + kv_heads, d]; None where the kernel does
+    not apply (dtypes, layouts, a slot outside the pool: nothing written, the caller's torch path
+    runs). The same float32 arithmetic as `rms_norm`, then `engine.model.rope.apply_rope_rolled`,
+    then `index_copy_` (of the values in the pools' dtype)."""
     t = qkv.shape[0]
     nb, bs, kvh, d = k_cache.shape
-    if not _ok(qkv, cos, sin, k_cache, v_cache) or (w is not None and not _ok(w)) or kvh != kv_heads \
+    if not _ok(qkv, cos, sin) or not _pools_ok(k_cache, v_cache) or (w is not None and not _ok(w)) or kvh != kv_heads \
             or qkv.dim() != 2 or qkv.stride(1) != 1 or qkv.shape[1] != (heads + 2 * kvh) * d \
             or cos.shape != (t, d) or sin.shape != (t, d) or not (cos.is_contiguous() and sin.is_contiguous()) \
             or not (k_cache.is_contiguous() and v_cache.is_contiguous()) or v_cache.shape != k_cache.shape \
@@ -214,9 +235,9 @@ def qk_rope_write(qkv: torch.Tensor, heads: int, kv_heads: int, w: torch.Tensor 
             or slots.dtype != torch.int64 or slots.shape != (t,) or not slots.is_contiguous() or d % 2:
         return None
     out = torch.empty(t, heads + kvh, d, dtype=torch.float32)
-    rc = lib().ld_qk_rope_write(qkv.data_ptr(), qkv.stride(0), w.data_ptr() if w is not None else None, eps,
-                                cos.data_ptr(), sin.data_ptr(), t, heads, kvh, d, out.data_ptr(), k_cache.data_ptr(),
-                                v_cache.data_ptr(), slots.data_ptr(), nb * bs)
+    fn = lib().ld_qk_rope_write_f16 if k_cache.dtype == torch.float16 else lib().ld_qk_rope_write
+    rc = fn(qkv.data_ptr(), qkv.stride(0), w.data_ptr() if w is not None else None, eps, cos.data_ptr(), sin.data_ptr(),
+            t, heads, kvh, d, out.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), slots.data_ptr(), nb * bs)
     return out if rc == 0 else None
 
 
@@ -224,12 +245,13 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                      kv_lens: torch.Tensor, scale: float, window: int | None = None,
                      softcap: float | None = None) -> torch.Tensor | None:
     """One query row per sequence over its paged keys: q [n, heads, d] float32, k/v pools [blocks,
-    block_size, kv_heads, d] float32, tables [n, max_blocks] int64 block ids (a row may be repeated
+    block_size, kv_heads, d] float32, or float16 where kv_f16() (each value widened exactly as read:
+    the float32 arithmetic of float32 pools holding the same values), tables [n, max_blocks] int64 block ids (a row may be repeated
     with stride 0: the rows of one sequence's speculative drafts), kv_lens [n] (query i sits at
     position kv_lens[i] - 1 and reads keys from max(0, kv_lens[i] - window) on). Returns [n, heads,
     d] float32, or None where the kernel does not apply (a block id outside the hot pool, such as a
-    warm-tier entry, or dtypes other than float32): the caller's torch path then runs."""
-    if not _ok(q, k_cache, v_cache) or not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+    warm-tier entry, or other dtypes): the caller's torch path then runs."""
+    if not _ok(q) or not _pools_ok(k_cache, v_cache) or not (k_cache.is_contiguous() and v_cache.is_contiguous()):
         return None
     n, h, d = q.shape
     nb, bs, kvh, dk = k_cache.shape
@@ -240,9 +262,10 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     out = torch.empty_like(q)
     if tables.shape[0] != n or lens.numel() != n:
         raise ValueError(f"decode_attention: {n} queries, {tables.shape[0]} table rows, {lens.numel()} lengths")
-    rc = lib().ld_decode_attention(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), nb, tables.data_ptr(),
-                                   tables.stride(0), tables.shape[1], lens.data_ptr(), n, h, kvh, d, bs, window or 0, scale,
-                                   softcap or 0.0, out.data_ptr(), torch.get_num_threads())
+    fn = lib().ld_decode_attention_f16 if k_cache.dtype == torch.float16 else lib().ld_decode_attention
+    rc = fn(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), nb, tables.data_ptr(), tables.stride(0),
+            tables.shape[1], lens.data_ptr(), n, h, kvh, d, bs, window or 0, scale, softcap or 0.0, out.data_ptr(),
+            torch.get_num_threads())
     return out if rc == 0 else None
 
 

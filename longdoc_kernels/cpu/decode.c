@@ -10,8 +10,14 @@
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
-#if defined(__AVX512F__) || defined(__AVX2__)
+#if defined(__AVX512F__) || defined(__AVX2__) || defined(__F16C__)
 #include <immintrin.h>
+#endif
+/* 16-bit K/V pages (IEEE half) are read and written through the F16C conversions (AVX-512 has them) */
+#if defined(__AVX512F__) || defined(__F16C__)
+#define LD_F16 1
+#else
+#define LD_F16 0
 #endif
 
 /* one row of ld_rms_norm: yi = xi / sqrt(mean(xi^2) + eps) * wi */
@@ -70,12 +76,14 @@ __attribute__((noinline, optimize("fp-contract=off"))) static void ld_rope_row(c
  * y[e + d/2] * -sin[e] for e < d/2, y[e] * cos[e] + y[e - d/2] * sin[e] above (each product
  * rounded, then the sum: torch's `x * cos + roll(x) * signed_sin`, no fused multiply-add), into
  * qk_out [T, h + kvh, d]. Then row t's rotated k heads and its v heads go to slot slots[t] of the
- * pools k_cache / v_cache ([n_slots, kvh, d]). Returns 0, or -1 (nothing written) where a slot is
- * outside 0 .. n_slots - 1. */
-int ld_qk_rope_write(const float *qkv, int64_t ld, const float *w, float eps, const float *cos, const float *sin,
-                     int64_t T, int64_t h, int64_t kvh, int64_t d, float *qk_out, float *k_cache, float *v_cache,
-                     const int64_t *slots, int64_t n_slots) {
+ * pools k_cache / v_cache ([n_slots, kvh, d]): float32, or IEEE half where f16 (rounded to nearest
+ * even, as torch's .half()). Returns 0, or -1 (nothing written) where a slot is outside 0 ..
+ * n_slots - 1, or f16 without F16C. */
+static int ld_qk_rope_write_t(const float *qkv, int64_t ld, const float *w, float eps, const float *cos,
+                              const float *sin, int64_t T, int64_t h, int64_t kvh, int64_t d, float *qk_out,
+                              void *k_cache, void *v_cache, const int64_t *slots, int64_t n_slots, const int f16) {
   const int64_t nh = h + kvh;
+  if (f16 && !LD_F16) return -1;
   for (int64_t t = 0; t < T; t++)
     if (slots[t] < 0 || slots[t] >= n_slots) return -1;
   float *y = (float *)malloc(sizeof(float) * d);
@@ -87,15 +95,37 @@ int ld_qk_rope_write(const float *qkv, int64_t ld, const float *w, float eps, co
       if (w) ld_norm_row(x, w + j * d, y, d, eps);
       ld_rope_row(w ? y : x, cos + t * d, sin + t * d, qk_out + (t * nh + j) * d, d);
     }
-    float *kc = k_cache + slots[t] * kvh * d, *vc = v_cache + slots[t] * kvh * d;
     const float *kr = qk_out + (t * nh + h) * d, *vr = row + nh * d;
-    for (int64_t e = 0; e < kvh * d; e++) {
-      kc[e] = kr[e];
-      vc[e] = vr[e];
+    if (!f16) {
+      float *kc = (float *)k_cache + slots[t] * kvh * d, *vc = (float *)v_cache + slots[t] * kvh * d;
+      for (int64_t e = 0; e < kvh * d; e++) {
+        kc[e] = kr[e];
+        vc[e] = vr[e];
+      }
+    } else {
+#if LD_F16
+      uint16_t *kc = (uint16_t *)k_cache + slots[t] * kvh * d, *vc = (uint16_t *)v_cache + slots[t] * kvh * d;
+      for (int64_t e = 0; e < kvh * d; e++) {
+        kc[e] = _cvtss_sh(kr[e], _MM_FROUND_TO_NEAREST_INT);
+        vc[e] = _cvtss_sh(vr[e], _MM_FROUND_TO_NEAREST_INT);
+      }
+#endif
     }
   }
   free(y);
   return 0;
+}
+
+int ld_qk_rope_write(const float *qkv, int64_t ld, const float *w, float eps, const float *cos, const float *sin,
+                     int64_t T, int64_t h, int64_t kvh, int64_t d, float *qk_out, float *k_cache, float *v_cache,
+                     const int64_t *slots, int64_t n_slots) {
+  return ld_qk_rope_write_t(qkv, ld, w, eps, cos, sin, T, h, kvh, d, qk_out, k_cache, v_cache, slots, n_slots, 0);
+}
+
+int ld_qk_rope_write_f16(const float *qkv, int64_t ld, const float *w, float eps, const float *cos, const float *sin,
+                         int64_t T, int64_t h, int64_t kvh, int64_t d, float *qk_out, uint16_t *k_cache,
+                         uint16_t *v_cache, const int64_t *slots, int64_t n_slots) {
+  return ld_qk_rope_write_t(qkv, ld, w, eps, cos, sin, T, h, kvh, d, qk_out, k_cache, v_cache, slots, n_slots, 1);
 }
 
 #define LD_CHUNK 256 /* keys per task: a sequence's keys are split into chunks computed in parallel */
@@ -124,6 +154,35 @@ static inline ld_vf ld_load_i8(const int8_t *p) {
 #endif
   return r;
 }
+
+/* The K/V pools' values: float32, or IEEE half (the CPU's 16-bit pages, kv_f16) widened exactly to
+ * float32 as they are read. ld_kv_vec: LD_VEC values from element i of pool p; ld_kv_one: one. */
+static inline __attribute__((always_inline)) ld_vf ld_kv_vec(const void *p, int64_t i, const int f16) {
+  if (!f16) return *(const ld_vf *)((const float *)p + i);
+  ld_vf r;
+#if LD_F16 && LD_VEC == 16
+  const __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i)));
+  __builtin_memcpy(&r, &v, sizeof r);
+#elif LD_F16
+  const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+  __builtin_memcpy(&r, &v, sizeof r);
+#else
+  for (int e = 0; e < LD_VEC; e++) r[e] = 0.0f; /* not reached: the f16 entry points refuse without F16C */
+#endif
+  return r;
+}
+
+static inline __attribute__((always_inline)) float ld_kv_one(const void *p, int64_t i, const int f16) {
+  if (!f16) return ((const float *)p)[i];
+#if LD_F16
+  return _cvtsh_ss(((const uint16_t *)p)[i]);
+#else
+  return 0.0f;
+#endif
+}
+
+/* whether this build reads and writes 16-bit K/V pages (F16C or AVX-512 conversions) */
+int ld_kv_f16_ok(void) { return LD_F16; }
 
 /* the sum of a vector's lanes as a tree of adds (lanes i and i + 8, then i and i + 4, ...) */
 static inline float ld_hsum(ld_vf a) {
@@ -170,21 +229,22 @@ static inline __m512 ld_sigmoid16(__m512 z) {
 
 /* acc_r[e] = sum_j w_r[j - lo] V[j][e] for nr <= 4 query heads r (weights w_r = w + r LD_CHUNK; out
  * rows acc_r = acc + r (d + 2)) over keys lo .. hi - 1 of one kv head: 64 values of V a pass, each
- * read once for all nr heads; the rest of a row (d not a multiple of 64) one value at a time */
+ * read once for all nr heads; the rest of a row (d not a multiple of 64) one value at a time. V
+ * float32, or half where f16 (widened as read) */
 static inline __attribute__((always_inline)) void ld_weighted_v(const int nr, const float *w, float *acc,
-                                                                  const float *v_cache, const int64_t *table, int64_t lo,
+                                                                  const void *v_cache, const int64_t *table, int64_t lo,
                                                                   int64_t hi, int64_t bs, int64_t kvh, int64_t kv,
-                                                                  int64_t d) {
+                                                                  int64_t d, const int f16) {
   int64_t e0 = 0;
   for (; e0 + 4 * LD_VEC <= d; e0 += 4 * LD_VEC) {
     ld_vf a[4][4] = {{{0}}};
     for (int64_t j = lo; j < hi;) {
       const int64_t off = j % bs, run = (bs - off < hi - j) ? bs - off : hi - j;
-      const float *vb = v_cache + ((table[j / bs] * bs + off) * kvh + kv) * d + e0;
+      const int64_t vb = ((table[j / bs] * bs + off) * kvh + kv) * d + e0;
       for (int64_t o = 0; o < run; o++) {
-        const float *vr = vb + o * kvh * d;
-        const ld_vf v0 = *(const ld_vf *)vr, v1 = *(const ld_vf *)(vr + LD_VEC), v2 = *(const ld_vf *)(vr + 2 * LD_VEC),
-                    v3 = *(const ld_vf *)(vr + 3 * LD_VEC);
+        const int64_t vr = vb + o * kvh * d;
+        const ld_vf v0 = ld_kv_vec(v_cache, vr, f16), v1 = ld_kv_vec(v_cache, vr + LD_VEC, f16),
+                    v2 = ld_kv_vec(v_cache, vr + 2 * LD_VEC, f16), v3 = ld_kv_vec(v_cache, vr + 3 * LD_VEC, f16);
         for (int r = 0; r < nr; r++) {
           const float wj = w[r * LD_CHUNK + j + o - lo];
           a[r][0] += wj * v0;
@@ -202,7 +262,8 @@ static inline __attribute__((always_inline)) void ld_weighted_v(const int nr, co
     for (int r = 0; r < nr; r++) {
       float sum = 0.0f;
       for (int64_t j = lo; j < hi; j++)
-        sum += w[r * LD_CHUNK + j - lo] * v_cache[((table[j / bs] * bs + j % bs) * kvh + kv) * d + e];
+        sum = fmaf(w[r * LD_CHUNK + j - lo], ld_kv_one(v_cache, ((table[j / bs] * bs + j % bs) * kvh + kv) * d + e, f16),
+                   sum); /* fmaf: one rounding whichever pool type this copy of the loop reads */
       acc[r * (d + 2) + e] = sum;
     }
 }
@@ -222,11 +283,11 @@ static inline __attribute__((always_inline)) void ld_weighted_v(const int nr, co
  * step's. Returns 0, or -1 (nothing written) where a block id the keys need is outside 0 ..
  * n_blocks - 1 (a warm or missing entry: the caller's torch path) or a table row (table_width
  * entries) is too short for its length. */
-int ld_decode_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_blocks,
-                        const int64_t *tables, int64_t table_stride, int64_t table_width, const int64_t *kv_lens,
-                        int64_t n, int64_t h,
-                        int64_t kvh, int64_t d, int64_t bs, int64_t window, float scale, float softcap, float *out,
-                        int nthreads) {
+static inline __attribute__((always_inline)) int ld_decode_attention_t(
+    const float *q, const void *k_cache, const void *v_cache, int64_t n_blocks, const int64_t *tables,
+    int64_t table_stride, int64_t table_width, const int64_t *kv_lens, int64_t n, int64_t h, int64_t kvh, int64_t d,
+    int64_t bs, int64_t window, float scale, float softcap, float *out, int nthreads, const int f16) {
+  const int64_t esz = f16 ? 2 : 4, line = 64 / esz; /* bytes a K/V value; values a cache line */
   const int64_t g = h / kvh;
   if (g > LD_MAX_G || g * kvh != h) return -1;
   /* per row: its first key, its chunks' first partial (base) and count; groups: rows gs[k] ..
@@ -292,24 +353,23 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
          (independent FMA chains: one chain would wait on each FMA's latency) */
       for (int64_t j = lo; j < hi;) {
         const int64_t off = j % bs, run = (bs - off < hi - j) ? bs - off : hi - j;
-        const float *kb = k_cache + ((table[j / bs] * bs + off) * kvh + kv) * d;
+        const int64_t kb = ((table[j / bs] * bs + off) * kvh + kv) * d;
         for (int64_t o = 0; o < run; o++) {
-          const float *kr = kb + o * kvh * d;
+          const int64_t kr = kb + o * kvh * d; /* the key's first value, an element index of the pools */
           /* prefetch: this key's V row into L2 for the weighted sum below, and the K row LD_KEYS_AHEAD
              keys on (through the block table) into L1 */
-          const float *vr = v_cache + (kr - k_cache);
-          for (int64_t c = 0; c < d; c += 16) __builtin_prefetch(vr + c, 0, 2);
+          for (int64_t c = 0; c < d; c += line) __builtin_prefetch((const char *)v_cache + (kr + c) * esz, 0, 2);
           if (j + o + LD_KEYS_AHEAD < hi) {
             const int64_t jn = j + o + LD_KEYS_AHEAD;
-            const float *kn = k_cache + ((table[jn / bs] * bs + jn % bs) * kvh + kv) * d;
-            for (int64_t c = 0; c < d; c += 16) __builtin_prefetch(kn + c, 0, 3);
+            const int64_t kn = ((table[jn / bs] * bs + jn % bs) * kvh + kv) * d;
+            for (int64_t c = 0; c < d; c += line) __builtin_prefetch((const char *)k_cache + (kn + c) * esz, 0, 3);
           }
           for (int64_t r0 = 0; r0 < g; r0 += 4) {
             const int nr = (int)(g - r0 < 4 ? g - r0 : 4);
             ld_vf a[4][2] = {{{0}}};
             int64_t e = 0;
             for (; e + 2 * LD_VEC <= dv; e += 2 * LD_VEC) {
-              const ld_vf k0 = *(const ld_vf *)(kr + e), k1 = *(const ld_vf *)(kr + e + LD_VEC);
+              const ld_vf k0 = ld_kv_vec(k_cache, kr + e, f16), k1 = ld_kv_vec(k_cache, kr + e + LD_VEC, f16);
               for (int r = 0; r < nr; r++) {
                 const float *qr = qg + (r0 + r) * d + e;
                 a[r][0] += *(const ld_vf *)qr * k0;
@@ -317,11 +377,11 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
               }
             }
             for (; e < dv; e += LD_VEC)
-              for (int r = 0; r < nr; r++) a[r][0] += *(const ld_vf *)(qg + (r0 + r) * d + e) * *(const ld_vf *)(kr + e);
+              for (int r = 0; r < nr; r++) a[r][0] += *(const ld_vf *)(qg + (r0 + r) * d + e) * ld_kv_vec(k_cache, kr + e, f16);
             for (int r = 0; r < nr; r++) {
               const float *qr = qg + (r0 + r) * d;
               float dot = ld_hsum(a[r][0] + a[r][1]);
-              for (int64_t x = dv; x < d; x++) dot += qr[x] * kr[x];
+              for (int64_t x = dv; x < d; x++) dot = fmaf(qr[x], ld_kv_one(k_cache, kr + x, f16), dot);
               dot *= scale;
               if (softcap > 0.0f) dot = softcap * tanhf(dot / softcap);
               s[(r0 + r) * LD_CHUNK + (j + o - lo)] = dot;
@@ -355,10 +415,10 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
          the four (16 accumulators, independent chains), the chunk's keys block by block */
       for (int64_t r0 = 0; r0 < g; r0 += 4) {
         switch (g - r0 < 4 ? g - r0 : 4) { /* the head count a compile-time constant: accumulators in registers */
-          case 4: ld_weighted_v(4, s + r0 * LD_CHUNK, part + (pt * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d); break;
-          case 3: ld_weighted_v(3, s + r0 * LD_CHUNK, part + (pt * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d); break;
-          case 2: ld_weighted_v(2, s + r0 * LD_CHUNK, part + (pt * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d); break;
-          default: ld_weighted_v(1, s + r0 * LD_CHUNK, part + (pt * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d);
+          case 4: ld_weighted_v(4, s + r0 * LD_CHUNK, part + (pt * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d, f16); break;
+          case 3: ld_weighted_v(3, s + r0 * LD_CHUNK, part + (pt * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d, f16); break;
+          case 2: ld_weighted_v(2, s + r0 * LD_CHUNK, part + (pt * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d, f16); break;
+          default: ld_weighted_v(1, s + r0 * LD_CHUNK, part + (pt * h + kv * g + r0) * (d + 2) + 2, v_cache, table, lo, hi, bs, kvh, kv, d, f16);
         }
       }
     }
@@ -388,6 +448,26 @@ int ld_decode_attention(const float *q, const float *k_cache, const float *v_cac
   free(task_group);
   free(part);
   return 0;
+}
+
+/* ld_decode_attention_t over float32 pools, and over half pools (each value widened to float32 as
+ * it is read: the same float32 arithmetic on the values the pages hold); the latter returns -1
+ * where this build has no F16C conversions (ld_kv_f16_ok) */
+int ld_decode_attention(const float *q, const float *k_cache, const float *v_cache, int64_t n_blocks,
+                        const int64_t *tables, int64_t table_stride, int64_t table_width, const int64_t *kv_lens,
+                        int64_t n, int64_t h, int64_t kvh, int64_t d, int64_t bs, int64_t window, float scale,
+                        float softcap, float *out, int nthreads) {
+  return ld_decode_attention_t(q, k_cache, v_cache, n_blocks, tables, table_stride, table_width, kv_lens, n, h, kvh,
+                               d, bs, window, scale, softcap, out, nthreads, 0);
+}
+
+int ld_decode_attention_f16(const float *q, const uint16_t *k_cache, const uint16_t *v_cache, int64_t n_blocks,
+                            const int64_t *tables, int64_t table_stride, int64_t table_width, const int64_t *kv_lens,
+                            int64_t n, int64_t h, int64_t kvh, int64_t d, int64_t bs, int64_t window, float scale,
+                            float softcap, float *out, int nthreads) {
+  if (!LD_F16) return -1;
+  return ld_decode_attention_t(q, k_cache, v_cache, n_blocks, tables, table_stride, table_width, kv_lens, n, h, kvh,
+                               d, bs, window, scale, softcap, out, nthreads, 1);
 }
 
 /* Weight bytes read ahead of the int8 products (a prefetch a cache line): the hardware prefetcher

@@ -201,6 +201,36 @@ def test_decode_attention_matches_the_torch_backend(monkeypatch, h, kvh, d, bs, 
     assert torch.equal(alone, got[1:2])  # a sequence's result does not depend on its batch
 
 
+@pytest.mark.skipif(not cpu.kv_f16(), reason="no F16C conversions on this CPU")
+@pytest.mark.parametrize("h,kvh,d,bs,lens,window,softcap", [
+    (4, 1, 256, 16, [1024, 300], None, None),   # Gemma 3 270M's global layer
+    (4, 1, 256, 16, [700], 512, None),           # its sliding layers
+    (8, 8, 72, 1, [600, 2], 64, 50.0),           # head_dim not a multiple of 16 (the scalar tails), soft-capping
+    (12, 2, 80, 8, [300, 9], None, None),        # groups of 6 heads, 80 = 64 + 16
+])
+def test_decode_attention_over_half_pools_is_the_float32_arithmetic_of_their_values(h, kvh, d, bs, lens, window,
+                                                                                    softcap):
+    """16-bit pages (the CPU's default KV dtype where kv_f16()): the result equals, bit for bit, the
+    float32 kernel's over float32 pools holding the same (half) values, with 1 and 2 threads."""
+    gen = torch.Generator().manual_seed(7)
+    widest = max((n + bs - 1) // bs for n in lens)
+    n_blocks = len(lens) * widest + 3
+    kc, vc = _pools(gen, n_blocks, bs, kvh, d)
+    kh, vh = kc.half(), vc.half()
+    tables = torch.randperm(n_blocks, generator=gen)[: len(lens) * widest].view(len(lens), widest)
+    q = torch.randn(len(lens), h, d, generator=gen)
+    threads = torch.get_num_threads()
+    try:
+        for nt in (1, 2):
+            torch.set_num_threads(nt)
+            got = cpu.decode_attention(q, kh, vh, tables, torch.tensor(lens), d**-0.5, window, softcap)
+            want = cpu.decode_attention(q, kh.float(), vh.float(), tables, torch.tensor(lens), d**-0.5, window, softcap)
+            assert got is not None and torch.equal(got, want), nt
+    finally:
+        torch.set_num_threads(threads)
+    assert cpu.decode_attention(q, kh, vc, tables, torch.tensor(lens), d**-0.5) is None  # mixed pools: declined
+
+
 def test_decode_attention_does_not_depend_on_threads():
     gen = torch.Generator().manual_seed(4)
     kc, vc = _pools(gen, 80, 16, 1, 256)
@@ -321,6 +351,24 @@ def test_qk_rope_write_equals_the_torch_ops(h, kvh, d, t, normed):
     k3, v3 = k_cache.clone(), v_cache.clone()
     assert cpu.qk_rope_write(qkv, h, kvh, w, 1e-6, cos, sin, k3, v3, bad) is None
     assert torch.equal(k3, k_cache) and torch.equal(v3, v_cache)
+
+
+@pytest.mark.skipif(not cpu.kv_f16(), reason="no F16C conversions on this CPU")
+def test_qk_rope_write_into_half_pools_rounds_as_torch():
+    """Half pools: the rotated k and the v rows written as torch's .half() rounds them (to nearest
+    even), q and k returned in float32 as with float32 pools."""
+    gen = torch.Generator().manual_seed(8)
+    h, kvh, d, t = 4, 1, 256, 3
+    qkv = torch.randn(t, (h + 2 * kvh) * d, generator=gen) * 30  # some values past half's 11 bits of precision
+    w = torch.rand(h + kvh, d, generator=gen) + 0.5
+    cos, sin = torch.randn(t, d, generator=gen), torch.randn(t, d, generator=gen)
+    slots = torch.tensor([5, 0, 17])
+    k32, v32 = torch.zeros(6, 4, kvh, d), torch.zeros(6, 4, kvh, d)
+    want = cpu.qk_rope_write(qkv, h, kvh, w, 1e-6, cos, sin, k32, v32, slots)
+    k16, v16 = torch.zeros(6, 4, kvh, d, dtype=torch.float16), torch.zeros(6, 4, kvh, d, dtype=torch.float16)
+    got = cpu.qk_rope_write(qkv, h, kvh, w, 1e-6, cos, sin, k16, v16, slots)
+    assert torch.equal(got, want)
+    assert torch.equal(k16, k32.half()) and torch.equal(v16, v32.half())
 
 
 def test_decode_steps_take_the_fused_rope_write(monkeypatch):
