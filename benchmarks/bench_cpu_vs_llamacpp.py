@@ -15,7 +15,7 @@ count, then the next repetition), each engine in its own worker process that kee
   `longdoc-int8-nospec` turns it off, and the run checks both give the same tokens; llama.cpp:
   `eval` of one token and argmax of its logits, no speculation; transformers: its forward with the
   cache, one token per call);
-- 8K: an 8,192-token prompt, its prefill time and the decode after it.
+- 8K: an 8,192-token prompt, its prefill time and the decode after it; 32K the same at 32,768.
 Each (repetition, threads, case) gets a prompt of its own, the same for every engine (a different
 window of the same contract text), so no engine reuses a cached prefix (longdoc's prefix cache,
 llama.cpp's prompt cache). The decode continues contract text, which repeats its own phrases: the
@@ -62,14 +62,18 @@ TEXTS = [
     "data/samples/contracts/en-github-tos-2017-10-to-2018-05/v1.txt",
     "data/samples/contracts/en-commonpaper-csa-1.0-to-1.1/v2.txt",
     "data/samples/contracts/en-commonpaper-dpa-1.0-to-1.1/v2.txt",
+    "data/samples/contracts/en-github-tos-2017-10-to-2018-05/v2.txt",  # (with it the text has room for 32K)
 ]
 
+
+MAX_LEN = 33280  # the longest case (32K) and its decode steps
 
 # longdoc's engine names -> worker_longdoc's weights argument
 LONGDOC_ENGINES = {"longdoc-int8": "int8", "longdoc-float32": "float", "longdoc-int8-full-head": "int8-full-head",
                    "longdoc-int8-nospec": "int8-nospec", "longdoc-int8-int4-filter": "int8-int4-filter",
                    "longdoc-int8-int8-filter": "int8-int8-filter", "longdoc-int8-nokernels": "int8-nokernels",
-                   "longdoc-int8-nospec-nokernels": "int8-nospec-nokernels"}
+                   "longdoc-int8-nospec-nokernels": "int8-nospec-nokernels", "longdoc-int8-kv32": "int8-kv32",
+                   "longdoc-int8-nospec-kv32": "int8-nospec-kv32"}
 
 
 # ----------------------------------------------------------------------------------------- workers
@@ -78,10 +82,13 @@ def worker_longdoc(weights: str) -> None:
     switched off by hand (every logit computed, as before it), "int8-nospec": int8 with
     prompt-lookup speculative decoding off (`num_speculative_tokens=0`), or "int8-int4-filter" /
     "int8-int8-filter": the GreedyHead's filter named (LONGDOC_GREEDY_FILTER), or "int8-nokernels" /
-    "int8-nospec-nokernels": the C kernels off (LONGDOC_CPU_KERNELS=0), for the comparisons."""
+    "int8-nospec-nokernels": the C kernels off (LONGDOC_CPU_KERNELS=0), or "int8-kv32" /
+    "int8-nospec-kv32": float32 K/V pages (`CacheConfig(kv_dtype="float32")`) in place of the
+    CPU's default 16-bit ones, for the comparisons."""
     sys.path.insert(0, str(ROOT))
     full_head = weights == "int8-full-head"
-    nospec = weights in ("int8-nospec", "int8-nospec-nokernels")
+    nospec = weights in ("int8-nospec", "int8-nospec-nokernels", "int8-nospec-kv32")
+    kv_dtype = "float32" if weights.endswith("kv32") else None
     if weights in ("int8-int4-filter", "int8-int8-filter"):
         os.environ["LONGDOC_GREEDY_FILTER"] = weights.split("-")[1]
     if weights.endswith("nokernels"):  # torch's paths, not the C kernels (longdoc_kernels/cpu)
@@ -95,13 +102,14 @@ def worker_longdoc(weights: str) -> None:
     from longdoc_kernels import cpu as cpu_kernels
 
     t = time.perf_counter()
-    llm = LLM(config=EngineConfig(LoadConfig(device="cpu", weights=weights), CacheConfig(memory_budget=2**30),
-                                  SchedulerConfig(max_model_len=9216, num_speculative_tokens=0 if nospec else None)))
+    llm = LLM(config=EngineConfig(LoadConfig(device="cpu", weights=weights),
+                                  CacheConfig(memory_budget=2**30, kv_dtype=kv_dtype),
+                                  SchedulerConfig(max_model_len=MAX_LEN, num_speculative_tokens=0 if nospec else None)))
     if full_head:
         llm.model.greedy_head = None
     reply({"ready": True, "load_s": time.perf_counter() - t, "weights": llm.weights,
            "greedy_head": llm.model.greedy_head.filter if llm.model.greedy_head is not None else None,
-           "speculative": llm.core.proposer.k if llm.core.proposer is not None else 0,
+           "speculative": llm.core.proposer.k if llm.core.proposer is not None else 0, "kv_dtype": str(llm.kv.dtype),
            "cpu_kernels": cpu_kernels.status()})
     for req in requests():
         torch.set_num_threads(req["threads"])
@@ -148,7 +156,7 @@ def worker_llama(model_path: str, threads: list[int]) -> None:
     from llama_cpp import Llama
 
     t = time.perf_counter()
-    llms = {n: Llama(model_path=model_path, n_ctx=9216, n_batch=512, n_threads=n, n_threads_batch=n, verbose=False)
+    llms = {n: Llama(model_path=model_path, n_ctx=MAX_LEN, n_batch=512, n_threads=n, n_threads_batch=n, verbose=False)
             for n in threads}
     reply({"ready": True, "load_s": time.perf_counter() - t})
     for req in requests():
@@ -257,7 +265,10 @@ def main() -> None:
         "transformers": lambda: Worker("transformers", [*me, "--worker", "hf"]),
     }
     workers = {name: spawn[name]() for name in args.engines}
-    cases = [c for c in [("2K", 2048, 0), ("1K", 1024, args.steps), ("8K", 8192, args.steps)] if c[0] in args.cases]
+    cases = [c for c in [("2K", 2048, 0), ("1K", 1024, args.steps), ("8K", 8192, args.steps),
+                         ("32K", 32768, args.steps)] if c[0] in args.cases]
+    if any(n >= len(ids) for _, n, _ in cases):
+        raise SystemExit(f"the text has {len(ids)} tokens: too few for a case of {max(n for _, n, _ in cases)}")
     rows: list[dict] = []
     call = 0
     for rep in range(args.reps):
@@ -288,23 +299,38 @@ def main() -> None:
         for name in workers:
             p2, p8 = med(name, threads, "2K", "prefill_s"), med(name, threads, "8K", "prefill_s")
             d1, d8 = med(name, threads, "1K", "decode_tok_s"), med(name, threads, "8K", "decode_tok_s")
+            p32, d32 = med(name, threads, "32K", "prefill_s"), med(name, threads, "32K", "decode_tok_s")
             summary.append({
                 "threads": threads, "engine": name,
                 "prefill_2k_tps": round(2048 / p2, 1) if p2 else None,
                 "prefill_8k_tps": round(8192 / p8, 1) if p8 else None,
                 "decode_1k_tps": round(d1, 2) if d1 else None,
                 "decode_8k_tps": round(d8, 2) if d8 else None,
+                "prefill_32k_tps": round(32768 / p32, 1) if p32 else None,
+                "decode_32k_tps": round(d32, 2) if d32 else None,
             })
-    print("\n| threads | engine | prefill 2K tok/s | prefill 8K tok/s | decode @1K tok/s | decode @8K tok/s |")
-    print("|---|---|---|---|---|---|")
+    print("\n| threads | engine | prefill 2K tok/s | prefill 8K tok/s | decode @1K tok/s | decode @8K tok/s | "
+          "prefill 32K tok/s | decode @32K tok/s |")
+    print("|---|---|---|---|---|---|---|---|")
     for s in summary:
         print(f"| {s['threads']} | {s['engine']} | {s['prefill_2k_tps']} | {s['prefill_8k_tps']} | "
-              f"{s['decode_1k_tps']} | {s['decode_8k_tps']} |")
+              f"{s['decode_1k_tps']} | {s['decode_8k_tps']} | {s['prefill_32k_tps']} | {s['decode_32k_tps']} |")
     if "longdoc-int8" in workers and "longdoc-int8-nospec" in workers:  # speculative decoding changes no token
         key = ("threads", "case", "rep")
         plain = {tuple(r[k] for k in key): r.get("tokens_out") for r in rows if r["engine"] == "longdoc-int8-nospec"}
         same = [r.get("tokens_out") == plain.get(tuple(r[k] for k in key)) for r in rows if r["engine"] == "longdoc-int8"]
         print(f"longdoc-int8 (speculative) gave the tokens of longdoc-int8-nospec in {sum(same)} of {len(same)} runs")
+    for a, b in (("longdoc-int8-nospec", "longdoc-int8-nospec-kv32"), ("longdoc-int8", "longdoc-int8-kv32")):
+        if a in workers and b in workers:  # 16-bit against float32 K/V pages: how often the greedy tokens agree
+            key = ("threads", "case", "rep")
+            ref = {tuple(r[k] for k in key): r.get("tokens_out") for r in rows if r["engine"] == b}
+            pairs = [(r.get("tokens_out") or [], ref.get(tuple(r[k] for k in key)) or []) for r in rows
+                     if r["engine"] == a]
+            same = sum(x == y for x, y in pairs)
+            lead = [next((i for i, (u, w) in enumerate(zip(x, y, strict=False)) if u != w),
+                         min(len(x), len(y))) for x, y in pairs]
+            print(f"{a} (16-bit K/V) gave the tokens of {b} in {same} of {len(pairs)} runs; tokens in common before "
+                  f"the first difference: {lead}")
     loads = [r["load_before"] for r in rows] + [r["load_after"] for r in rows]
     print(f"load average over the run: min {min(loads):.2f}, median {statistics.median(loads):.2f}, max {max(loads):.2f}")
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.platform(),

@@ -202,7 +202,8 @@ class LLM:
             tp_runner.finish(self.tp, self.cache_config, self.kv.budget_bytes, self.scheduler_config)
         self.backend = backend or default_backend(self.device, self.weights)
         self.fingerprint = model_fingerprint(self.config, weights_digest(self.model_path),
-                                             str(self.dtype) + ("" if self.weights == "float" else f"/{self.weights}"))
+                                             str(self.dtype) + ("" if self.weights == "float" else f"/{self.weights}")
+                                             + ("" if self.kv.dtype == self.dtype else f"/kv {self.kv.dtype}"))
         self.output = OutputProcessor(self.tokenizer, self.config.eos_token_ids, self.max_model_len)
         if self.tp is not None:
             runner = tp_runner.TPModelRunner(self.model, self.kv, self.backend, self.device, tp=self.tp,

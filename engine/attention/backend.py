@@ -204,7 +204,7 @@ def _explicit(
     lse = torch.logsumexp(s, dim=-1)
     p = torch.exp(s - lse[..., None]).to(q.dtype)
     pg = p.reshape(b, kvh, h // kvh, tq, -1)
-    out = torch.einsum("bgrqk,bgkd->bgrqd", pg, v).reshape(b, h, tq, d)
+    out = torch.einsum("bgrqk,bgkd->bgrqd", pg, v.to(q.dtype)).reshape(b, h, tq, d)
     return out, lse
 
 
@@ -305,6 +305,10 @@ class TorchAttentionBackend(AttentionBackend):
             return AttentionOutput(torch.cat(outs))
         k = kb.flatten(0, 1)[first - b0 * bs : kv_len - b0 * bs]
         v = vb.flatten(0, 1)[first - b0 * bs : kv_len - b0 * bs]
+        if k.dtype != q.dtype and not (tq == 1 and q.device.type == "cpu" and not return_lse and softcap is None):
+            # pages of another dtype (CacheConfig.kv_dtype: 16-bit on the CPU) widened for the fused
+            # attention (exact; `_one_query` widens a single row's keys itself)
+            k, v = k.to(q.dtype), v.to(q.dtype)
         qh = q.transpose(0, 1).unsqueeze(0)  # [1, H, Tq, D]
         kh = k.transpose(0, 1).unsqueeze(0)
         vh = v.transpose(0, 1).unsqueeze(0)

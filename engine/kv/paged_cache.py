@@ -53,6 +53,26 @@ def default_kv_budget(seq_bytes: int, max_num_seqs: int, free: int) -> int:
     return min(seq_bytes * max_num_seqs, cap)
 
 
+KV_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def resolve_kv_dtype(kv_dtype: str | None, device: torch.device, dtype: torch.dtype) -> torch.dtype:
+    """The hot pool's dtype for `CacheConfig.kv_dtype` on `device` with a model computing in `dtype`."""
+    if kv_dtype is not None:
+        if kv_dtype not in KV_DTYPES:
+            raise ValueError(f"CacheConfig.kv_dtype must be one of {sorted(KV_DTYPES)} or None, not {kv_dtype!r}")
+        if torch.device(device).type != "cpu" and KV_DTYPES[kv_dtype] != dtype:
+            raise ValueError(f"CacheConfig.kv_dtype {kv_dtype} differs from the model's {dtype}: only the CPU path "
+                             "reads pages of another dtype")
+        return KV_DTYPES[kv_dtype]
+    if torch.device(device).type == "cpu" and dtype == torch.float32:
+        from longdoc_kernels import cpu
+
+        if cpu.available() is not None and cpu.kv_f16():
+            return torch.float16
+    return dtype
+
+
 class PagedKVCache(WarmTier):
     """Block pools for every layer group, and the operations on a sequence's block tables."""
 
@@ -68,6 +88,8 @@ class PagedKVCache(WarmTier):
         self.chunk = limits.prefill_chunk
         self.max_num_seqs = limits.max_num_seqs
         self.max_model_len = limits.max_model_len or config.max_position_embeddings
+        dtype = resolve_kv_dtype(cache.kv_dtype, self.device, dtype)
+        self.dtype = dtype  # the hot pools' (CacheConfig.kv_dtype)
         windows = sorted({w for w in config.layer_windows}, key=lambda w: (w is not None, w or 0))
         layer_lists = [[i for i, w in enumerate(config.layer_windows) if w == win] for win in windows]
         elem = torch.tensor([], dtype=dtype).element_size()

@@ -201,7 +201,17 @@ class ForwardContext:
         None) and return attention output [T, heads, head_dim]."""
         gi, k_cache, v_cache = self.cache.layer_cache(layer)
         warm = self.cache.layer_warm(layer)
-        if k is not None and not written:
+        if k is not None and k.dtype != k_cache.dtype:
+            # pages of another dtype (16-bit on the CPU, CacheConfig.kv_dtype): the chunk's fresh keys
+            # as the pages hold them, so that attention over them (prefill_fresh) computes what a
+            # read from the cache would
+            k_st, v_st = k.to(k_cache.dtype), v.to(v_cache.dtype)
+            if not written:
+                slots = self.slot_mappings[gi]
+                k_cache.view(-1, *k.shape[1:]).index_copy_(0, slots, k_st)
+                v_cache.view(-1, *v.shape[1:]).index_copy_(0, slots, v_st)
+            k, v = k_st.to(k.dtype), v_st.to(v.dtype)
+        elif k is not None and not written:
             slots = self.slot_mappings[gi]
             k_cache.view(-1, *k.shape[1:]).index_copy_(0, slots, k)
             v_cache.view(-1, *v.shape[1:]).index_copy_(0, slots, v)
