@@ -6,7 +6,7 @@ and conversion. Layouts: "tiered" as the cache lays blocks out (block 0 and the 
 rest INT8) and "allwarm". Prints each case's tuned launch (what `paged_decode` picks with no
 launch arguments, the engine's path) and the sweep's best.
 
-    python3 benchmarks/probe_decode_hd256.py [--ctx 32768] [--batches 1 16] [--budget 240]
+    python3 benchmarks/probe_decode_hd256.py [--ctx 32768] [--batches 1 16] [--budget 240] [--tuned-only --repeat 3]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from longdoc_kernels.kv_quant import quantize_blocks  # noqa: E402
 from longdoc_kernels.timing import graph_time  # noqa: E402
 
 
-def case(b: int, ctx: int, deadline: float, h: int = 4, kvh: int = 1, d: int = 256) -> dict:
+def case(b: int, ctx: int, deadline: float, h: int = 4, kvh: int = 1, d: int = 256, sweep: bool = True) -> dict:
     dev, bs = "cuda", 16
     nb = ctx // bs
     rot = max(1, -(-256 * 2**20 // (2 * b * ctx * kvh * d * 2)))
@@ -62,7 +62,7 @@ def case(b: int, ctx: int, deadline: float, h: int = 4, kvh: int = 1, d: int = 2
         res[f"{layout} tuned"] = timed(layout)
     key = [kk for kk in pa.DECODE_TUNED if kk[0] == b]
     print(f"  tuned choices: { {str(kk[5]): pa.DECODE_TUNED[kk] for kk in key} }", flush=True)
-    grid = list(itertools.product((32, 64, 128, 256), (32, 64, 128), (4, 8), (1, 2, 3)))
+    grid = list(itertools.product((32, 64, 128, 256), (32, 64, 128), (4, 8), (1, 2, 3))) if sweep else []
     for layout in ("bf16", "tiered"):
         for splits, bn, warps, stages in grid:
             if time.time() > deadline:
@@ -99,12 +99,15 @@ def main() -> None:
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 16])
     ap.add_argument("--budget", type=float, default=240.0, help="seconds for all the sweeps together")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--tuned-only", action="store_true", help="only the tuned launches (what the engine runs)")
+    ap.add_argument("--repeat", type=int, default=1, help="time the tuned launches this many times")
     args = ap.parse_args()
     t0 = time.time()
     out = []
     for i, b in enumerate(args.batches):
         left = args.budget - (time.time() - t0)
-        out.append(case(b, args.ctx, time.time() + left / (len(args.batches) - i)))
+        for _ in range(args.repeat):
+            out.append(case(b, args.ctx, time.time() + left / (len(args.batches) - i), sweep=not args.tuned_only))
     if args.json:
         import json
 
