@@ -53,12 +53,12 @@ class CacheConfig:
 
     block_size: int = 16
     memory_budget: int | float | None = None
-    # The hot pool's dtype: "float32", "float16" or "bfloat16"; None: float16 on the CPU where the
-    # C kernels read and write 16-bit pages (longdoc_kernels/cpu: kv_f16) and the model computes
-    # in float32 (a long context's decode reads half the bytes: the attention over 32K keys of
-    # Gemma 3 270M 1.7x faster, BENCHMARKS.md "CPU: 16-bit KV pages"), else the model's dtype.
-    # Every attention reads the values the pages hold (a prefill chunk's own fresh keys rounded
-    # as they are stored), so a chunk computes the same whether its keys come from the cache or not.
+    # The hot pool's dtype: None (the model's) or, on the CPU, "float16" (the C kernels read and
+    # write 16-bit pages where longdoc_kernels.cpu.kv_f16(): a long context's decode reads half the
+    # bytes, BENCHMARKS.md "CPU: 16-bit KV pages"), "bfloat16" or "float32". Every attention then
+    # reads the values the pages hold (a backend's attention over a chunk's fresh keys gets them
+    # rounded as stored). Not yet the CPU's default: it moves every result by the rounding of K
+    # and V (see BENCHMARKS.md).
     kv_dtype: str | None = None
     # Warm tier (INT8 pages read directly by attention); see PagedKVCache.demote.
     warm_budget: int | None = None  # bytes of INT8 warm pages over all groups; None or 0: no warm tier
