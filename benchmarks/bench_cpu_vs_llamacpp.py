@@ -72,7 +72,8 @@ MAX_LEN = 33280  # the longest case (32K) and its decode steps
 LONGDOC_ENGINES = {"longdoc-int8": "int8", "longdoc-float32": "float", "longdoc-int8-full-head": "int8-full-head",
                    "longdoc-int8-nospec": "int8-nospec", "longdoc-int8-int4-filter": "int8-int4-filter",
                    "longdoc-int8-int8-filter": "int8-int8-filter", "longdoc-int8-nokernels": "int8-nokernels",
-                   "longdoc-int8-nospec-nokernels": "int8-nospec-nokernels", "longdoc-int8-kv32": "int8-kv32",
+                   "longdoc-int8-nospec-nokernels": "int8-nospec-nokernels", "longdoc-int8-kv16": "int8-kv16",
+                   "longdoc-int8-nospec-kv16": "int8-nospec-kv16", "longdoc-int8-kv32": "int8-kv32",
                    "longdoc-int8-nospec-kv32": "int8-nospec-kv32"}
 
 
@@ -82,13 +83,13 @@ def worker_longdoc(weights: str) -> None:
     switched off by hand (every logit computed, as before it), "int8-nospec": int8 with
     prompt-lookup speculative decoding off (`num_speculative_tokens=0`), or "int8-int4-filter" /
     "int8-int8-filter": the GreedyHead's filter named (LONGDOC_GREEDY_FILTER), or "int8-nokernels" /
-    "int8-nospec-nokernels": the C kernels off (LONGDOC_CPU_KERNELS=0), or "int8-kv32" /
-    "int8-nospec-kv32": float32 K/V pages (`CacheConfig(kv_dtype="float32")`) in place of the
-    CPU's default 16-bit ones, for the comparisons."""
+    "int8-nospec-nokernels": the C kernels off (LONGDOC_CPU_KERNELS=0), or "int8-kv16" /
+    "int8-nospec-kv16" / "int8-kv32" / "int8-nospec-kv32": K/V pages of 16 or 32 bits named
+    (`CacheConfig(kv_dtype="float16" / "float32")`), whatever the default, for the comparisons."""
     sys.path.insert(0, str(ROOT))
     full_head = weights == "int8-full-head"
-    nospec = weights in ("int8-nospec", "int8-nospec-nokernels", "int8-nospec-kv32")
-    kv_dtype = "float32" if weights.endswith("kv32") else None
+    nospec = weights in ("int8-nospec", "int8-nospec-nokernels", "int8-nospec-kv16", "int8-nospec-kv32")
+    kv_dtype = {"kv16": "float16", "kv32": "float32"}.get(weights[-4:])
     if weights in ("int8-int4-filter", "int8-int8-filter"):
         os.environ["LONGDOC_GREEDY_FILTER"] = weights.split("-")[1]
     if weights.endswith("nokernels"):  # torch's paths, not the C kernels (longdoc_kernels/cpu)
@@ -320,7 +321,7 @@ def main() -> None:
         plain = {tuple(r[k] for k in key): r.get("tokens_out") for r in rows if r["engine"] == "longdoc-int8-nospec"}
         same = [r.get("tokens_out") == plain.get(tuple(r[k] for k in key)) for r in rows if r["engine"] == "longdoc-int8"]
         print(f"longdoc-int8 (speculative) gave the tokens of longdoc-int8-nospec in {sum(same)} of {len(same)} runs")
-    for a, b in (("longdoc-int8-nospec", "longdoc-int8-nospec-kv32"), ("longdoc-int8", "longdoc-int8-kv32")):
+    for a, b in (("longdoc-int8-nospec-kv16", "longdoc-int8-nospec-kv32"), ("longdoc-int8-kv16", "longdoc-int8-kv32")):
         if a in workers and b in workers:  # 16-bit against float32 K/V pages: how often the greedy tokens agree
             key = ("threads", "case", "rep")
             ref = {tuple(r[k] for k in key): r.get("tokens_out") for r in rows if r["engine"] == b}
