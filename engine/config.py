@@ -53,12 +53,14 @@ class CacheConfig:
 
     block_size: int = 16
     memory_budget: int | float | None = None
-    # The hot pool's dtype: None (the model's) or, on the CPU, "float16" (the C kernels read and
-    # write 16-bit pages where longdoc_kernels.cpu.kv_f16(): a long context's decode reads half the
-    # bytes, BENCHMARKS.md "CPU: 16-bit KV pages"), "bfloat16" or "float32". Every attention then
-    # reads the values the pages hold (a backend's attention over a chunk's fresh keys gets them
-    # rounded as stored). Not yet the CPU's default: it moves every result by the rounding of K
-    # and V (see BENCHMARKS.md).
+    # The hot pool's dtype: "float32", "float16" or "bfloat16" (another than the model's on the CPU
+    # only); None: float16 on the CPU where the C kernels read and write 16-bit pages
+    # (longdoc_kernels.cpu.kv_f16(): F16C or AVX-512) under a float32 model, else the model's
+    # dtype. Half pages halve the bytes a long context's decode reads (the attention over 32K keys
+    # of Gemma 3 270M 1.4-1.6x faster) at no measured cost in perplexity (BENCHMARKS.md "CPU:
+    # 16-bit K/V pages"); every attention reads the values the pages hold (a backend's attention
+    # over a chunk's fresh keys gets them rounded as stored). "float32" keeps the float32
+    # arithmetic of a reference (the tests that compare with transformers in float32 name it).
     kv_dtype: str | None = None
     # Warm tier (INT8 pages read directly by attention); see PagedKVCache.demote.
     warm_budget: int | None = None  # bytes of INT8 warm pages over all groups; None or 0: no warm tier

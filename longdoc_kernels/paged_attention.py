@@ -50,21 +50,19 @@ def _log2_scores(s, scale, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr):
 
 @triton.jit
 def _prefill_tile(
-    acc, m_i, l_i, q, q16, qpos, start, kv_len, window, K, V, TABLE,
+    acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
     KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
     BS: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, HAS_WINDOW: tl.constexpr,
     SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr, HAS_INT8: tl.constexpr,
-    CONV: tl.constexpr,
 ):
     """One key tile of the online softmax (scores in log2 units). HAS_INT8: table entries <= -2
     are INT8 warm blocks -(e + 2) of KQ/VQ with a scale per (block, kv head) in KS/VS, read as they
     are (the decode kernel's MODE 2): the scale factors out of both dots, s = (q . kq) * ks and
     p @ (vq * vs) = (p * vs) @ vq. Each kind's loads and dots run under a branch taken only when
     the tile holds a key of that kind (a tile of the warm middle of a context runs one pair of
-    dots, not two). CONV 1: the int8 values reach the tensor cores as float16 through _i8_to_f16
-    (no conversion unit), against q16 = q * scale in float16, and p * vs scaled by the tile's
-    largest vs into [0, 1] so that float16 keeps its small values; CONV 0: a cast to q's dtype."""
+    dots, not two: a 1,024-row chunk at 32K, Gemma's shape on the H100, 1.44 -> 1.12 ms; the
+    float16 bit trick of the decode kernel's CONV 1 measured 2.3 ms there, not kept)."""
     kpos = start + tl.arange(0, BLOCK_N)
     blk = tl.load(TABLE + kpos // BS, mask=kpos < kv_len, other=-1)
     hot = (kpos < kv_len) & (blk >= 0)
@@ -88,10 +86,7 @@ def _prefill_tile(
         if n_warm > 0:
             ks = tl.load(KS + widx * stride_sb + kvh, mask=warm, other=0.0)
             kq = tl.load(KQ + w_off, mask=warm[:, None] & dim_ok[None, :], other=0)
-            if CONV == 1:
-                raw += tl.dot(q16, tl.trans(_i8_to_f16(kq))) * (ks / scale)[None, :]
-            else:
-                raw += tl.dot(q, tl.trans(kq.to(q.dtype))) * ks[None, :]
+            raw += tl.dot(q, tl.trans(kq.to(q.dtype))) * ks[None, :]
         col_ok = col_ok | warm
     else:  # K and V loaded together before the dots, as this path always has (the pipeliner's order)
         k = tl.load(K + k_off, mask=hot[:, None] & dim_ok[None, :], other=0.0)
@@ -121,12 +116,7 @@ def _prefill_tile(
         if n_warm > 0:
             vs = tl.load(VS + widx * stride_sb + kvh, mask=warm, other=0.0)
             vq = tl.load(VQ + w_off, mask=warm[:, None] & dim_ok[None, :], other=0)
-            if CONV == 1:
-                top = tl.max(vs, axis=0)
-                top = tl.where(top > 0, top, 1.0)
-                acc += tl.dot((p * (vs / top)[None, :]).to(tl.float16), _i8_to_f16(vq)) * top
-            else:
-                acc += tl.dot((p * vs[None, :]).to(q.dtype), vq.to(q.dtype))
+            acc += tl.dot((p * vs[None, :]).to(q.dtype), vq.to(q.dtype))
     else:
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
     return acc, m_new, l_i
@@ -146,7 +136,7 @@ def _prefill_program(
     GROUP: tl.constexpr, BS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
-    HAS_INT8: tl.constexpr, CONV: tl.constexpr,
+    HAS_INT8: tl.constexpr,
 ):
     """The query rows row0..row0+BLOCK_M-1 of one sequence's chunk (Q, OUT and LSE point at the
     chunk's first row; n_rows rows at positions q_offset..), one head, one key split. With n_splits > 1
@@ -162,9 +152,6 @@ def _prefill_program(
     q = tl.load(Q + rows[:, None] * stride_qt + head * stride_qh + dims[None, :], mask=row_ok[:, None] & dim_ok[None, :], other=0.0)
     if UPCAST:
         q = q.to(tl.float32)
-    q16 = q
-    if HAS_INT8 and CONV == 1:
-        q16 = (q.to(tl.float32) * scale).to(tl.float16)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
@@ -185,22 +172,22 @@ def _prefill_program(
     if HAS_WINDOW:
         for start in range(s_lo, tl.minimum(full_lo, s_hi), BLOCK_N):
             acc, m_i, l_i = _prefill_tile(
-                acc, m_i, l_i, q, q16, qpos, start, kv_len, window, K, V, TABLE,
+                acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
                 stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
                 KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
-                BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8, CONV)
+                BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8)
     for start in range(tl.maximum(full_lo, s_lo), tl.minimum(full_hi, s_hi), BLOCK_N):
         acc, m_i, l_i = _prefill_tile(
-            acc, m_i, l_i, q, q16, qpos, start, kv_len, window, K, V, TABLE,
+            acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
             stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
             KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
-            BS, BLOCK_N, False, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8, CONV)
+            BS, BLOCK_N, False, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8)
     for start in range(tl.maximum(tl.maximum(full_hi, full_lo), s_lo), s_hi, BLOCK_N):
         acc, m_i, l_i = _prefill_tile(
-            acc, m_i, l_i, q, q16, qpos, start, kv_len, window, K, V, TABLE,
+            acc, m_i, l_i, q, qpos, start, kv_len, window, K, V, TABLE,
             stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, kvh, dims, dim_ok, scale,
             KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
-            BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8, CONV)
+            BS, BLOCK_N, True, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8)
     l_safe = tl.where(l_i > 0, l_i, 1.0)
     out = acc / l_safe[:, None]
     tl.store(OUT + split * stride_os + rows[:, None] * stride_ot + head * stride_oh + dims[None, :],
@@ -232,7 +219,7 @@ def _prefill_kernel(
     GROUP: tl.constexpr, BS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SOFTCAP: tl.constexpr, UPCAST: tl.constexpr,
-    HAS_INT8: tl.constexpr, CONV: tl.constexpr,
+    HAS_INT8: tl.constexpr,
 ):
     """One sequence's chunk: program (query tile, head, key split)."""
     _prefill_program(
@@ -241,7 +228,7 @@ def _prefill_kernel(
         n_splits, stride_qt, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
         stride_ot, stride_oh, stride_lt, stride_os, stride_ls,
         KQ, VQ, KS, VS, stride_qkb, stride_qks, stride_qkh, stride_sb,
-        GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8, CONV)
+        GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, HAS_INT8)
 
 
 @triton.jit(do_not_specialize=["window", "n_splits", "stride_tb"])
@@ -275,7 +262,7 @@ def _prefill_varlen_kernel(
         n_splits, stride_qt, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
         stride_ot, stride_oh, stride_lt, stride_os, stride_ls,
         K, V, K, V, 0, 0, 0, 0,  # no INT8 pages in a varlen launch (the engine sends those chunks one by one)
-        GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, False, 0)
+        GROUP, BS, D, BLOCK_D, BLOCK_M, BLOCK_N, HAS_WINDOW, SOFTCAP, HAS_SOFTCAP, UPCAST, False)
 
 
 def _split_parts(splits: int, rows: int, h: int, d: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -313,7 +300,6 @@ def paged_prefill(
     v_cache_int8: torch.Tensor | None = None,
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
-    int8_conv: int | None = None,
     num_stages: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """q [Tq, H, D] at positions q_offset.. over one sequence's cache (its own keys already
@@ -322,8 +308,7 @@ def paged_prefill(
     context on a GPU, where one program per head would read the whole context alone).
     k/v_cache_int8 [N, BS, KVH, D] int8 and k/v_scale [N, KVH]: the warm tier's pages, which table
     entries e <= -2 point at (page -(e + 2)), read directly as the decode kernel reads them;
-    int8_conv (default `LONGDOC_PREFILL_INT8_CONV`, else 0) picks how their values reach the tensor
-    cores (`_prefill_tile`'s CONV), num_stages the software pipeline's depth for them."""
+    num_stages: the software pipeline's depth for them (default `LONGDOC_PREFILL_INT8_STAGES`, else 1)."""
     tq, h, d = q.shape
     kvh = k_cache.shape[2]
     bs = k_cache.shape[1]
@@ -359,8 +344,6 @@ def paged_prefill(
         # access once seen with them was the decode kernel's, since fixed); the default stays 1 until
         # bench_kernels.py --int8-prefill has measured them (BENCHMARKS.md)
         stages = num_stages or int(os.environ.get("LONGDOC_PREFILL_INT8_STAGES", "1"))
-        if int8_conv is None:
-            int8_conv = int(os.environ.get("LONGDOC_PREFILL_INT8_CONV", "0"))
     else:
         kq, vq, ks, vs = k_cache, v_cache, k_cache, v_cache  # unused (HAS_INT8 False)
         qstrides = (0, 0, 0, 0)
@@ -376,7 +359,7 @@ def paged_prefill(
         kq, vq, ks, vs, *qstrides,
         GROUP=h // kvh, BS=bs, D=d, BLOCK_D=block_d, BLOCK_M=bm, BLOCK_N=bn,
         HAS_WINDOW=window is not None, SOFTCAP=float(softcap or 0.0), HAS_SOFTCAP=softcap is not None,
-        UPCAST=interp or q.dtype == torch.float32, HAS_INT8=has_int8, CONV=int(int8_conv or 0) if has_int8 else 0,
+        UPCAST=interp or q.dtype == torch.float32, HAS_INT8=has_int8,
         num_warps=warps, num_stages=stages,
     )
     if splits > 1:  # merge the runs: weights exp(lse_s - lse); an empty run has lse -inf, weight 0

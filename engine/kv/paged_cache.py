@@ -65,6 +65,11 @@ def resolve_kv_dtype(kv_dtype: str | None, device: torch.device, dtype: torch.dt
             raise ValueError(f"CacheConfig.kv_dtype {kv_dtype} differs from the model's {dtype}: only the CPU path "
                              "reads pages of another dtype")
         return KV_DTYPES[kv_dtype]
+    if torch.device(device).type == "cpu" and dtype == torch.float32:
+        from longdoc_kernels import cpu
+
+        if cpu.kv_f16():  # the C kernels read and write half pages here
+            return torch.float16
     return dtype
 
 

@@ -25,10 +25,12 @@ def tiny_folders(tmp_path_factory) -> dict[str, tuple[Path, torch.nn.Module]]:
 
 @pytest.fixture(scope="session")
 def gemma_llm():
-    """The real default model (Gemma 3 270M GGUF), float32 on CPU, loaded once per session."""
+    """The real default model (Gemma 3 270M GGUF), float32 on CPU with float32 K/V pages (its tests
+    hold it to transformers' float32 logits), loaded once per session."""
     from engine import LLM, CacheConfig
 
-    return LLM(device="cpu", dtype="float32", cache=CacheConfig(memory_budget=256 * 2**20), max_model_len=4096)
+    return LLM(device="cpu", dtype="float32", cache=CacheConfig(memory_budget=256 * 2**20, kv_dtype="float32"),
+               max_model_len=4096)
 
 
 @pytest.fixture(autouse=True)

@@ -40,8 +40,8 @@ def test_scaled_rope_logits_past_the_trained_length(tmp_path, params):
     hf = tiny_hf_model("llama", seed=6, max_position_embeddings=64, rope_parameters=dict(params))
     hf.save_pretrained(tmp_path)
     ids = torch.randint(0, VOCAB, (100,), generator=torch.Generator().manual_seed(0)).tolist()
-    llm = LLM(model=tmp_path, device="cpu", dtype="float32",
-              cache=CacheConfig(block_size=8, memory_budget=2**24), max_model_len=256)
+    llm = LLM(model=tmp_path, device="cpu", dtype="float32",  # float32 pages: held to transformers' logits
+              cache=CacheConfig(block_size=8, memory_budget=2**24, kv_dtype="float32"), max_model_len=256)
     with torch.no_grad():
         ref = hf(torch.tensor([ids])).logits[0]
     one = llm.prompt_logits(ids)

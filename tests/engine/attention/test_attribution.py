@@ -27,7 +27,8 @@ def tiny_llama(folder, chunk: int):
     """A tiny Llama (transformers model, and the engine over its saved folder) with the character tokenizer."""
     hf = tiny_hf_model("llama", seed=9)
     hf.save_pretrained(folder)
-    llm = LLM(model=folder, device="cpu", dtype="float32", cache=CacheConfig(block_size=4, memory_budget=2**24),
+    llm = LLM(model=folder, device="cpu", dtype="float32",  # float32 pages: held to transformers' attention
+              cache=CacheConfig(block_size=4, memory_budget=2**24, kv_dtype="float32"),
               scheduler=SchedulerConfig(max_model_len=256, max_prefill_chunk=chunk))
     llm.tokenizer = char_tokenizer()
     return hf, llm

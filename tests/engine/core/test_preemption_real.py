@@ -27,7 +27,7 @@ def alone(gemma_llm):
 
 @pytest.mark.parametrize("mode", ["swap", "recompute"])
 def test_real_model_preempts_mid_decode_and_keeps_every_token(alone, mode):
-    llm = LLM(device="cpu", dtype="float32", cache=CacheConfig(memory_budget=5_000_000),
+    llm = LLM(device="cpu", dtype="float32", cache=CacheConfig(memory_budget=5_000_000, kv_dtype="float32"),
               scheduler=SchedulerConfig(max_num_seqs=3, max_model_len=128, preemption=mode))
     blocks = [g.num_blocks for g in llm.kv.groups]
     assert blocks == [10, 8], blocks  # the budget this test is built on (see the module docstring)

@@ -30,6 +30,7 @@ def folders(tmp_path_factory):
 
 
 def make(folder, budget=2**24, chunk=16, seqs=4, sched=None, **kw) -> LLM:
+    kw.setdefault("kv_dtype", "float32")  # budgets here are counted in float32 pages
     cache = CacheConfig(block_size=4, memory_budget=budget, **kw)
     sched = dataclasses.replace(sched or SchedulerConfig(), max_model_len=512, max_prefill_chunk=chunk, max_num_seqs=seqs)
     return LLM(model=folder, device="cpu", dtype="float32", cache=cache, scheduler=sched)

@@ -242,7 +242,8 @@ def test_fit_plan_for_map_reduce(llm):
 
 def test_memory_limit_is_the_reason(tiny_folder):
     # fp32 llama tiny: 4 layers x 2 (K, V) x 16 tokens x 2 heads x 16 dims x 4 bytes = 16 KiB per block
-    small = LLM(tiny_folder[0], device="cpu", max_model_len=MAX_LEN, cache=CacheConfig(memory_budget=4 * 16384))
+    small = LLM(tiny_folder[0], device="cpu", max_model_len=MAX_LEN,
+                cache=CacheConfig(memory_budget=4 * 16384, kv_dtype="float32"))
     assert small.kv.max_tokens_per_seq() == 64
     params = SamplingParams(max_tokens=4)
     out, rep = run_with_fallback(small, request(), FallbackPolicy("truncate"), params, text_tools=TOOLS)

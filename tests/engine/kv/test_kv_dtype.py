@@ -13,7 +13,7 @@ from longdoc_kernels import cpu
 from tests.engine.tiny_models import VOCAB
 
 
-def make_llm(folder, kv_dtype=None, chunk=1024) -> LLM:
+def make_llm(folder, kv_dtype="float32", chunk=1024) -> LLM:
     return LLM(model=folder, device="cpu", dtype="float32",
                cache=CacheConfig(block_size=4, memory_budget=64 * 2**20, kv_dtype=kv_dtype),
                scheduler=SchedulerConfig(max_model_len=512, max_prefill_chunk=chunk))
@@ -26,7 +26,11 @@ def prompt(n: int, seed: int = 1) -> list[int]:
 
 def test_resolution():
     cpu_dev = torch.device("cpu")
-    assert resolve_kv_dtype(None, cpu_dev, torch.float32) == torch.float32  # the model's, by default
+    # by default: half where the C kernels read it and the model is float32, else the model's
+    assert resolve_kv_dtype(None, cpu_dev, torch.float32) == (torch.float16 if cpu.kv_f16() else torch.float32)
+    assert resolve_kv_dtype(None, cpu_dev, torch.bfloat16) == torch.bfloat16
+    assert resolve_kv_dtype(None, torch.device("cuda"), torch.float32) == torch.float32
+    assert resolve_kv_dtype("float32", cpu_dev, torch.float32) == torch.float32
     assert resolve_kv_dtype("float16", cpu_dev, torch.float32) == torch.float16
     assert resolve_kv_dtype("bfloat16", cpu_dev, torch.float32) == torch.bfloat16
     with pytest.raises(ValueError, match="kv_dtype must be one of"):

@@ -301,6 +301,7 @@ TINY_BOUND = {"llama": 1.0, "gemma3": 0.05}
 
 
 def tiny_llm(folder, **kw) -> LLM:
+    kw.setdefault("kv_dtype", "float32")  # the warm tier's rounding measured against float32 pages
     cache = CacheConfig(block_size=4, memory_budget=16 * 2**20, **kw)
     return LLM(model=folder, device="cpu", dtype="float32", cache=cache,
                scheduler=SchedulerConfig(max_model_len=512, max_prefill_chunk=16))
@@ -388,7 +389,8 @@ def test_warm_sliding_demotes_in_window_blocks_and_releases_them():
 def test_warm_sliding_takes_at_most_half_the_budget():
     cfg = model_config()
     small = warm_budget_for(cfg, 4)  # 4 blocks for the 2 global layers = 8 block-layers in all
-    kv = PagedKVCache(cfg, CacheConfig(block_size=4, memory_budget=2**22, warm_budget=small, warm_sliding=True),
+    kv = PagedKVCache(cfg, CacheConfig(block_size=4, memory_budget=2**22, warm_budget=small, warm_sliding=True,
+                                       kv_dtype="float32"),
                       torch.device("cpu"), torch.float32, SchedulerConfig(max_model_len=256))
     per = kv.warm_block_layer_bytes
     sliding = kv.groups[1].warm.num_blocks * len(kv.groups[1].layers) * per
@@ -454,7 +456,7 @@ def watermark_cache(w):
 
     cfg = model_config()
     c = CacheConfig(block_size=4, memory_budget=100000, warm_budget=warm_budget_for(cfg, 64), sink_tokens=4,
-                    hot_window=8, demote_watermark=w)
+                    hot_window=8, demote_watermark=w, kv_dtype="float32")  # the budget counts float32 pages
     limits = SchedulerConfig(max_model_len=256, max_prefill_chunk=16, max_num_seqs=2)
     return PagedKVCache(cfg, c, torch.device("cpu"), torch.float32, limits)
 
@@ -499,7 +501,7 @@ def test_scheduler_demotes_before_it_preempts(tiny_folders):
     params = SamplingParams(max_tokens=40, ignore_eos=True)
 
     def run(**kw):
-        cache = CacheConfig(block_size=4, memory_budget=4 * 2 * 4 * 2 * 16 * 4 * 28, **kw)
+        cache = CacheConfig(block_size=4, memory_budget=4 * 2 * 4 * 2 * 16 * 4 * 28, kv_dtype="float32", **kw)
         llm = LLM(model=folder, device="cpu", dtype="float32", cache=cache,
                   scheduler=SchedulerConfig(max_model_len=512, max_prefill_chunk=16, preemption="swap",
                                             watermark=0.95))

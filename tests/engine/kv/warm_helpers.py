@@ -31,6 +31,7 @@ def make_cache(cfg: ModelConfig | None = None, warm_blocks: int | None = 64, blo
                dtype: torch.dtype = torch.float32, **kw) -> PagedKVCache:
     cfg = cfg or model_config()
     budget = None if warm_blocks is None else warm_budget_for(cfg, warm_blocks, block_size)
+    kw.setdefault("kv_dtype", str(dtype).removeprefix("torch."))  # pools in `dtype`, whatever the CPU's default
     cache = CacheConfig(block_size=block_size, memory_budget=2**22, warm_budget=budget, **kw)
     return PagedKVCache(cfg, cache, torch.device("cpu"), dtype, SchedulerConfig(max_model_len=256, max_prefill_chunk=16))
 

@@ -26,6 +26,9 @@ BF16_BOUND = 0.5
 
 
 def make_llm(folder, dtype="float32", chunk=1024, block=4, **kw) -> LLM:
+    # K/V pages in the model's dtype: these tests hold the engine's arithmetic to transformers' (the
+    # CPU's default half pages move logits by their rounding: tests/engine/kv/test_kv_dtype.py)
+    kw.setdefault("kv_dtype", dtype)
     cache = CacheConfig(block_size=block, memory_budget=64 * 2**20, **kw)
     return LLM(model=folder, device="cpu", dtype=dtype, cache=cache,
                scheduler=SchedulerConfig(max_model_len=512, max_prefill_chunk=chunk))
@@ -114,7 +117,7 @@ def test_small_cache_runs_batch_in_turns(tiny_folders):
     big = make_llm(folder).generate(prompts, SamplingParams(max_tokens=20))
     tiny_budget = 2 * 4 * 2 * 16 * 4 * 4 * (50 // 4 + 1)  # ~one 50-token sequence: K+V, 4 layers, fp32
     small = LLM(model=folder, device="cpu", dtype="float32",
-                cache=CacheConfig(block_size=4, memory_budget=tiny_budget), max_model_len=512)
+                cache=CacheConfig(block_size=4, memory_budget=tiny_budget, kv_dtype="float32"), max_model_len=512)
     assert small.kv.groups[0].num_blocks < 2 * 13
     out = small.generate(prompts, SamplingParams(max_tokens=20))
     assert [o.token_ids for o in out] == [b.token_ids for b in big]

@@ -16,7 +16,8 @@ from tests.engine.tiny_models import FAMILIES, VOCAB, tiny_hf_model, write_gguf
 
 
 def cache() -> CacheConfig:
-    return CacheConfig(block_size=4, memory_budget=16 * 2**20)
+    # float32 pages: the loaded models' logits are held to transformers' float32 ones
+    return CacheConfig(block_size=4, memory_budget=16 * 2**20, kv_dtype="float32")
 
 
 IDS = list(range(3, 40, 2))

@@ -34,7 +34,9 @@ def config(folder, world: int, share: float | None, preemption: str = "swap", ch
     replicated), so that share of the bytes. Warm
     tier: blocks older than the last 8 tokens go INT8 (sinks: the first block), into a pool of
     `warm_blocks` blocks per layer (small: the hot pool still runs out)."""
-    cache = CacheConfig(block_size=BLOCK, warm_budget=2**20, hot_window=8, sink_tokens=4)
+    # float32 pages: two ranks held to one process within float32 rounding (the CPU's default half
+    # pages would round the two processes' slightly different sums apart)
+    cache = CacheConfig(block_size=BLOCK, warm_budget=2**20, hot_window=8, sink_tokens=4, kv_dtype="float32")
     probe = LLM(model=folder, device="cpu", dtype="float32", cache=cache,
                 scheduler=SchedulerConfig(max_model_len=256, max_prefill_chunk=16))
     glob = sum(len(g.layers) for g in probe.kv.groups if g.window is None)
