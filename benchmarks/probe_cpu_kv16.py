@@ -5,6 +5,15 @@ are read in turn, as a decode step reads Gemma's three global layers, so that at
 not sit in the last-level cache between calls. Medians of 30 calls each, the two dtypes alternated.
 
     python benchmarks/probe_cpu_kv16.py
+
+With --e2e: decode through the public API after an 8K and a 32K prompt (a window of the contract
+text of bench_cpu_vs_llamacpp.py), int8 weights, speculative drafts off, two engines in this one
+process, one with `CacheConfig(kv_dtype="float16")`, one with "float32": each prompt prefilled
+once per engine, then `rounds` alternating requests of the same prompt (served from the prefix
+cache: only its last block is computed again) decoding `steps` tokens each; tokens per second from
+the first streamed token to the last, medians, and whether the two engines' tokens agree.
+
+    python benchmarks/probe_cpu_kv16.py --e2e [--threads 2] [--rounds 5] [--steps 32]
 """
 
 from __future__ import annotations
@@ -21,7 +30,57 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from longdoc_kernels import cpu  # noqa: E402
 
 
+def e2e(threads: int, rounds: int, steps: int) -> None:
+    from benchmarks.bench_cpu_vs_llamacpp import TEXTS
+    from engine import LLM, CacheConfig, SamplingParams, SchedulerConfig
+
+    torch.set_num_threads(threads)
+    root = Path(__file__).resolve().parents[1]
+    engines = {kv: LLM(device="cpu", cache=CacheConfig(memory_budget=2**30, kv_dtype=kv),
+                       scheduler=SchedulerConfig(max_model_len=33280, num_speculative_tokens=0))
+               for kv in ("float16", "float32")}
+    tok = engines["float16"]
+    ids = tok.encode("\n\n".join((root / p).read_text(encoding="utf-8") for p in TEXTS), add_special_tokens=False)
+    head = tok.encode("")  # the model's BOS
+    params = SamplingParams(max_tokens=1 + steps, ignore_eos=True)
+    for n in (8192, 32768):
+        prompt = head + ids[1000 : 1000 + n - len(head)]
+        rates: dict[str, list[float]] = {kv: [] for kv in engines}
+        tokens: dict[str, list[int]] = {}
+        for kv, llm in engines.items():
+            t = time.perf_counter()
+            tokens[kv] = llm.generate([prompt], SamplingParams(max_tokens=1))[0].token_ids
+            print(f"{n} keys, {kv} pages: prefill {time.perf_counter() - t:.1f} s", flush=True)
+        for _ in range(rounds):
+            for kv, llm in engines.items():
+                stamps, out = [], []
+                t = time.perf_counter()
+                for o in llm.stream([prompt], params):
+                    stamps.append(time.perf_counter() - t)
+                    out += o.token_ids
+                rates[kv].append((len(out) - 1) / (stamps[-1] - stamps[0]))
+                tokens[kv] = out
+        same = next((i for i, (a, b) in enumerate(zip(tokens["float16"], tokens["float32"], strict=False)) if a != b),
+                    min(len(tokens["float16"]), len(tokens["float32"])))
+        m16, m32 = statistics.median(rates["float16"]), statistics.median(rates["float32"])
+        print(f"threads {threads}, after {n} tokens: decode {m16:.2f} tok/s with half pages, {m32:.2f} with float32 "
+              f"({m16 / m32:.2f}x; rounds {[round(x, 1) for x in rates['float16']]} / "
+              f"{[round(x, 1) for x in rates['float32']]}); tokens in common before the first difference: {same} of "
+              f"{len(tokens['float16'])}", flush=True)
+
+
 def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--e2e", action="store_true")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=32)
+    args = ap.parse_args()
+    if args.e2e:
+        e2e(args.threads, args.rounds, args.steps)
+        return
     k = cpu.available()
     if k is None or not cpu.kv_f16():
         raise SystemExit(f"the CPU kernels do not read half pools here ({cpu.status()})")

@@ -167,7 +167,7 @@ import torch
 torch.set_num_threads(1)
 from engine import LLM, CacheConfig, SamplingParams, SchedulerConfig
 folder, disk, instr, doc, q = sys.argv[1], sys.argv[2], *(json.loads(a) for a in sys.argv[3:6])
-cache = CacheConfig(block_size=4, memory_budget=2**24, disk_cache_dir=disk)
+cache = CacheConfig(block_size=4, memory_budget=2**24, disk_cache_dir=disk, kv_dtype="float32")  # as make()'s
 llm = LLM(model=folder, device="cpu", dtype="float32", cache=cache,
           scheduler=SchedulerConfig(max_model_len=512, max_prefill_chunk=16))
 out = llm.generate_with_document(instr, doc, q, SamplingParams(max_tokens=12, temperature=1.0, seed=5, ignore_eos=True))
