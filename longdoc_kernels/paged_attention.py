@@ -300,15 +300,13 @@ def paged_prefill(
     v_cache_int8: torch.Tensor | None = None,
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
-    num_stages: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """q [Tq, H, D] at positions q_offset.. over one sequence's cache (its own keys already
     written). Returns out [Tq, H, D] (q's dtype) and lse [Tq, H] float32. n_splits: key splits per
     query tile (None: `prefill_splits`, more than one only for a few query rows over a long
     context on a GPU, where one program per head would read the whole context alone).
     k/v_cache_int8 [N, BS, KVH, D] int8 and k/v_scale [N, KVH]: the warm tier's pages, which table
-    entries e <= -2 point at (page -(e + 2)), read directly as the decode kernel reads them;
-    num_stages: the software pipeline's depth for them (default `LONGDOC_PREFILL_INT8_STAGES`, else 1)."""
+    entries e <= -2 point at (page -(e + 2)), read directly as the decode kernel reads them."""
     tq, h, d = q.shape
     kvh = k_cache.shape[2]
     bs = k_cache.shape[1]
@@ -341,9 +339,9 @@ def paged_prefill(
         qstrides = (kq.stride(0), kq.stride(1), kq.stride(2), ks.stride(0))
         # 3 pipeline stages of hot + int8 K/V tiles at head_dim 256 need 296 KB of shared memory,
         # over the H100/H200's 227 KB; 2 passed the GPU tests (H100, 2026-12-05; the illegal memory
-        # access once seen with them was the decode kernel's, since fixed); the default stays 1 until
-        # bench_kernels.py --int8-prefill has measured them (BENCHMARKS.md)
-        stages = num_stages or int(os.environ.get("LONGDOC_PREFILL_INT8_STAGES", "1"))
+        # access once seen with them was the decode kernel's, since fixed); 1, 2 and 3 measured the
+        # same (bench_kernels.py --int8-prefill, H100, 2026-12-07: BENCHMARKS.md), so 1 stays
+        stages = int(os.environ.get("LONGDOC_PREFILL_INT8_STAGES", "1"))
     else:
         kq, vq, ks, vs = k_cache, v_cache, k_cache, v_cache  # unused (HAS_INT8 False)
         qstrides = (0, 0, 0, 0)

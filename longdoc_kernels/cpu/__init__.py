@@ -246,11 +246,12 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                      softcap: float | None = None) -> torch.Tensor | None:
     """One query row per sequence over its paged keys: q [n, heads, d] float32, k/v pools [blocks,
     block_size, kv_heads, d] float32, or float16 where kv_f16() (each value widened exactly as read:
-    the float32 arithmetic of float32 pools holding the same values), tables [n, max_blocks] int64 block ids (a row may be repeated
-    with stride 0: the rows of one sequence's speculative drafts), kv_lens [n] (query i sits at
-    position kv_lens[i] - 1 and reads keys from max(0, kv_lens[i] - window) on). Returns [n, heads,
-    d] float32, or None where the kernel does not apply (a block id outside the hot pool, such as a
-    warm-tier entry, or other dtypes): the caller's torch path then runs."""
+    the float32 arithmetic of float32 pools holding the same values), tables [n, max_blocks] int64
+    block ids (a row may be repeated with stride 0: the rows of one sequence's speculative drafts),
+    kv_lens [n] (query i sits at position kv_lens[i] - 1 and reads keys from max(0, kv_lens[i] -
+    window) on). Returns [n, heads, d] float32, or None where the kernel does not apply (a block id
+    outside the hot pool, such as a warm-tier entry, or other dtypes): the caller's torch path then
+    runs."""
     if not _ok(q) or not _pools_ok(k_cache, v_cache) or not (k_cache.is_contiguous() and v_cache.is_contiguous()):
         return None
     n, h, d = q.shape

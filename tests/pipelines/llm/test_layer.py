@@ -281,7 +281,7 @@ def test_an_item_the_cache_cannot_hold_keeps_the_rest_of_the_batch(tiny_text_mod
     from engine import LLM, CacheConfig
 
     llm = LLM(model=tiny_text_model, device="cpu", dtype="float32", max_model_len=1024,
-              cache=CacheConfig(memory_budget=1_400_000))  # about 336 tokens per sequence
+              cache=CacheConfig(memory_budget=1_400_000, kv_dtype="float32"))  # ~336 tokens a sequence in float32 pages
     short = Document.from_text("The law of Ontario governs it.")
     res = ask_document(llm, short, [QUESTIONS[2], "Why " * 80, QUESTIONS[0]], max_tokens=4)
     assert res.status == "ok" and res.items[0].ok and res.items[2].ok
