@@ -761,8 +761,8 @@ def _decode_candidates(d: int, has_int8: bool) -> list[tuple[int, int, int, int,
     if has_int8 and d <= 128:
         return [(64, 4, 128, 4, 3), (64, 4, 64, 4, 3), (64, 3, 64, 4, 3)]
     if has_int8:
-        # head_dim 256: 128-key tiles at 3 stages run out of shared memory; unpipelined (1 stage) the
-        # warm loop's 64-key tiles with 8 warps (b1) and 128-key tiles with 4 (b16) were the fastest
+        # head_dim 256: 128-key hot tiles at 3 stages run out of shared memory; unpipelined (1 stage)
+        # the warm loop's 64-key tiles with 8 warps (b1) and 128-key tiles with 4 (b16) were the fastest
         # (H100, graph-timed, benchmarks/probe_decode_hd256.py: BENCHMARKS.md 2026-12-07, tenth session)
         return [(64, 4, 64, 8, 1), (64, 4, 128, 4, 1), (64, 4, 64, 4, 3), (32, 4, 32, 4, 3)]
     if d <= 128:
