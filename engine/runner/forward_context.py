@@ -75,6 +75,13 @@ class Capture:
     forward_id: int | None = None  # set by a tensor-parallel runner on the capture of a forward
 
 
+def _as_stored(x: torch.Tensor, pages: torch.Tensor) -> torch.Tensor:
+    """x as the pages hold it: rounded through their dtype where it differs (16-bit pages on the CPU,
+    CacheConfig.kv_dtype), so that attention over a chunk's fresh keys computes what a read from the
+    cache would; x itself otherwise. Only for a fresh chunk's attention, not on every step's write."""
+    return x if x.dtype == pages.dtype else x.to(pages.dtype).to(x.dtype)
+
+
 @dataclass
 class ForwardContext:
     cache: PagedKVCache
@@ -201,27 +208,18 @@ class ForwardContext:
         None) and return attention output [T, heads, head_dim]."""
         gi, k_cache, v_cache = self.cache.layer_cache(layer)
         warm = self.cache.layer_warm(layer)
-        if k is not None and k.dtype != k_cache.dtype:
-            # pages of another dtype (16-bit on the CPU, CacheConfig.kv_dtype): the chunk's fresh keys
-            # as the pages hold them, so that attention over them (prefill_fresh) computes what a
-            # read from the cache would
-            k_st, v_st = k.to(k_cache.dtype), v.to(v_cache.dtype)
-            if not written:
-                slots = self.slot_mappings[gi]
-                k_cache.view(-1, *k.shape[1:]).index_copy_(0, slots, k_st)
-                v_cache.view(-1, *v.shape[1:]).index_copy_(0, slots, v_st)
-            k, v = k_st.to(k.dtype), v_st.to(v.dtype)
-        elif k is not None and not written:
+        if k is not None and not written:
             slots = self.slot_mappings[gi]
-            k_cache.view(-1, *k.shape[1:]).index_copy_(0, slots, k)
-            v_cache.view(-1, *v.shape[1:]).index_copy_(0, slots, v)
+            k_cache.view(-1, *k.shape[1:]).index_copy_(0, slots, k.to(k_cache.dtype))
+            v_cache.view(-1, *v.shape[1:]).index_copy_(0, slots, v.to(v_cache.dtype))
         capture = self.capture is not None and layer in self.capture.layers
         t = q.shape[0]
         n_decode = t - self.decode_start
         if len(self.prefills) == 1 and n_decode == 0 and not capture:
             p = self.prefills[0]
             if p.q_offset == 0:
-                fresh = self.backend.prefill_fresh(q, k, v, scale=scale, window=window, softcap=softcap)
+                fresh = self.backend.prefill_fresh(q, _as_stored(k, k_cache), _as_stored(v, v_cache), scale=scale,
+                                                   window=window, softcap=softcap)
                 if fresh is not None:
                     return fresh
             return self.backend.prefill(
@@ -236,7 +234,8 @@ class ForwardContext:
         for i, p in enumerate(self.prefills):
             rows = slice(p.start, p.start + p.length)
             if p.q_offset == 0 and not capture:
-                fresh = self.backend.prefill_fresh(q[rows], k[rows], v[rows], scale=scale, window=window, softcap=softcap)
+                fresh = self.backend.prefill_fresh(q[rows], _as_stored(k[rows], k_cache), _as_stored(v[rows], v_cache),
+                                                   scale=scale, window=window, softcap=softcap)
                 if fresh is not None:
                     out[rows] = fresh
                     continue
