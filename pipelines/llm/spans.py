@@ -55,21 +55,36 @@ def attribute_answers(llm, items: Sequence[tuple[Document, str, str, str, Sequen
     prefix cache); the prompt goes as (prefix + doc.text, suffix), tokenized as `generate_shared`
     tokenized it, and a document's sentences are cut once."""
     sentences: dict[int, list[tuple[int, int]]] = {}
-    asked, calls = [], []
-    for n, (doc, prefix, suffix, answer, candidates) in enumerate(items):
-        if candidates is not None:
-            spans = list(candidates)
-        else:
+    resolved = []
+    for doc, prefix, suffix, answer, candidates in items:
+        if candidates is None:
             if id(doc) not in sentences:
                 sentences[id(doc)] = sentence_spans(doc)
-            spans = sentences[id(doc)]
-        if not spans or not answer.strip():
+            candidates = sentences[id(doc)]
+        resolved.append((doc, prefix, suffix, answer, list(candidates)))
+    out: list[list[AttributedSpan]] = []
+    for (doc, _, _, _, spans), got in zip(resolved, attention_shares(llm, resolved), strict=True):
+        if got is None:
+            out.append([])
+            continue
+        ranked = sorted(zip(spans, got, strict=True), key=lambda p: (-p[1][0], p[0][0]))
+        out.append([AttributedSpan(doc.span(s, e), share, mass) for (s, e), (share, mass) in ranked[:top_k]])
+    return out
+
+
+def attention_shares(llm, items: Sequence[tuple[Document, str, str, str, Sequence[tuple[int, int]]]]
+                     ) -> list[list[tuple[float, float]] | None]:
+    """For each (doc, prefix, suffix, text, spans): the (share, mass) of the attention that `text`,
+    read after prefix + doc.text + suffix, puts on each span of `doc` (in the spans' order); None
+    for an item without spans or text. All items in one `LLM.attribute_many` call."""
+    asked, calls = [], []
+    for n, (doc, prefix, suffix, text, spans) in enumerate(items):
+        if not spans or not text.strip():
             continue
         shift = len(prefix)
-        asked.append((n, doc, spans))
-        calls.append(((prefix + doc.text, suffix), answer, [(s + shift, e + shift) for s, e in spans]))
-    out: list[list[AttributedSpan]] = [[] for _ in items]
-    for (n, doc, spans), res in zip(asked, llm.attribute_many(calls) if calls else [], strict=True):
-        ranked = sorted(zip(spans, res.spans, strict=True), key=lambda p: (-p[1].share, p[0][0]))
-        out[n] = [AttributedSpan(doc.span(s, e), float(a.share), float(a.mass)) for (s, e), a in ranked[:top_k]]
+        asked.append(n)
+        calls.append(((prefix + doc.text, suffix), text, [(s + shift, e + shift) for s, e in spans]))
+    out: list[list[tuple[float, float]] | None] = [None] * len(items)
+    for n, res in zip(asked, llm.attribute_many(calls) if calls else [], strict=True):
+        out[n] = [(float(a.share), float(a.mass)) for a in res.spans]
     return out
