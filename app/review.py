@@ -9,12 +9,15 @@ words of letters, digits, '_', '.' or '-', at most 32 characters; "What is the c
 sum?" has four words before its colon, so it is a question without a name). Questions without a
 name get `Q1`, `Q2`, ... by their place in the list; a question asked twice is asked once.
 
-Each cell holds the answer, the spans it rests on (document, character offsets, page, box), a
-confidence and, when the input did not fit the model's context, one line saying what the model
-read instead. confidence is the top span's attention share: of the answer's attention over the
-candidate sentences (or units), the share on the best one (`AnswerSpan.score`, from the engine's
-attribution pass). It says how concentrated the answer's evidence is, not the probability that the
-answer is right; it is None when the answer has no span.
+Each cell holds an evidence-first answer (pipelines.llm.evidence; `LLMRun.ask`): its status
+("answered", "not_stated", "error"), the quoted passages that hold it (document, character
+offsets, page, box), the value asked for as a span inside the first passage, the shown answer
+(that value, the model's wording where the quotes carry it, or the first quote; "not stated in
+the document" when no passage clears the calibrated threshold, with the near misses), the model's
+own text and whether the quotes carry it, a calibrated confidence (the probability, fitted on the
+development QA set, that the shown answer is right; for "not stated", that the document does not
+hold it), and, when the input did not fit the model's context, one line saying what the model
+read instead.
 
 Where it is written (DIR is --out):
 - `DIR/review/<pipeline>/<input id>.json`: one row file per input (schema `review/1.0`), written
@@ -61,13 +64,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.export import write_atomic
 from pipelines.documents import Document, DocumentInfo, IngestError, SourceSpan, input_sha256
+from pipelines.llm.evidence import FUSION
 
-SCHEMA_VERSION = "review/1.0"
-REVIEW_VERSION = "1.0"  # bump when what a cell holds for the same key would change
+SCHEMA_VERSION = "review/2.0"  # 2.0: evidence-first cells (status, value, near misses, model text; calibrated confidence)
+REVIEW_VERSION = "2.0"  # bump when what a cell holds for the same key would change
 ROWS_DIR = "review"
-MAX_TOKENS = 96
-TOP_K = 3
-CONFIDENCE_BASIS = "top span's share of the answer's attention over the candidate spans"
+MAX_TOKENS = 48
+CONFIDENCE_BASIS = ("calibrated probability that the shown answer is right (for not_stated: that the document "
+                    "does not hold it), from retrieval, the model's attention and its reading of the passages")
 _NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.\-]*(?: [A-Za-z0-9_.\-]+){0,2})(?:\t|:\s+)(\S.*)$")
 
 
@@ -132,8 +136,8 @@ def load_questions(asks: Sequence[str], path: Path | None) -> list[Question]:
 
 
 class ReviewSpan(SourceSpan):
-    """A span an answer rests on, in its own document (doc_id as in the row's documents), with its
-    share of the answer's attention over the candidates."""
+    """A passage an answer quotes (or a near miss), in its own document (doc_id as in the row's
+    documents), with the calibrated probability that it holds the answer."""
 
     score: float
 
@@ -148,9 +152,14 @@ class Cell(BaseModel):
     name: str
     question: str
     answer: str
+    status: str = "answered"
     error: str | None = None
     confidence: float | None = Field(default=None, description=CONFIDENCE_BASIS)
+    value: SourceSpan | None = None
     spans: list[ReviewSpan] = Field(default_factory=list)
+    near_misses: list[ReviewSpan] = Field(default_factory=list)
+    model_text: str | None = None
+    model_supported: bool | None = None
     fallback: str | None = None
     finish_reason: str | None = None
     prompt_tokens: int = 0
@@ -213,7 +222,7 @@ class ReviewTable(BaseModel):
 def cell_key(input_sha: str, question: str, model: str) -> str:
     """What a cell was computed from: the input's hash, the question, the model line (model,
     device, dtype, context) and the review's own settings."""
-    blob = json.dumps([input_sha, question, model, REVIEW_VERSION, MAX_TOKENS, TOP_K], ensure_ascii=False)
+    blob = json.dumps([input_sha, question, model, REVIEW_VERSION, MAX_TOKENS, FUSION.source], ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
 
 
@@ -333,9 +342,12 @@ class Reading:
     line: str
 
     def source(self, start: int, end: int, docs: list[Document]) -> SourceSpan | None:
+        """The span [start, end) of the reading in its source document: the part of it inside the
+        first piece it overlaps (a passage that begins in a unit's label starts at the unit)."""
         for off, i, src, n in self.pieces:
-            if off <= start < off + n:
-                a, b = src + start - off, src + min(end, off + n) - off
+            if start < off + n and off < end:
+                s = max(start, off)
+                a, b = src + s - off, src + min(end, off + n) - off
                 return docs[i].span(a, b) if a < b else None
         return None
 
@@ -378,15 +390,27 @@ def build_reading(question: str, units: list[Unit], docs: list[Document], budget
 # Answering one input
 
 
-def _cell(q: Question, answer, key: str, spans: list[ReviewSpan], fallback: str | None) -> Cell:
-    conf = round(max(s.score for s in spans), 4) if spans else None
-    return Cell(name=q.name, question=q.text, answer=answer.text, error=answer.error, confidence=conf, spans=spans,
-                fallback=fallback, finish_reason=answer.finish_reason, prompt_tokens=answer.prompt_tokens,
-                cached_prompt_tokens=answer.cached_prompt_tokens, seconds=answer.seconds, key=key)
+def _cell(q: Question, answer, key: str, fallback: str | None, source=None) -> Cell:
+    """The cell of an evidence-first `answer`; `source(start, end)` maps a span of what the model
+    read back to the input's own documents (None: the answer's spans are already theirs)."""
+    def mapped(spans) -> list[ReviewSpan]:
+        out = []
+        for s in spans:
+            src = s if source is None else source(s.char_start, s.char_end)
+            if src is not None:
+                out.append(ReviewSpan(**{**src.model_dump(), "score": s.score}))
+        return out
 
-
-def _spans(answer) -> list[ReviewSpan]:
-    return [ReviewSpan(**s.model_dump()) for s in answer.spans]
+    value = answer.value
+    if value is not None and source is not None:
+        value = source(value.char_start, value.char_end)
+    status = "error" if answer.error is not None else answer.status
+    return Cell(name=q.name, question=q.text, answer=answer.text, status=status, error=answer.error,
+                confidence=answer.confidence, value=value, spans=mapped(answer.spans),
+                near_misses=mapped(answer.near_misses), model_text=answer.model_text,
+                model_supported=answer.model_supported, fallback=fallback, finish_reason=answer.finish_reason,
+                prompt_tokens=answer.prompt_tokens, cached_prompt_tokens=answer.cached_prompt_tokens,
+                seconds=answer.seconds, key=key)
 
 
 def answer_questions(run, pipeline: str, docs: list[Document], questions: list[Question], keys: list[str]
@@ -424,11 +448,11 @@ def answer_inputs(run, inputs: list[tuple[str, list[Document], list[Question], l
     asked = [k for k, (_, fit, _) in enumerate(plans) if fit]
     if asked:
         answers = run.ask_many([(inputs[k][1], [inputs[k][2][i].text for i, _ in plans[k][1]]) for k in asked],
-                               max_tokens=MAX_TOKENS, top_k=TOP_K)
+                               max_tokens=MAX_TOKENS)
         for k, got in zip(asked, answers, strict=True):
             _, _, questions, keys = inputs[k]
             for (i, _), a in zip(plans[k][1], got, strict=True):
-                cells[k][i] = _cell(questions[i], a, keys[i], _spans(a), a.fallback)
+                cells[k][i] = _cell(questions[i], a, keys[i], a.fallback)
     for k, (pipeline, docs, questions, keys) in enumerate(inputs):
         doc_n, _, long = plans[k]
         if not long:
@@ -451,17 +475,13 @@ def _long_cell(run, pipeline: str, docs: list[Document], q: Question, key: str, 
     kind = UNIT_KINDS.get(pipeline, "units")
     reading = build_reading(q.text, units, docs, room, count, doc_n, kind) if units else None
     if reading is None:
-        (a,) = run.ask(docs, [q.text], fallback="retrieval", max_tokens=MAX_TOKENS, top_k=TOP_K)
+        (a,) = run.ask(docs, [q.text], fallback="retrieval", max_tokens=MAX_TOKENS)
         why = f"no {kind} from the {pipeline} pipeline" + (f" ({unit_error})" if unit_error else "")
         line = f"{a.fallback} ({why}; the engine's retrieval chose)" if a.fallback else a.fallback
-        return _cell(q, a, key, _spans(a), line)
-    (a,) = run.ask([reading.doc], [q.text], fallback="retrieval", max_tokens=MAX_TOKENS, top_k=TOP_K)
-    spans = []
-    for s in a.spans:
-        src = reading.source(s.char_start, s.char_end, docs)
-        if src is not None:
-            spans.append(ReviewSpan(**src.model_dump(), score=s.score))
-    return _cell(q, a, key, spans, reading.line + (f"; then {a.fallback}" if a.fallback else ""))
+        return _cell(q, a, key, line)
+    (a,) = run.ask([reading.doc], [q.text], fallback="retrieval", max_tokens=MAX_TOKENS)
+    return _cell(q, a, key, reading.line + (f"; then {a.fallback}" if a.fallback else ""),
+                 source=lambda s, e: reading.source(s, e, docs))
 
 
 def row_path(out_dir: Path, pipeline: str, input_id: str) -> Path:
@@ -760,12 +780,13 @@ def grid_rows(table: ReviewTable) -> list[list[str]]:
     return out
 
 
-SOURCE_HEADER = ["document", "column", "question", "answer", "error", "confidence", "page", "source 1", "source 2",
-                 "source 3", "what was read"]
+SOURCE_HEADER = ["document", "column", "question", "answer", "status", "error", "confidence", "page", "source 1",
+                 "source 2", "source 3", "what was read", "model's text", "model's text carried by the quotes"]
 
 
 def source_rows(table: ReviewTable) -> list[list]:
-    """The Sources sheet: one line per cell with its confidence, the spans it rests on and what was read."""
+    """The Sources sheet: one line per cell with its status and confidence, the passages it quotes
+    (the near misses when not stated), what was read and the model's own text."""
     out: list[list] = [list(SOURCE_HEADER)]
     for r in table.rows:
         names = {d.doc_id: d.source_name for d in r.documents}
@@ -773,11 +794,12 @@ def source_rows(table: ReviewTable) -> list[list]:
             c = r.cell(q.question)
             if c is None:
                 continue
-            spans = [span_text(s, names) for s in c.spans[:3]]
-            out.append([r.input_id, q.name, q.question, c.answer, c.error or "",
+            spans = [span_text(s, names) for s in (c.spans or c.near_misses)[:3]]
+            out.append([r.input_id, q.name, q.question, c.answer, c.status, c.error or "",
                         "" if c.confidence is None else c.confidence,
                         c.spans[0].page if c.spans else "", *(spans + [""] * (3 - len(spans))),
-                        c.fallback or "whole input"])
+                        c.fallback or "whole input", c.model_text or "",
+                        "" if c.model_supported is None else ("yes" if c.model_supported else "no")])
     return out
 
 
@@ -832,7 +854,7 @@ def to_xlsx(table: ReviewTable) -> bytes:
     src = wb.create_sheet("Sources")
     for ri, line in enumerate(source_rows(table), 1):
         for ci, value in enumerate(line, 1):
-            put(src, ri, ci, value, wrap=ri > 1 and ci in (3, 4, 8, 9, 10, 11)).font = Font(bold=ri == 1)
+            put(src, ri, ci, value, wrap=ri > 1 and ci in (3, 4, 9, 10, 11, 12, 13)).font = Font(bold=ri == 1)
     src.freeze_panes = "C2"
     qs = wb.create_sheet("Questions")
     put(qs, 1, 1, "column").font = Font(bold=True)

@@ -477,6 +477,43 @@ class LLM:
         toks = [self.tokenizer.fast.id_to_token(t) for t in c_ids] if self.tokenizer is not None else [str(t) for t in c_ids]
         return ScoreOutput(c_ids, toks, logprobs)
 
+    @torch.inference_mode()
+    def score_many(self, items: Seq[tuple[Prompt, Prompt]], batch: int = 32) -> list[ScoreOutput]:
+        """`score` for several (prompt, continuation) pairs, `batch` pairs per forward
+        (`EngineCore.prefill_collect_many`: their tokens packed into shared prefill steps, nothing
+        taken from or left in the prefix cache; pairs the pool cannot hold together go in halves). Each result is `score`'s for the pair, up to the rounding of a batched
+        forward (issue 47: bit-identity across batch composition is not yet held)."""
+        prepared = []
+        for prompt, continuation in items:
+            p_ids = self.encode(prompt)
+            c_ids = self.encode(continuation, add_special_tokens=False)
+            if not p_ids or not c_ids:
+                raise EngineError("score_many() needs a non-empty prompt and continuation in every pair")
+            prepared.append((p_ids, c_ids))
+        return self._score_prepared(prepared, max(1, batch))
+
+    def _score_prepared(self, prepared: list[tuple[list[int], list[int]]], batch: int) -> list[ScoreOutput]:
+        outs: list[ScoreOutput] = []
+        for lo in range(0, len(prepared), batch):
+            part = prepared[lo : lo + batch]
+            try:
+                runs = self.core.prefill_collect_many([(p + c, len(p) - 1) for p, c in part])
+            except CacheFullError:  # the pool cannot hold these together: halves, down to one at a time
+                if len(part) == 1:
+                    raise
+                outs += self._score_prepared(part, max(1, len(part) // 2))
+                continue
+            try:
+                for (_, c_ids), (_, hidden, _) in zip(part, runs, strict=True):
+                    logprobs = continuation_logprobs(self.model.logits, hidden[: len(c_ids)], c_ids)
+                    toks = ([self.tokenizer.fast.id_to_token(t) for t in c_ids] if self.tokenizer is not None
+                            else [str(t) for t in c_ids])
+                    outs.append(ScoreOutput(c_ids, toks, logprobs))
+            finally:
+                for seq, _, _ in runs:
+                    self.core.free(seq)
+        return outs
+
     # ------------------------------------------------------------------ attribution
     @torch.inference_mode()
     def attribute(self, prompt: str | tuple[str, str], answer: Prompt, spans: list[tuple[int, int]]) -> AttributionOutput:

@@ -106,18 +106,20 @@ def register(app: typer.Typer) -> None:
         dtype: str | None = typer.Option(None, "--dtype", help="float32, bfloat16 or float16."),
         model: Path | None = typer.Option(None, "--model", help="GGUF file or HF folder (default: Gemma 3 270M)."),
         max_model_len: int | None = typer.Option(None, "--max-model-len", help="Context limit in tokens."),
-        attribute: bool = typer.Option(False, "--attribute",
-                                       help="Also name the sentences each answer rests on (one more pass over the document)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object: answers, timings, fallback reports."),
     ) -> None:
-        """Answer questions about a long document with the local engine, saying what did not fit.
+        """Answer questions about a long document with the local engine, evidence first.
 
-        The questions are submitted together and the document's KV is computed once for all of them
-        (and kept for a later run with --cache-dir); progress goes to stderr."""
+        Each answer is the passage that holds it, quoted with its file, page and offsets, the value
+        asked for marked inside it, a calibrated confidence, and the model's wording only where the
+        quote carries it; "not stated in the document" (with the nearest passages) when no passage
+        is good enough. The questions are submitted together and the document's KV is computed once
+        for all of them (and kept for a later run with --cache-dir); progress goes to stderr."""
         from app import ask as asking
+        from app.commands.llm_options import answer_lines, llm_progress
         from engine import EngineError
-        from pipelines.documents import Document, IngestError, load_document
-        from pipelines.llm import EngineUnavailable
+        from pipelines.documents import IngestError, load_document
+        from pipelines.llm import EngineUnavailable, LLMRun
 
         try:
             policy = asking.policy_for(fallback)
@@ -135,46 +137,34 @@ def register(app: typer.Typer) -> None:
         except IngestError as exc:
             typer.echo(f"longdoc: {exc}", err=True)
             raise typer.Exit(1) from None
-        if len(docs) == 1:
-            doc = docs[0]
-        else:  # several files: one document, each part headed by its file name
-            doc = Document.from_text("\n\n".join(f"[{f.name}]\n{d.text}" for f, d in zip(files, docs, strict=True)),
-                                     doc_id="joined")
         try:
             t0 = time.perf_counter()
-            llm = _load(asking.settings(model, device, dtype, max_model_len, cache_dir, cache_bytes), quiet=as_json)
+            settings = asking.settings(model, device, dtype, max_model_len, cache_dir, cache_bytes)
+            llm = _load(settings, quiet=as_json)
             load_s = time.perf_counter() - t0
-            with _token_progress(disable=as_json) as on_progress:
-                res = asking.ask(llm, doc, list(question), policy, max_tokens,
-                                 asking.INSTRUCTIONS if instructions is None else instructions, on_progress,
-                                 attribute=attribute)
+            with llm_progress(disable=as_json) as on_progress:
+                run = LLMRun("off", settings, engine=llm, on_progress=on_progress)
+                answers = run.ask(docs, list(question), fallback=policy, max_tokens=max_tokens,
+                                  instructions=asking.INSTRUCTIONS if instructions is None else instructions)
         except (EngineError, EngineUnavailable, ValueError) as exc:
             typer.echo(f"longdoc: {exc}", err=True)
             raise typer.Exit(1) from None
+        record = run.records[-1] if run.records else None
         if not as_json:
-            for it in res.items:
-                rests = "".join(f"   rests on [{a.source.char_start}:{a.source.char_end}] ({a.score:.0%}): "
-                                f"{' '.join(a.source.text.split())[:160]}\n" for a in it.spans)
-                typer.echo(f"Q: {it.question}\nA: {it.text}\n{rests}   {asking.summary(it, res.seconds)}\n")
-            if res.message:
-                typer.echo(f"longdoc: {res.message}", err=True)
+            typer.echo("\n".join(answer_lines(answers)).rstrip())
+            if record is not None and record.reason:
+                typer.echo(f"longdoc: {record.reason}", err=True)
         else:
             typer.echo(json.dumps({
                 "files": [str(f) for f in files],
                 "model": str(llm.model_path),
                 "device": str(llm.device),
                 "load_seconds": round(load_s, 3),
-                "batch": {"strategy": res.strategy, "status": res.status, "message": res.message,
-                          "seconds": round(res.seconds, 3), "reuse": res.reuse},
-                "answers": [{
-                    "question": it.question, "text": it.text, "finish_reason": it.finish_reason, "error": it.error,
-                    "seconds": round(res.seconds, 3), "cached_prompt_tokens": it.metrics.get("cached_prompt_tokens", 0),
-                    "metrics": it.metrics, "fallback": asking.fallback_dict(it),
-                    "spans": [a.to_dict() for a in it.spans],
-                } for it in res.items],
+                "step": None if record is None else record.model_dump(mode="json"),
+                "answers": [a.model_dump(mode="json") for a in answers],
                 "counters": llm.counters().to_dict(),
             }, ensure_ascii=False, default=str))
-        if any(not it.ok for it in res.items):
+        if any(a.error is not None for a in answers):
             raise typer.Exit(1)
 
     @app.command()

@@ -128,6 +128,13 @@ def llm_progress(disable: bool = False) -> Iterator:
                 bar.update(task, total=1, completed=1, done="done")
                 return
             eta = p.eta_s
+            if getattr(p, "phase", ""):  # a later pass over the answers: its own bar, counted in answers
+                key = f"{step}: {p.phase}"
+                if key not in tasks:
+                    tasks[key] = bar.add_task(key, total=None, done="", left="")
+                bar.update(tasks[key], completed=p.items_done, total=max(p.items_total, 1),
+                           done=f"{p.items_done}/{p.items_total} answers", left="")
+                return
             bar.update(task, completed=p.tokens_done, total=max(p.tokens_total, 1),
                        done=f"{p.tokens_done:,}/{p.tokens_total:,} tokens, {p.items_done}/{p.items_total}",
                        left="" if eta is None else f"about {eta:,.0f} s left")
@@ -136,21 +143,29 @@ def llm_progress(disable: bool = False) -> Iterator:
 
 
 def answer_lines(answers) -> list[str]:
-    """The answers to --ask as terminal lines: question, answer (or its one-line error), the spans it
-    rests on with file, page and offsets, and one line of cost."""
+    """The answers to --ask as terminal lines, evidence first: question; the answer (the value asked
+    for, the model's wording where the quotes carry it, or the quote), or "not stated in the
+    document", with its calibrated confidence; the quoted passages with file, page and offsets (the
+    value marked »like this« inside the first), or the near misses; the model's wording when the
+    quotes carry it and it is not already the answer (unsupported model text is never printed); one
+    line of cost."""
     lines = []
     for a in answers:
         lines.append(f"Q: {a.question}")
+        conf = "" if a.confidence is None else f"  [confidence {a.confidence:.0%}]"
         if a.error is not None:
             lines.append(f"A: (no answer: {a.error})")
-        elif not a.text.strip():
-            lines.append("A: (the model gave an empty answer; try rephrasing the question or a larger --model)")
+        elif a.status == "not_stated":
+            lines.append(f"A: {a.text}{conf}")
+            for s in a.near_misses:
+                lines.append(f"   nearest ({s.score:.0%}): {_where(s)}: “{_snippet(s.text)}”")
         else:
-            lines.append(f"A: {a.text}")
-        for s in a.spans:
-            snippet = " ".join(s.text.split())
-            snippet = snippet if len(snippet) <= 160 else snippet[:157] + "…"
-            lines.append(f"   rests on {s.doc_id} p.{s.page} [{s.char_start}:{s.char_end}] ({s.score:.0%}): {snippet}")
+            lines.append(f"A: {' '.join(a.text.split())}{conf}")
+            for n, s in enumerate(a.spans):
+                quote = _snippet(_marked(s, a.value) if n == 0 else s.text)
+                lines.append(f"   quote ({s.score:.0%}): {_where(s)}: “{quote}”")
+            if a.model_supported and a.model_text and " ".join(a.model_text.split()) != " ".join(a.text.split()):
+                lines.append(f"   in the model's words (carried by the quote): {_snippet(a.model_text)}")
         cost = [f"prompt {a.prompt_tokens:,} tokens"]
         if a.fallback:
             cost.append(a.fallback)
@@ -162,6 +177,25 @@ def answer_lines(answers) -> list[str]:
         lines.append("   " + " · ".join(cost))
         lines.append("")
     return lines
+
+
+def _where(s) -> str:
+    page = "" if s.page is None else f" p.{s.page}"
+    return f"{s.doc_id}{page} [{s.char_start}:{s.char_end}]"
+
+
+def _marked(span, value) -> str:
+    """The span's text with the value (a span inside it) between » and «."""
+    if value is None or value.doc_id != span.doc_id or not (span.char_start <= value.char_start
+                                                            and value.char_end <= span.char_end):
+        return span.text
+    a, b = value.char_start - span.char_start, value.char_end - span.char_start
+    return span.text[:a] + "»" + span.text[a:b] + "«" + span.text[b:]
+
+
+def _snippet(text: str, limit: int = 240) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def report_line(report) -> str | None:

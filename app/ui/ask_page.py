@@ -1,6 +1,8 @@
-"""The Ask page: questions over one long document with the local engine. It shows the answer with
-the sentences it rests on marked in excerpts of the document (app/ui/asking.py's `show_answer`, the
-same view as every pipeline page's "Ask about this document"), what the model saw when the
+"""The Ask page: questions over one long document with the local engine, answered evidence first
+(`LLMRun.ask`): the quoted passage that holds the answer marked in an excerpt of the document, the
+value inside it, the calibrated confidence, "not stated in the document" with the nearest passages
+(app/ui/asking.py's `show_answer`, the same view as every pipeline page's "Ask about this
+document"), what the model saw when the
 document did not fit (the fallback's report; the whole document with the kept text marked, folded
 away), and the time to the first token, with a progress bar (model load, then tokens done and the
 time left) while it works. The engine is the process's one handle (pipelines.llm.get_engine, shared
@@ -45,70 +47,51 @@ def _llm(max_model_len: int | None = None, on_progress=None):
             on_progress("loading the model", False)
 
 
-def run_input(name: str, data: bytes, question: str, fallback: str = "retrieval", max_tokens: int = 96,
-              max_model_len: int | None = None, attribute: bool = False, on_progress=None, cancel=None) -> dict:
-    """Ingest the document and answer `question` (attribute: also find the sentences the answer
-    attends to most, one more pass over the document; on_progress(step, p): the model load, then the
-    LLM layer's Progress after every engine step; cancel: a threading.Event that stops the work).
-    Raises IngestError (one line naming the file), EngineUnavailable or the engine's EngineError /
-    ValueError (one line) for bad input."""
+def run_input(name: str, data: bytes, question: str, fallback: str = "retrieval", max_tokens: int = 48,
+              max_model_len: int | None = None, on_progress=None, cancel=None) -> dict:
+    """Ingest the document and answer `question` evidence first (`LLMRun.ask`: the passage that
+    holds the answer, the value inside it, the model's words only where the quote carries them;
+    on_progress(step, p): the model load, then the LLM layer's Progress; cancel: a threading.Event
+    that stops the work). Raises IngestError (one line naming the file), EngineUnavailable or the
+    engine's EngineError / ValueError (one line) for bad input."""
     from pipelines.documents import load_bytes
+    from pipelines.llm import LLMRun
 
     doc = load_bytes(data, name)
     policy = asking.policy_for(fallback)
     llm = _llm(max_model_len, on_progress)
     t0 = time.perf_counter()
-    step = None if on_progress is None else (lambda p: on_progress("ask", p))
-    batch = asking.ask(llm, doc, [question], policy, max_tokens, on_progress=step, cancel=cancel, attribute=attribute)
+    run = LLMRun("off", asking.settings(max_model_len=max_model_len), engine=llm, on_progress=on_progress,
+                 cancel=cancel)
+    (answer,) = run.ask([doc], [question], fallback=policy, max_tokens=max_tokens)
     seconds = time.perf_counter() - t0
-    item = batch.items[0]
-    return {"name": name, "doc_id": doc.doc_id, "text": doc.text, "question": question, "answer": item.text,
-            "item": item, "batch": batch, "report": item.fallback, "seconds": seconds,
-            "summary": asking.summary(item, seconds)}
-
-
-def as_answer(res: dict):
-    """The page's result as a pipelines.llm Answer, for the shared answer view (the fallback is shown
-    by the page itself, in more detail)."""
-    from pipelines.llm.run import Answer, AnswerSpan
-
-    item = res["item"]
-    error = item.error
-    if error is None and not item.text.strip():
-        error = "the model gave an empty answer"
-    ttft = item.metrics.get("ttft_s")
-    return Answer(question=res["question"], text=item.text.strip(), error=error, finish_reason=item.finish_reason,
-                  spans=[AnswerSpan(**a.source.model_dump(), score=round(a.score, 4)) for a in item.spans],
-                  prompt_tokens=int(item.metrics.get("prompt_tokens", 0)),
-                  cached_prompt_tokens=int(item.metrics.get("cached_prompt_tokens", 0) or 0),
-                  ttft_s=None if ttft is None else round(float(ttft), 3), seconds=round(res["seconds"], 3))
+    record = run.records[-1] if run.records else None
+    return {"name": name, "doc_id": doc.doc_id, "text": doc.text, "question": question, "answer": answer,
+            "reuse": dict(record.reuse) if record is not None else {}, "seconds": seconds}
 
 
 def render(res: dict) -> None:
-    item, report = res["item"], res["report"]
+    answer = res["answer"]
+    report = answer.fallback_report
     st.subheader("Answer")
-    answer = as_answer(res)
     answers.show_answer(answer, {res["doc_id"]: res["text"]}, {res["doc_id"]: res["name"]},
-                        reused=answer.error is None and answers.document_reused(res["batch"].reuse, answer))
-    if report is not None and report.fallback_triggered:  # what the model did not see
+                        reused=answer.error is None and answers.document_reused(res["reuse"], answer))
+    if report is not None and report.get("fallback_triggered"):  # what the model did not see
         c1, c2, c3 = st.columns(3)
-        c1.metric("Prompt tokens", f"{item.metrics.get('prompt_tokens', 0):,}")
-        c2.metric("Document tokens dropped", f"{report.tokens_dropped:,}")
-        retention = report.key_entity_retention
+        c1.metric("Prompt tokens", f"{answer.prompt_tokens:,}")
+        c2.metric("Document tokens dropped", f"{report['tokens_dropped']:,}")
+        retention = report.get("key_entity_retention")
         c3.metric("Key-entity retention", f"{retention:.0%}" if retention is not None else "—")
-        how = report.strategy + (f" ({report.truncate_side})" if report.truncate_side else "")
-        st.warning(f"The document did not fit ({report.reason}: at most {report.budget_tokens:,} prompt tokens); "
-                   f"served by {how}. The model saw the marked text only.")
-        if report.lost_entities:
-            st.caption("Named entities and numbers the model did not see: " + md_line(", ".join(report.lost_entities)))
-        if report.strategy == "map_reduce":
-            for c in report.chunks:
-                with st.expander(f"Part {c.index + 1}: tokens {c.token_start:,}–{c.token_end:,}"):
-                    st.text(c.answer or "(empty)")  # model text: shown as text
+        how = report["strategy"] + (f" ({report['truncate_side']})" if report.get("truncate_side") else "")
+        st.warning(f"The document did not fit ({report['reason']}: at most {report['budget_tokens']:,} prompt "
+                   f"tokens); the model's reading was served by {how}. The marked text is what it saw.")
+        if report.get("lost_entities"):
+            st.caption("Named entities and numbers the model did not see: "
+                       + md_line(", ".join(report["lost_entities"])))
         with st.expander("The whole document, with the text the model saw marked"):
             st.markdown(f'<mark style="background:{KEPT}">seen by the model</mark>', unsafe_allow_html=True)
-            st.html(highlight(res["text"], 0, [(a, b, KEPT, "seen by the model") for a, b in report.kept_spans]))
-    st.download_button("Download the report (JSON)", _report_json(res), file_name="ask-report.json",
+            st.html(highlight(res["text"], 0, [(a, b, KEPT, "seen by the model") for a, b in report["kept_spans"]]))
+    st.download_button("Download the answer (JSON)", _report_json(res), file_name="ask-answer.json",
                        mime="application/json", key="ask_download")
 
 
@@ -122,34 +105,31 @@ def progress_text(p) -> str:
 def _report_json(res: dict) -> str:
     import json
 
-    item = res["item"]
-    return json.dumps({"document": res["name"], "question": res["question"], "answer": res["answer"],
-                       "finish_reason": item.finish_reason, "error": item.error,
-                       "cached_prompt_tokens": item.metrics.get("cached_prompt_tokens", 0),
-                       "metrics": item.metrics, "fallback": asking.fallback_dict(item)},
+    return json.dumps({"document": res["name"], **res["answer"].model_dump(mode="json")},
                       ensure_ascii=False, indent=2, default=str)
 
 
 def page() -> None:
     st.title("Ask a document")
     answers.show_stopped_note()
-    st.caption("Questions over one long document with the local model (Gemma 3 270M by default: a small model, so "
-               "read its answers as a demonstration). When the document does not fit, the page says what was left out.")
+    st.caption("Questions over one long document with the local model. The answer is the passage that holds it, "
+               "quoted from the document with its page, the value asked for marked inside it, and a calibrated "
+               "confidence; the model's own words appear only where the quote carries them, and \"not stated in "
+               "the document\" is an answer. When the document does not fit, the page says what was left out.")
     pending = st.session_state.pop(PENDING, None)
     question = st.text_input("Question", key="ask_question", placeholder="e.g. which law governs this agreement?")
     c1, c2 = st.columns(2)
     fallback = c1.selectbox("When the document does not fit", asking.FALLBACKS, key="ask_fallback",
                             help="retrieval keeps the chunks most relevant to the question; truncate drops the head, "
                                  "tail or middle; map_reduce asks every part and combines the answers; error refuses.")
-    max_tokens = c2.slider("Answer length (tokens)", 16, 256, 96, step=16, key="ask_max_tokens")
-    attribute = st.checkbox("Mark the sentences the answer rests on (one more pass over the document)", value=True,
-                            key="ask_attribute")
+    max_tokens = c2.slider("The model's answer at most (tokens)", 16, 256, 48, step=16, key="ask_max_tokens",
+                           help="The model's own words are shown only where the quoted passage carries them.")
     chosen = document_input("contracts", "ask")
     if chosen is not None:
         if not question.strip():
             st.info("Type a question first.")
         else:
-            pending = (*chosen, question, fallback, max_tokens, None, attribute)
+            pending = (*chosen, question, fallback, max_tokens, None)
     if pending is not None:
         from engine import EngineError
         from pipelines.documents import IngestError

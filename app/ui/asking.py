@@ -39,7 +39,8 @@ BUDGET_S = 120.0  # auto leaves out a step estimated to take longer here (the CL
 MODE_HELP = ("off: the rules only, exactly their result. auto: only the LLM steps measured to help with the "
              f"configured model, each estimated to take at most {BUDGET_S:.0f} s here. on: every LLM step (slow on "
              "a CPU). Questions below are answered in every mode.")
-RESTS = "#fde68a"  # the answer rests on this
+RESTS = "#fef3c7"  # a quoted passage
+VALUE = "#fcd34d"  # the value asked for, inside the quoted passage
 CONTEXT_CHARS = 160  # document text shown on each side of a span
 MAX_ANSWERS = 10  # answers kept per page
 _SPACE = re.compile(r"\s+")
@@ -249,6 +250,15 @@ class RunProgress:
             else:
                 bar.progress(1.0, text=text)
             return
+        if getattr(p, "phase", ""):  # a later pass over the answers (reading their evidence): its own bar
+            key = f"{step}: {p.phase}"
+            frac = p.items_done / p.items_total if p.items_total else 1.0
+            text = f"{p.phase[:1].upper()}{p.phase[1:]}: {p.items_done} of {p.items_total} answers · {p.elapsed_s:,.0f} s"
+            if key not in self.bars:
+                self.bars[key] = self.status.progress(frac, text=text)
+            else:
+                self.bars[key].progress(frac, text=text)
+            return
         if self.current != step:
             self.current = step
             self.status.update(label=f"{name}…", expanded=True)
@@ -381,8 +391,10 @@ def ask_box(key: str, docs: Sequence[Document], mode: str, *, names: dict[str, s
             question = st.text_input("Question", key=f"{key}_ask_question",
                                      placeholder="Ask the local model a question about the text")
             submitted = st.form_submit_button("Ask", type="primary")
-        st.caption("Answered by the local model over the whole text (read once and kept for the next question); the "
-                   "sentences each answer rests on are marked. A small model: check its answers against them.")
+        st.caption("Answered evidence first: the passage that holds the answer, quoted and marked in the text, with a "
+                   "calibrated confidence (found by retrieval and by the local model, which reads the whole text "
+                   "once and keeps it for the next question). The model's own words appear only where the quote "
+                   "carries them; \"not stated in the document\" is an answer.")
         if submitted:
             if not question.strip():
                 st.info("Type a question first.")
@@ -414,28 +426,43 @@ def answer_facts(answer, reused: bool = False) -> str:
 
 def show_answer(answer, texts: dict[str, str], names: dict[str, str] | None = None, *, reused: bool = False,
                 page_image: Callable[[int, list], object] | None = None) -> None:
-    """An answer (a pipelines.llm Answer): the question, the answer or its one-line error, its timings,
-    the fallback line when the documents did not fit, and each span it rests on marked in an excerpt
-    of its document (texts: doc_id -> text)."""
+    """An evidence-first answer (a pipelines.llm Answer): the question; the answer (the value asked
+    for, the model's words where the quote carries them, or the quote) with its calibrated
+    confidence, or "not stated in the document" with the nearest passages, or the one-line error;
+    its timings and the fallback line; each quoted passage marked in an excerpt of its document
+    (texts: doc_id -> text), the value inside it marked more strongly. Model text the quotes do not
+    carry is never shown."""
     names = names or {}
     st.markdown(f"**Q:** {md_text(answer.question)}")
     if answer.error:
         st.warning(md_line(f"No answer: {answer.error}"))
         return
-    st.info(md_text(answer.text))
+    conf = "" if answer.confidence is None else f" · confidence {answer.confidence:.0%}"
+    if answer.status == "not_stated":
+        st.warning(md_line(f"Not stated in the document{conf}."))
+    else:
+        st.info(md_text(" ".join(answer.text.split())))
+        bits = [f"quoted from the document{conf}"]
+        if answer.model_supported and answer.model_text and answer.model_text.strip() != answer.text.strip():
+            bits.append("in the model's words (carried by the quote): " + md_line(answer.model_text))
+        st.caption(" · ".join(bits))
     st.caption(answer_facts(answer, reused))
     if answer.fallback:
         st.warning(md_line(f"The document {answer.fallback}; the answer rests on the part the model saw."))
-    if not answer.spans:
+    passages = answer.spans if answer.status != "not_stated" else answer.near_misses
+    if not passages:
         return
-    st.markdown("**Where the answer comes from** (marked; the model's attention over the sentences)")
-    ranks = {id(s): k + 1 for k, s in enumerate(sorted(answer.spans, key=lambda s: -s.score))}
+    title = ("**Where the answer is** (the quoted passages, marked; the value in darker yellow)"
+             if answer.status != "not_stated" else "**The nearest passages** (none holds the answer clearly enough)")
+    st.markdown(title)
+    ranks = {id(s): k + 1 for k, s in enumerate(passages)}
     by_doc: dict[str, list] = {}
-    for s in answer.spans:
+    for s in passages:
         by_doc.setdefault(s.doc_id, []).append(s)
     windows = [(doc_id, *w) for doc_id, spans in by_doc.items() if doc_id in texts
                for w in excerpts(texts[doc_id], spans)]
-    windows.sort(key=lambda w: min(ranks[id(s)] for s in w[3]))  # the best-attended first
+    windows.sort(key=lambda w: min(ranks[id(s)] for s in w[3]))  # the best passage first
+    value = answer.value if answer.status != "not_stated" else None
     for doc_id, a, b, inside in windows:
         text = texts[doc_id]
         first = inside[0]
@@ -443,14 +470,15 @@ def show_answer(answer, texts: dict[str, str], names: dict[str, str] | None = No
         pages = sorted({s.page for s in inside if s.page})
         if pages:
             where.append("page " + ", ".join(map(str, pages)))
-        shares = ", ".join(f"[{ranks[id(s)]}] {s.score:.0%}" for s in sorted(inside, key=lambda s: ranks[id(s)]))
+        probs = ", ".join(f"[{ranks[id(s)]}] {s.score:.0%}" for s in sorted(inside, key=lambda s: ranks[id(s)]))
         img = None
         if page_image is not None and first.page and any(s.bbox for s in inside):
             img = page_image(first.page, [s.bbox for s in inside if s.bbox and s.page == first.page])
-        st.caption(md_text(" · ".join(where)) + f" · {shares} of the attention")
-        st.html(excerpt_html(text, a, b, [(s.char_start, s.char_end, ranks[id(s)], s.score) for s in inside]))
+        st.caption(md_text(" · ".join(where)) + f" · {probs} likely to hold the answer")
+        v = (value.char_start, value.char_end) if value is not None and value.doc_id == doc_id else None
+        st.html(excerpt_html(text, a, b, [(s.char_start, s.char_end, ranks[id(s)], s.score) for s in inside], v))
         if img is not None:
-            with st.expander(f"Page {first.page} of the PDF, the marked sentences outlined"):
+            with st.expander(f"Page {first.page} of the PDF, the quoted passages outlined"):
                 st.image(img)
 
 
@@ -475,18 +503,24 @@ def excerpts(text: str, spans: Sequence, context: int = CONTEXT_CHARS) -> list[t
     return out
 
 
-def excerpt_html(text: str, start: int, end: int, marks: Sequence[tuple[int, int, int, float]]) -> str:
-    """HTML of text[start:end] with each (char_start, char_end, rank, score) marked and numbered,
-    '…' where the excerpt cuts the document; every character of the text escaped."""
+def excerpt_html(text: str, start: int, end: int, marks: Sequence[tuple[int, int, int, float]],
+                 value: tuple[int, int] | None = None) -> str:
+    """HTML of text[start:end] with each (char_start, char_end, rank, score) marked and numbered and
+    the `value` (a character range inside a mark) marked more strongly; '…' where the excerpt cuts
+    the document; every character of the text escaped."""
     out, pos = ["… " if start > 0 else ""], start
     for s, e, rank, score in sorted(marks):
         s, e = max(s, pos), min(e, end)
         if e <= s:
             continue
         out.append(html.escape(text[pos:s]))
+        inner = html.escape(text[s:e])
+        if value is not None and s <= value[0] and value[1] <= e:
+            inner = (html.escape(text[s:value[0]]) + f'<b style="background:{VALUE}">'
+                     + html.escape(text[value[0]:value[1]]) + "</b>" + html.escape(text[value[1]:e]))
         out.append(f'<mark style="background:{RESTS};padding:0 2px;border-radius:3px" '
-                   f'title="the answer rests on this: [{rank}], {score:.0%} of the attention">'
-                   f"{html.escape(text[s:e])}</mark><sup>[{rank}]</sup>")
+                   f'title="quoted passage [{rank}]: {score:.0%} likely to hold the answer">'
+                   f"{inner}</mark><sup>[{rank}]</sup>")
         pos = e
     out.append(html.escape(text[pos:end]))
     out.append(" …" if end < len(text) else "")

@@ -31,6 +31,7 @@ quotes: every number of it in them and at least `SUPPORT_MIN` of its other conte
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import unicodedata
@@ -39,12 +40,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from pipelines.documents import Document
-from pipelines.llm.spans import sentence_spans
 from pipelines.text.retrieval import BM25, bm25_terms
 from pipelines.text.script import cjk_share
 from pipelines.text.values import question_kind, value_spans
 
-FEATURES = ("bm25", "cover", "emb", "qatt", "aatt", "aover", "kind", "short")
+log = logging.getLogger(__name__)
+
+FEATURES = ("bm25", "cover", "emb", "qatt", "aatt", "aover", "kind", "short", "upr", "lift")
+PRE_FEATURES = FEATURES[:8]  # what ranks the passages before the model reads the best `RERANK` of them
+RERANK = 16
+SCORE_BATCH = 8  # passages the model reads per forward: a few at a time keep the pool's cached documents
 NOT_STATED = "not stated in the document"
 SUPPORT_MIN = 0.8  # share of the model answer's non-numeric content terms that the quotes must hold
 MAX_PASSAGES = 3
@@ -64,9 +69,17 @@ class Fusion:
         return self.bias + sum(self.weights.get(k, 0.0) * feats.get(k, 0.0) for k in FEATURES)
 
 
-# Fitted by `python -m benchmarks.bench_answers --fit` on the development split of the QA set
+# PRE ranks the passages on the features read before the model's likelihood reading
+# (`PRE_FEATURES`); FUSION ranks them on all. Fitted by `python -m benchmarks.bench_answers fit` on the development split of the QA set
 # (benchmarks/eval/qa); BENCHMARKS.md, "Evidence-first answers", has the run and both splits' scores.
 FUSION = Fusion(
+    weights={"bm25": 2.0, "cover": 2.0, "emb": 2.0, "qatt": 1.0, "aatt": 2.0, "aover": 1.0, "kind": 1.0,
+             "short": -1.0},
+    bias=-5.0,
+    threshold=0.3,
+    source="hand-set starting point (not yet fitted)",
+)
+PRE = Fusion(
     weights={"bm25": 2.0, "cover": 2.0, "emb": 2.0, "qatt": 1.0, "aatt": 2.0, "aover": 1.0, "kind": 1.0,
              "short": -1.0},
     bias=-5.0,
@@ -81,11 +94,96 @@ def sigmoid(x: float) -> float:
 
 # ----------------------------------------------------------------------------- candidate passages
 _WORDY = re.compile(r"[\w\u3400-\u9fff]")
+_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n")
+# a period after these does not end a sentence ("U.S. Dollars", "Fig. 2", "et al. (2020)", "Dr. Li")
+_ABBREV = re.compile(r"(?:\b(?:[A-Z]\.){1,3}|\b(?:e\.g|i\.e|etc|vs|al|Fig|Figs|No|Nos|Dr|Mr|Mrs|Ms|Inc|Ltd|Co|Corp|St|"
+                     r"Sec|Art|Eq|Ref|approx|incl|cf|p|pp|vol|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.)$")
+_TERMINAL = re.compile(r"[.!?。！？；;]['\"”’)）]?$")
+_LABEL_ONLY = re.compile(r"^(?:\(?\d{1,3}[.)]|(?:Figure|Fig\.|Table|Claim|Section|图|表|附表|权利要求)\s*[\dA-Z][\w.\-\u00ad]*"
+                         r"[.:：]?)$", re.IGNORECASE)
+MERGE_MAX = 500  # characters a merged passage may reach
 
 
-def candidate_spans(doc: Document) -> list[tuple[int, int]]:
-    """The passages an answer may quote: `doc`'s sentences and lines that hold a letter or digit."""
-    return [(s, e) for s, e in sentence_spans(doc) if _WORDY.search(doc.text, s, e)]
+def candidate_spans(doc: Document, within: Sequence[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+    """The passages an answer may quote: the document's sentences and lines (a period after an
+    abbreviation or an initial does not cut), then, so that a passage reads as a unit, a line is
+    joined with the next when it is a heading or label (`_heading`: under 40 characters, no
+    sentence end, no bullet, no digits but a leading enumerator; or a bare "21." / "Figure 2." /
+    "表 2-3") or when it is wrapped prose (a line of 30 characters or more without a sentence end,
+    and the next line starts in lower case, with a digit or a bracket, or both lines are CJK and
+    the first is a full line of 25 characters or more) or when it is a list item under a lead-in
+    line that ends with a colon; never across a blank line; at most
+    `MERGE_MAX` characters. Passages without a letter or digit are dropped. within: ranges of the
+    text cut separately (the parts of a joined document), None: the whole text."""
+    if within is not None:
+        return [se for a, b in within for se in _candidates(doc.text, a, b)]
+    return _candidates(doc.text, 0, len(doc.text))
+
+
+def _candidates(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
+    pieces: list[list[int]] = []  # [start, end, ends_line]
+    start = lo
+    for m in _END.finditer(text, lo, hi):
+        cut, nxt = m.start(), m.end()
+        if m.group() != "\n" and m.group().strip() == "" and _ABBREV.search(text, max(0, cut - 12), cut):
+            continue  # "U.S. Dollars": not a sentence end
+        _add_piece(text, start, cut, pieces, "\n" in m.group())
+        start = nxt
+    _add_piece(text, start, hi, pieces, True)
+    merged: list[list[int]] = []
+    for piece in pieces:
+        if merged and _joins(text, merged[-1], piece):
+            merged[-1][1], merged[-1][2] = piece[1], piece[2]
+        else:
+            merged.append(list(piece))
+    return [(s, e) for s, e, _ in merged if _WORDY.search(text, s, e)]
+
+
+def _add_piece(text: str, a: int, b: int, pieces: list[list[int]], ends_line: bool) -> None:
+    seg = text[a:b]
+    lead = len(seg) - len(seg.lstrip())
+    trail = len(seg.rstrip())
+    if trail > lead:
+        pieces.append([a + lead, a + trail, int(ends_line)])
+    elif ends_line and pieces:
+        pieces[-1][2] = 1
+
+
+def _joins(text: str, prev: list[int], nxt: list[int]) -> bool:
+    if not prev[2] or nxt[1] - prev[0] > MERGE_MAX or text.count("\n", prev[1], nxt[0]) > 1:
+        return False  # only across one line break (not a blank line), and not into an over-long passage
+    a = text[prev[0]:prev[1]]
+    b = text[nxt[0]:nxt[1]]
+    if _LABEL_ONLY.match(a.strip()):
+        return True
+    if _BULLET.match(b) and (a.endswith((":", "：")) or _LISTING.search(a)):
+        return True  # a list under its lead-in line ("prescribed the following medications:") stays one passage
+    if _TERMINAL.search(a):
+        return False
+    if _heading(a) and not _LABEL_ONLY.match(b.strip()):
+        return True
+    first = b[:1]
+    if len(a) >= 30 and (first.islower() or first.isdigit() or first in "(（["):
+        return True
+    return _cjk(a[-1:]) and _cjk(first) and len(a) >= 25
+
+
+_ENUM = re.compile(r"^\s*(?:[(（]?\d{1,3}[)）.]|[(（][a-zA-Z][)）]|[A-Z]\.|[一二三四五六七八九十]+[、.．])\s*")
+_BULLET = re.compile(r"^\s*[-•*·▪●]\s")
+_LISTING = re.compile(r"[:：]\n\s*[-•*·▪●]\s")
+
+
+def _heading(line: str) -> bool:
+    """A short label that introduces what follows: "Edited by", "（2）主诉", "LABS:" — under 40
+    characters, no sentence end, no list bullet, and no digits once a leading enumerator is off."""
+    if len(line) >= 40 or _BULLET.match(line):
+        return False
+    rest = _ENUM.sub("", line, count=1)
+    return bool(rest.strip()) and not any(c.isdigit() for c in rest)
+
+
+def _cjk(ch: str) -> bool:
+    return bool(ch) and "\u3400" <= ch <= "\u9fff"
 
 
 # --------------------------------------------------------------------------------------- terms
@@ -177,6 +275,37 @@ def passage_features(question: str, doc: Document, spans: list[tuple[int, int]],
     return out
 
 
+_UPR = {"en": ("Passage: {passage}\nQuestion:", " {question}"), "zh": ("段落：{passage}\n问题：", "{question}")}
+
+
+def likelihood_items(question: str, doc: Document, passages: Sequence[Passage]) -> list[tuple[str, str]]:
+    """(prompt, continuation) pairs whose scores are the question's log-likelihood after each
+    passage, and, last, after an empty passage (the question's own likelihood)."""
+    lang = "zh" if cjk_share(question) > 0.2 else "en"
+    head, tail = _UPR[lang]
+    cont = tail.format(question=question.strip())
+    texts = [" ".join(doc.text[p.start:p.end].split())[:600] for p in passages] + ["-"]
+    return [(head.format(passage=t), cont) for t in texts]
+
+
+def set_likelihood(passages: list[Passage], scores: Sequence[float]) -> None:
+    """Give every passage its `upr` and `lift` features from `scores`: the mean log-probability per
+    token of the question after each of the first len(scores) - 1 passages (the reranked ones) and,
+    last, after an empty passage. upr: a reranked passage's score minus the best one's (the others
+    get the worst reranked score minus 1); lift: the best score minus the empty passage's, the same
+    for every passage of the question (how much any passage of the document explains the question)."""
+    *read, null = scores
+    if not read:
+        return
+    best, worst = max(read), min(read)
+    for p, sc in zip(passages, read, strict=False):
+        p.feats["upr"] = sc - best
+    for p in passages[len(read):]:
+        p.feats["upr"] = worst - best - 1.0
+    for p in passages:
+        p.feats["lift"] = best - null
+
+
 def rank(passages: list[Passage], fusion: Fusion = FUSION) -> list[Passage]:
     """The passages scored by `fusion`, best first (ties: earlier in the document first)."""
     for p in passages:
@@ -260,28 +389,68 @@ class Found:
     value: tuple[int, int] | None = None
     model_text: str = ""
     support: Support | None = None
+    feats: dict[str, float] = field(default_factory=dict)
+
+
+CONF_FEATURES = ("p_top", "margin", "text_kind", "has_value", "value_missing", "supported", "lift", "cover",
+                 "aover", "named")
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """A logistic model of "the shown answer is right" over `CONF_FEATURES` of the chosen answer;
+    below `threshold` the answer is "not stated in the document"."""
+
+    weights: dict[str, float]
+    bias: float
+    threshold: float
+    source: str
+
+    def prob(self, feats: dict[str, float]) -> float:
+        return sigmoid(self.bias + sum(self.weights.get(k, 0.0) * feats.get(k, 0.0) for k in CONF_FEATURES))
+
+
+CONFIDENCE = Confidence(weights={"p_top": 4.0}, bias=-2.0, threshold=0.0,
+                        source="hand-set starting point (not yet fitted)")
+
+
+def answer_features(kind: str, ranked: list[Passage], value, sup: Support | None, named: bool) -> dict[str, float]:
+    """What the confidence model reads: the best passage's probability and its margin over the
+    second's score, whether the question asks for text, whether a value of the asked kind was
+    found in the quotes (or is missing), whether the model's words are carried by the quotes and
+    whether the model's answer names the value, the likelihood lift and the best passage's
+    question-term coverage and overlap with the model's answer."""
+    top = ranked[0]
+    second = ranked[1].score if len(ranked) > 1 else top.score - 5.0
+    return {"p_top": top.prob, "margin": min(top.score - second, 5.0), "text_kind": float(kind == "text"),
+            "has_value": float(value is not None), "value_missing": float(kind != "text" and value is None),
+            "supported": float(sup is not None and sup.supported), "lift": top.feats.get("lift", 0.0),
+            "cover": top.feats.get("cover", 0.0), "aover": top.feats.get("aover", 0.0), "named": float(named)}
 
 
 def decide(question: str, doc: Document, ranked: list[Passage], model_text: str = "",
-           fusion: Fusion = FUSION) -> Found:
-    """The answer from passages ranked by `rank` (see the module docstring)."""
+           fusion: Fusion = FUSION, confidence: Confidence | None = None) -> Found:
+    """The answer from passages ranked by `rank` (see the module docstring): the best passage and
+    up to two more that clear `fusion.threshold`, the value inside them, the model's wording if the
+    quotes carry it; then `confidence` (default `CONFIDENCE`) says how likely that answer is right,
+    and below its threshold the answer is "not stated in the document" with these passages as the
+    near misses."""
+    confidence = CONFIDENCE if confidence is None else confidence
     kind = question_kind(question)
     model_text = model_text.strip()
-    if not ranked or ranked[0].prob < fusion.threshold:
-        conf = ranked[0].prob if ranked else 0.0
-        sup = support(model_text, [doc.text[p.start:p.end] for p in ranked[:1]]) if model_text and ranked else None
-        return Found(question, kind, "not_stated", round(1.0 - conf, 4), NOT_STATED, near=ranked[:MAX_PASSAGES],
-                     model_text=model_text, support=sup)
+    if not ranked:
+        return Found(question, kind, "not_stated", 1.0, NOT_STATED, model_text=model_text)
     top = ranked[0]
     chosen = [top] + [p for p in ranked[1:MAX_PASSAGES] if p.prob >= max(fusion.threshold, 0.5 * top.prob)]
     quotes = [doc.text[p.start:p.end] for p in chosen]
     sup = support(model_text, quotes) if model_text else None
-    value = None
+    value, named = None, False
     if kind != "text":
         for p, quote in zip(chosen, quotes, strict=True):
-            v = pick_value(question, quote, model_text if sup is not None and sup.supported else "")
+            v = pick_value(question, quote, model_text)
             if v is not None:
                 value = (p.start + v[0], p.start + v[1])
+                named = bool(model_text) and _nfkc(quote[v[0]:v[1]]) in _nfkc(model_text)
                 break
     if value is not None:
         text = doc.text[value[0]:value[1]]
@@ -289,46 +458,122 @@ def decide(question: str, doc: Document, ranked: list[Passage], model_text: str 
         text = model_text
     else:
         text = quotes[0]
-    return Found(question, kind, "answered", round(top.prob, 4), text, passages=chosen, value=value,
-                 model_text=model_text, support=sup)
+    feats = answer_features(kind, ranked, value, sup, named)
+    conf = confidence.prob(feats)
+    if conf < confidence.threshold:
+        return Found(question, kind, "not_stated", round(1.0 - conf, 4), NOT_STATED, near=ranked[:MAX_PASSAGES],
+                     model_text=model_text, support=sup, feats=feats)
+    return Found(question, kind, "answered", round(conf, 4), text, passages=chosen, value=value,
+                 model_text=model_text, support=sup, feats=feats)
 
 
 QUESTION_HEAD = "\n\nQuestion:"  # the question's attention is read after the document and this
 
 
-def gather(llm, jobs: Sequence[tuple[Document, str, Sequence[str], Sequence[str], Sequence[str], Sequence[bool]]],
-           fusion: Fusion = FUSION, embed: bool = True) -> list[list[Found]]:
-    """Evidence-first answers for several documents' questions at once. Each job: (doc,
-    instructions, questions, suffixes (each question's prompt after the document), model texts,
-    readable (whether the document's attention can be read for that question: False for one that
-    went through a fallback because the document did not fit)). Every attention read of the call
-    goes to the engine in one `attention_shares`."""
+@dataclass
+class EvidenceJob:
+    """One document's questions for `gather`: the prompt's instructions before the document, each
+    question's suffix after it (as generated), the model's texts, whether the document's attention
+    can be read for each (False where a fallback served the question because the document did not
+    fit), and the ranges of the document that are separate parts (joined documents: a passage
+    never crosses from one into the next); None: the whole text."""
+
+    doc: Document
+    instructions: str
+    questions: list[str]
+    suffixes: list[str]
+    texts: list[str]
+    readable: list[bool]
+    parts: list[tuple[int, int]] | None = None
+
+
+def read_attention(llm, jobs: Sequence[EvidenceJob], spans_of: Sequence[list[tuple[int, int]]]
+                   ) -> list[list[tuple[list[float] | None, list[float] | None]]]:
+    """The question's and the model answer's attention shares on every candidate span, for each
+    question of each job; None where not read. One `attention_shares` call."""
     from pipelines.llm.settings import engine_lock
     from pipelines.llm.spans import attention_shares
 
-    spans_of = [candidate_spans(doc) for doc, *_ in jobs]
     items, where = [], []
-    for j, ((doc, instr, questions, suffixes, texts, readable), spans) in enumerate(zip(jobs, spans_of, strict=True)):
-        for i, (q, suf, txt, ok) in enumerate(zip(questions, suffixes, texts, readable, strict=True)):
+    for j, (job, spans) in enumerate(zip(jobs, spans_of, strict=True)):
+        for i, (q, suf, txt, ok) in enumerate(zip(job.questions, job.suffixes, job.texts, job.readable, strict=True)):
             if not ok or not spans:
                 continue
-            where.append((j, i, "q"))
-            items.append((doc, instr, QUESTION_HEAD, " " + q.strip(), spans))
+            where.append((j, i, 0))
+            items.append((job.doc, job.instructions, QUESTION_HEAD, " " + q.strip(), spans))
             if txt.strip():
-                where.append((j, i, "a"))
-                items.append((doc, instr, suf, " " + txt.strip(), spans))
-    shares: dict[tuple[int, int, str], list[float]] = {}
+                where.append((j, i, 1))
+                items.append((job.doc, job.instructions, suf, " " + txt.strip(), spans))
+    out: list[list[list]] = [[[None, None] for _ in job.questions] for job in jobs]
     if items:
         with engine_lock(llm):
             got = attention_shares(llm, items)
-        for key, g in zip(where, got, strict=True):
+        for (j, i, which), g in zip(where, got, strict=True):
             if g is not None:
-                shares[key] = [s for s, _ in g]
+                out[j][i][which] = [s for s, _ in g]
+    return [[(q, a) for q, a in job] for job in out]
+
+
+def read_likelihood(llm, asks: Sequence[tuple[str, Document, list[Passage]]]) -> list[list[float]]:
+    """For each (question, doc, passages): the question's mean log-probability per token after each
+    passage and, last, after an empty one (`likelihood_items`); one `LLM.score_many` call."""
+    from pipelines.llm.settings import engine_lock
+
+    items, sizes = [], []
+    for question, doc, passages in asks:
+        its = likelihood_items(question, doc, passages)
+        items += its
+        sizes.append(len(its))
+    if not items:
+        return [[] for _ in asks]
+    with engine_lock(llm):
+        outs = llm.score_many(items, batch=SCORE_BATCH)
+    means = [sum(o.logprobs) / len(o.logprobs) for o in outs]
+    res, at = [], 0
+    for n in sizes:
+        res.append(means[at:at + n])
+        at += n
+    return res
+
+
+def gather(llm, jobs: Sequence[EvidenceJob], *, pre: Fusion | None = None, fusion: Fusion | None = None,
+           embed: bool = True, rerank: int = RERANK) -> list[list[Found]]:
+    """Evidence-first answers for several documents' questions at once (see the module
+    docstring): candidate passages, the attention reads of every question of the call in one
+    engine call, the lexical features, a first ranking by `pre`, the model's reading of each
+    question's best `rerank` passages (one `score_many`), the final ranking by `fusion`, the
+    decision."""
+    pre = PRE if pre is None else pre
+    fusion = FUSION if fusion is None else fusion
+    from engine import EngineError
+
+    spans_of = [candidate_spans(job.doc, job.parts) for job in jobs]
+    try:
+        reads = read_attention(llm, jobs, spans_of)
+    except EngineError as exc:  # the passages are still ranked, on what was read without the model
+        log.warning("evidence: the attention could not be read (%s); ranking without it", exc)
+        reads = [[(None, None) for _ in job.questions] for job in jobs]
+    ranked_of: list[list[list[Passage]]] = []
+    asks = []
+    for job, spans, job_reads in zip(jobs, spans_of, reads, strict=True):
+        ranked_job = []
+        for q, txt, (q_sh, a_sh) in zip(job.questions, job.texts, job_reads, strict=True):
+            ranked = rank(passage_features(q, job.doc, spans, q_sh, a_sh, txt, embed=embed), pre)
+            ranked_job.append(ranked)
+            if rerank > 0 and ranked:
+                asks.append((q, job.doc, ranked[:rerank]))
+        ranked_of.append(ranked_job)
+    try:
+        scores = iter(read_likelihood(llm, asks)) if asks else iter(())
+    except EngineError as exc:
+        log.warning("evidence: the passages could not be read by the model (%s); ranking without it", exc)
+        rerank, scores = 0, iter(())
     out = []
-    for j, ((doc, _, questions, _, texts, _), spans) in enumerate(zip(jobs, spans_of, strict=True)):
+    for job, ranked_job in zip(jobs, ranked_of, strict=True):
         answers = []
-        for i, (q, txt) in enumerate(zip(questions, texts, strict=True)):
-            ps = passage_features(q, doc, spans, shares.get((j, i, "q")), shares.get((j, i, "a")), txt, embed=embed)
-            answers.append(decide(q, doc, rank(ps, fusion), txt, fusion))
+        for q, txt, ranked in zip(job.questions, job.texts, ranked_job, strict=True):
+            if rerank > 0 and ranked:
+                set_likelihood(ranked, next(scores))
+            answers.append(decide(q, job.doc, rank(ranked, fusion), txt, fusion))
         out.append(answers)
     return out

@@ -64,13 +64,15 @@ class Budget:
 @dataclass(frozen=True)
 class Progress:
     """tokens_done of tokens_total (prompt tokens in place and tokens generated; a finished answer
-    counts its whole max_tokens), seconds elapsed, items finished of items."""
+    counts its whole max_tokens), seconds elapsed, items finished of items; `phase` names a later
+    pass over the answers (reading their evidence), whose units are the items."""
 
     tokens_done: int
     tokens_total: int
     elapsed_s: float
     items_done: int
     items_total: int
+    phase: str = ""  # "" for the model's pass; otherwise what is being done (its units are the items)
 
     @property
     def fraction(self) -> float:
@@ -86,6 +88,8 @@ class Progress:
     def describe(self) -> str:
         eta = self.eta_s
         left = "" if eta is None else f", about {eta:.0f} s left"
+        if self.phase:
+            return f"{self.phase}: {self.items_done}/{self.items_total} answers, {self.elapsed_s:.0f} s{left}"
         return (f"{self.tokens_done:,}/{self.tokens_total:,} tokens, {self.items_done}/{self.items_total} answers, "
                 f"{self.elapsed_s:.0f} s{left}")
 

@@ -44,6 +44,7 @@ from pipelines.llm.settings import EngineSettings, EngineUnavailable, get_engine
 # Rough throughput of the packaged Gemma 3 270M used to estimate a step's time before running it
 # (BENCHMARKS.md, "CPU: engine against transformers": 2K-token prefill in 4.5 s, ~10 tok/s decode in
 # float32 on the 2-core machine; the H200 figures from "The user path on the H200").
+MAX_TOKENS = 48  # the model's answer: its words are shown only where the quotes carry them, so a short one
 RATES = {"cpu": {"prefill_tok_s": 450.0, "decode_steps_s": 9.0},
          "cuda": {"prefill_tok_s": 100_000.0, "decode_steps_s": 400.0}}
 
@@ -68,8 +69,9 @@ class StepRecord(BaseModel):
 
 
 class AnswerSpan(SourceSpan):
-    """A source sentence an answer rests on: the span in its own document (page, and box for PDF
-    input) and its share of the answer's attention over the candidate sentences."""
+    """A passage an answer quotes (or a near miss): the span in its own document (page, and box for
+    PDF input) and `score`, the calibrated probability that it holds the answer
+    (pipelines.llm.evidence: retrieval, the model's attention and its reading of the passage)."""
 
     score: float
 
@@ -78,18 +80,38 @@ def _absent(value) -> bool:
     return value is None
 
 
+def _empty(value) -> bool:
+    return not value
+
+
 class Answer(BaseModel):
-    """One asked question: the answer, the spans it rests on, what the fallback did when the
-    documents did not fit, and its timings. error: one line when there is no answer."""
+    """One asked question, evidence first (pipelines.llm.evidence). status "answered": `spans` are
+    the quoted passages that hold the answer, best first; `value` the value asked for (a date, a
+    period, an amount, a drug...) as a span inside the first; `text` what is shown: the value, the
+    model's wording where the quotes carry it, or the first quote. "not_stated": no passage cleared
+    the calibrated threshold; `text` says so and `near_misses` lists the best passages. "error":
+    `error` says why there is no answer. `confidence`: the calibrated probability that the shown
+    answer is right (for not_stated, that the document does not hold it). `model_text` is the
+    model's own answer, kept whether or not it is shown; `model_supported` whether the quotes carry
+    it (an unsupported one is never shown as the answer)."""
 
     model_config = ConfigDict(extra="forbid")
 
     question: str
     text: str
+    status: str = "answered"
+    confidence: float | None = None
+    kind: str = "text"
+    value: SourceSpan | None = None
     error: str | None = None
     finish_reason: str | None = None
     spans: list[AnswerSpan] = Field(default_factory=list)
+    near_misses: list[AnswerSpan] = Field(default_factory=list, exclude_if=_empty)
+    model_text: str | None = None
+    model_supported: bool | None = None
     fallback: str | None = Field(default=None, description="what the fallback did when the documents did not fit")
+    fallback_report: dict | None = Field(default=None, exclude_if=_absent,
+                                         description="the engine's FallbackReport when a fallback served the question")
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
     ttft_s: float | None = None
@@ -258,21 +280,27 @@ class LLMRun:
                          answers=list(self.answers) if self.answers else None)
 
     def ask(self, docs: Document | list[Document], questions: list[str], *, fallback="retrieval",
-            max_tokens: int = 128, attribute: bool = True, top_k: int = 3) -> list[Answer]:
+            max_tokens: int = MAX_TOKENS, evidence: bool = True, instructions: str | None = None) -> list[Answer]:
         """Answer `questions` over `docs` (see the module docstring); recorded as step "ask", the
         answers kept for the report and returned. An engine that cannot load or fails gives every
         question that one-line error. fallback: a strategy name ("retrieval", "truncate:middle",
-        ...) or an engine FallbackPolicy."""
-        return self.ask_many([(docs, questions)], fallback=fallback, max_tokens=max_tokens, attribute=attribute,
-                             top_k=top_k)[0]
+        ...) or an engine FallbackPolicy. evidence False: the model's texts only, unchecked (tests
+        of the generation path; never shown to a user as answers). instructions: the text before
+        the document (default `pipelines.llm.INSTRUCTIONS`)."""
+        return self.ask_many([(docs, questions)], fallback=fallback, max_tokens=max_tokens, evidence=evidence,
+                             instructions=instructions)[0]
 
     def ask_many(self, jobs: list[tuple[Document | list[Document], list[str]]], *, fallback="retrieval",
-                 max_tokens: int = 128, attribute: bool = True, top_k: int = 3) -> list[list[Answer]]:
+                 max_tokens: int = MAX_TOKENS, evidence: bool = True, instructions: str | None = None
+                 ) -> list[list[Answer]]:
         """`ask` for several inputs at once, each (documents, questions): one step "ask" whose
         questions, over every input, go to the engine together (`ask_documents`: the inputs' KV
-        computed together and the decodes batched across them). One list of answers per input."""
-        from pipelines.llm.requests import INSTRUCTIONS, STOP, ask_documents
+        computed together and the decodes batched across them), then every answer's evidence in
+        one pass (`pipelines.llm.evidence.gather`). One list of answers per input."""
+        from pipelines.llm.evidence import EvidenceJob, gather
+        from pipelines.llm.requests import INSTRUCTIONS, QUESTION, STOP, Progress, ask_documents
 
+        instructions = INSTRUCTIONS if instructions is None else instructions
         joined = [join_documents([d] if isinstance(d, Document) else list(d)) for d, _ in jobs]
         policy = fallback_policy(fallback) if isinstance(fallback, str) else fallback
         out = None
@@ -281,18 +309,28 @@ class LLMRun:
                 t0 = time.perf_counter()
                 # one paragraph: a base model copying the document runs on past its answer
                 results = ask_documents(st.llm, [(j, list(qs)) for (j, _), (_, qs) in zip(joined, jobs, strict=True)],
-                                        instructions=INSTRUCTIONS, max_tokens=max_tokens, stop=(*STOP, "\n\n"),
-                                        attribute=attribute, top_k=top_k, on_progress=st.progress, cancel=self.cancel,
+                                        instructions=instructions, max_tokens=max_tokens, stop=(*STOP, "\n\n"),
+                                        attribute=False, on_progress=st.progress, cancel=self.cancel,
                                         fallback=policy)
                 for res in results:
                     st.add(res)
+                n_q = sum(len(res.items) for res in results)
+                st.progress(Progress(0, n_q, time.perf_counter() - t0, 0, n_q, phase="reading the evidence"))
+                ev_jobs = [EvidenceJob(doc, instructions, [it.question for it in res.items],
+                                       [QUESTION.format(question=it.question) for it in res.items],
+                                       [it.text if it.error is None else "" for it in res.items],
+                                       [it.error is None and it.fallback is None for it in res.items],
+                                       [(off, off + len(d.text)) for off, d in parts])
+                           for (doc, parts), res in zip(joined, results, strict=True)]
+                found = gather(st.llm, ev_jobs) if evidence else [[None] * len(res.items) for res in results]
                 seconds = round(time.perf_counter() - t0, 3)
-                out = [[_answer(it, parts, seconds) for it in res.items]
-                       for res, (_, parts) in zip(results, joined, strict=True)]
+                st.progress(Progress(n_q, n_q, seconds, n_q, n_q, phase="reading the evidence"))
+                out = [[_answer(it, parts, seconds, f) for it, f in zip(res.items, fs, strict=True)]
+                       for res, (_, parts), fs in zip(results, joined, found, strict=True)]
         if out is None:  # no engine, or it failed: the record holds the one line
             rec = self.records[-1]
             why = rec.error or rec.reason or "no answer"
-            out = [[Answer(question=q, text="", error=why) for q in qs] for _, qs in jobs]
+            out = [[Answer(question=q, text="", status="error", error=why) for q in qs] for _, qs in jobs]
         for answers in out:
             self.answers.extend(answers)
         return out
@@ -332,12 +370,13 @@ def _map_span(start: int, end: int, parts: list[tuple[int, Document]]) -> Source
     return None
 
 
-def _answer(item, parts: list[tuple[int, Document]], seconds: float) -> Answer:
-    spans = []
-    for a in item.spans:
-        src = _map_span(a.source.char_start, a.source.char_end, parts)
-        if src is not None:
-            spans.append(AnswerSpan(**src.model_dump(), score=round(a.score, 4)))
+def _source(start: int, end: int, parts: list[tuple[int, Document]]) -> SourceSpan | None:
+    return _map_span(start, end, parts)
+
+
+def _answer(item, parts: list[tuple[int, Document]], seconds: float, found=None) -> Answer:
+    """The Answer for an engine item and its evidence (`found`: a pipelines.llm.evidence.Found, or
+    None when evidence was not read: the model's text alone, marked unsupported)."""
     report, how = item.fallback, None
     if report is not None and report.fallback_triggered:
         how = report.strategy + (f":{report.truncate_side}" if report.truncate_side else "")
@@ -346,14 +385,29 @@ def _answer(item, parts: list[tuple[int, Document]], seconds: float) -> Answer:
         how = (f"did not fit ({report.reason}): {how}, {report.tokens_dropped:,} of "
                f"{report.document_tokens:,} document tokens dropped")
     ttft = item.metrics.get("ttft_s")
-    text = item.text.strip()
-    error = item.error
-    if error is None and not text:
-        error = "the model gave an empty answer"
-    return Answer(question=item.question, text=text, error=error, finish_reason=item.finish_reason, spans=spans,
-                  fallback=how, prompt_tokens=int(item.metrics.get("prompt_tokens", 0)),
+    common = dict(question=item.question, finish_reason=item.finish_reason, fallback=how,
+                  fallback_report=report.to_dict() if report is not None else None,
+                  prompt_tokens=int(item.metrics.get("prompt_tokens", 0)),
                   cached_prompt_tokens=int(item.metrics.get("cached_prompt_tokens", 0) or 0),
                   ttft_s=None if ttft is None else round(float(ttft), 3), seconds=seconds)
+    model_text = item.text.strip() or None
+    if item.error is not None:
+        return Answer(text="", status="error", error=item.error, model_text=model_text, **common)
+    if found is None:
+        return Answer(text=item.text.strip(), model_text=model_text, model_supported=False, **common)
+
+    def spans(passages) -> list[AnswerSpan]:
+        out = []
+        for p in passages:
+            src = _source(p.start, p.end, parts)
+            if src is not None:
+                out.append(AnswerSpan(**src.model_dump(), score=round(p.prob, 4)))
+        return out
+
+    value = _source(*found.value, parts) if found.value is not None else None
+    return Answer(text=found.text, status=found.status, confidence=found.confidence, kind=found.kind, value=value,
+                  spans=spans(found.passages), near_misses=spans(found.near), model_text=model_text,
+                  model_supported=None if found.support is None else found.support.supported, **common)
 
 
 def _why_not(step: str, mode: LLMMode, model: str, estimated_s: float | None, budget_s: float | None) -> str:

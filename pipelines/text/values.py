@@ -2,8 +2,10 @@
 
 `question_kind(question)` reads an English or Chinese question with ordered patterns and returns
 one of: date, period, money, number, lab, law, claim, party, drug, name, place, or "text" when it
-asks for a sentence rather than a value ("What does clause 5 say?", "Why ...?"). The first rule
-that matches wins; the rules are listed in `_KIND_RULES`, most specific first.
+asks for a sentence rather than a value ("What does clause 5 say?", "Why ...?"). The rule whose
+match starts first in the question wins ("Which antibiotic was started when ...?" asks for a drug,
+"When was the antibiotic started?" for a date); at the same place the one listed first in
+`_KIND_RULES` (most specific first).
 
 `value_spans(text, kind)` gives the (start, end) character ranges in `text` of every value of
 that kind, by documented, dependency-free patterns on the text (NFKC applied per character, so
@@ -62,10 +64,12 @@ _KIND_RULES: list[tuple[str, re.Pattern[str]]] = [
 def question_kind(question: str) -> str:
     """The kind of value `question` asks for (see the module docstring); "text" when none."""
     q = unicodedata.normalize("NFKC", question)
-    for kind, pat in _KIND_RULES:
-        if pat.search(q):
-            return kind
-    return "text"
+    best: tuple[int, int, str] | None = None
+    for order, (kind, pat) in enumerate(_KIND_RULES):
+        m = pat.search(q)
+        if m is not None and (best is None or (m.start(), order) < best[:2]):
+            best = (m.start(), order, kind)
+    return best[2] if best is not None else "text"
 
 
 _CN_NUM = "零〇一二三四五六七八九十百千万两半"

@@ -84,11 +84,13 @@ def test_ask_answers_with_spans_in_the_documents(tiny_model):
     out = json.loads(res.stdout)
     answers = out["llm"]["answers"]
     assert [a["question"] for a in answers] == ["Who is the Provider?", "What law governs?"]
-    texts = {"v1": (DPA / "v1.txt").read_text(encoding="utf-8"), "v2": (DPA / "v2.txt").read_text(encoding="utf-8")}
+    texts = {v: (DPA / v).read_text(encoding="utf-8") for v in ("v1.txt", "v2.txt")}
     for a in answers:
         assert a["prompt_tokens"] > 0
         assert a["fallback"] and "did not fit" in a["fallback"]  # both versions exceed the tiny 4K context
-        for s in a["spans"]:
+        quoted = a["spans"] + a.get("near_misses", [])  # passages of both versions, each in its own file
+        assert quoted and a["status"] in ("answered", "not_stated")
+        for s in quoted:
             assert texts[s["doc_id"]][s["char_start"]:s["char_end"]] == s["text"]
     assert res.exit_code == (0 if all(a["error"] is None for a in answers) else 1)
     assert [s["step"] for s in out["llm"]["steps"]] == ["ask"]
@@ -186,12 +188,35 @@ def test_html_path_that_cannot_be_written_is_refused_before_the_analysis(tmp_pat
     assert ("is a folder" if where == "folder" else "is a file, not a folder") in res.output
 
 
-def test_an_empty_answer_says_so(tmp_path):
+def _span(text: str, a: int, b: int, score: float = 0.8):
+    from pipelines.llm.run import AnswerSpan
+
+    return AnswerSpan(doc_id="d.txt", char_start=a, char_end=b, text=text[a:b], page=1, score=score)
+
+
+def test_answer_lines_are_evidence_first():
     from app.commands.llm_options import answer_lines
+    from pipelines.documents import SourceSpan
     from pipelines.llm.run import Answer
 
-    lines = answer_lines([Answer(question="Who?", text="  ", prompt_tokens=10, seconds=0.5)])
-    assert lines[1].startswith("A: (the model gave an empty answer")
+    text = "Payment is due within 30 days of the invoice. This Agreement is governed by the laws of Delaware."
+    quote = _span(text, 0, 45)
+    value = SourceSpan(doc_id="d.txt", char_start=22, char_end=29, text=text[22:29], page=1)
+    shown = Answer(question="When is payment due?", text="30 days", confidence=0.82, kind="period", value=value,
+                   spans=[quote], model_text="Payment is due in 90 days.", model_supported=False, prompt_tokens=10)
+    lines = answer_lines([shown])
+    assert lines[1] == "A: 30 days  [confidence 82%]"
+    assert "»30 days«" in lines[2] and "d.txt p.1 [0:45]" in lines[2]
+    assert not any("90 days" in line for line in lines)  # unsupported model text is never printed
+    supported = shown.model_copy(update={"model_text": "within 30 days", "model_supported": True})
+    assert any("in the model's words (carried by the quote): within 30 days" in line for line in answer_lines([supported]))
+    missing = Answer(question="What is the cap?", text="not stated in the document", status="not_stated",
+                     confidence=0.7, near_misses=[_span(text, 46, len(text), 0.1)])
+    lines = answer_lines([missing])
+    assert lines[1] == "A: not stated in the document  [confidence 70%]"
+    assert lines[2].startswith("   nearest (10%): d.txt p.1 [46:") and "Delaware" in lines[2]
+    failed = Answer(question="Q?", text="", status="error", error="cancelled after 1.0 s")
+    assert answer_lines([failed])[1] == "A: (no answer: cancelled after 1.0 s)"
 
 
 def test_generate_says_what_is_loading_and_how_long_it_took(tiny_model):

@@ -86,7 +86,7 @@ def test_table_csv_xlsx_bad_file_and_resume(tiny_model, patent_folder, tmp_path)
                  *engine_args(tiny_model), "--quiet")
     assert res.exit_code == 1, res.output  # the broken PDF failed; the batch went on
     table = json.loads((out / "review.json").read_text(encoding="utf-8"))
-    assert table["schema_version"] == "review/1.0" and table["pipeline"] == "review"
+    assert table["schema_version"] == "review/2.0" and table["pipeline"] == "review"
     assert len(table["input_sha256"]) == 64 and "Gemma" not in table["model"]
     review.ReviewTable.model_validate(table)
     assert [q["name"] for q in table["questions"]] == ["claimed", "Q2"]
@@ -101,11 +101,19 @@ def test_table_csv_xlsx_bad_file_and_resume(tiny_model, patent_folder, tmp_path)
         for c in r["cells"]:
             assert c["answer"] or c["error"]
             assert c["fallback"] is None  # both fit the 4K context
-            for s in c["spans"]:
+            assert c["status"] in ("answered", "not_stated") and 0 <= c["confidence"] <= 1
+            for s in c["spans"] + c["near_misses"]:
                 assert texts[name][s["char_start"]:s["char_end"]] == s["text"]
-            if c["spans"]:
-                assert c["confidence"] == max(s["score"] for s in c["spans"])
-    assert any(c["spans"] for name in texts for c in rows[name]["cells"])  # the span checks above ran
+            if c["status"] == "answered":  # evidence first: every shown answer quotes its passage
+                assert c["spans"] and not c["near_misses"]
+                if c["value"] is not None:
+                    v, top = c["value"], c["spans"][0]
+                    assert c["answer"] == v["text"] and top["char_start"] <= v["char_start"] <= v["char_end"] <= top["char_end"]
+                if not c["model_supported"] and c["model_text"]:
+                    assert c["answer"] != c["model_text"] or c["answer"] in texts[name]
+            else:
+                assert not c["spans"] and c["near_misses"] and c["answer"] == "not stated in the document"
+    assert any(c["spans"] or c["near_misses"] for name in texts for c in rows[name]["cells"])  # checks above ran
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["counts"]["failed"] == 1 and summary["failures"][0]["input"] == "broken.pdf"
 
@@ -186,8 +194,9 @@ def test_over_the_context_the_pipeline_units_are_read(tiny_model, tmp_path):
     assert c["fallback"].startswith("did not fit") and " clauses chosen by relevance" in c["fallback"]
     assert "term of agreement" in c["fallback"].lower()  # the clause named for the question was read
     texts = {d["doc_id"]: (DPA / d["source_name"]).read_text(encoding="utf-8") for d in row["documents"]}
-    assert c["spans"]
-    for s in c["spans"]:  # mapped back from what was read to the source versions
+    quoted = c["spans"] + c["near_misses"]  # the quoted passages, or the near misses when not stated
+    assert quoted
+    for s in quoted:  # mapped back from what was read to the source versions
         assert texts[s["doc_id"]][s["char_start"]:s["char_end"]] == s["text"]
 
 
@@ -199,8 +208,8 @@ def test_patent_over_the_context_reads_claims(tiny_model, tmp_path):
     run = LLMRun("off", EngineSettings(model=str(tiny_model), device="cpu", dtype="float32", max_model_len=1024))
     (c,) = review.answer_questions(run, "patents", [doc], [review.Question("c1", "What does claim 1 claim?")], ["k"])
     assert "claims and paragraphs chosen by relevance" in c.fallback and "claim 1" in c.fallback
-    assert c.spans
-    for s in c.spans:
+    assert c.spans + c.near_misses
+    for s in c.spans + c.near_misses:
         assert doc.text[s.char_start:s.char_end] == s.text
 
 
@@ -220,5 +229,5 @@ def test_xlsx_and_csv_keep_document_text_as_text():
 
 def test_json_schema_is_versioned():
     schema = review.ReviewTable.model_json_schema()
-    assert schema["properties"]["schema_version"]["default"] == "review/1.0"
+    assert schema["properties"]["schema_version"]["default"] == "review/2.0"
     assert {"input_sha256", "questions", "rows", "model", "confidence"} <= set(schema["properties"])

@@ -42,8 +42,8 @@ def test_ask_under_off_answers_with_spans_in_the_source_documents(tiny_llm):
 def test_second_question_reuses_the_documents(tiny_llm):
     run = LLMRun("auto", EngineSettings(), engine=tiny_llm)
     doc = Document.from_text("A fresh document for reuse. " * 20, doc_id="reuse")
-    run.ask(doc, ["What is it?"], max_tokens=3, attribute=False)
-    run.ask(doc, ["Is it fresh?"], max_tokens=3, attribute=False)
+    run.ask(doc, ["What is it?"], max_tokens=3, evidence=False)
+    run.ask(doc, ["Is it fresh?"], max_tokens=3, evidence=False)
     first, second = run.records
     # computed by the first question (placed, or prefilled and cut at its last block), taken from a
     # cache by the second
