@@ -85,6 +85,23 @@ def _joined(paths: tuple[str, ...]):
     return join_documents([qa_set.document(p) for p in paths])
 
 
+_STRUCTURE: dict[str, object] = {}
+
+
+def structure_answer(q):
+    """The pipeline's structure answer to `q` (patents: the claim tree), or None; cached per question."""
+    if q.id not in _STRUCTURE:
+        got = None
+        if q.pipeline == "patents" and len(q.docs) == 1:
+            from pipelines.patents import PatentsPipeline
+
+            doc = qa_set.document(q.docs[0])
+            pipe = PatentsPipeline()
+            got = pipe.structure_answerer(pipe.run_documents([doc]), [doc])(q.question)
+        _STRUCTURE[q.id] = got
+    return _STRUCTURE[q.id]
+
+
 def _evidence_spans(q, parts) -> list[tuple[int, int]]:
     out = []
     for e in q.evidence:
@@ -162,9 +179,9 @@ def add_likelihood(args) -> None:
     pre-fusion (`--pre`, a fit's JSON over the first features; default the product's), the best
     `RERANK` read by the model (`LLM.score_many`); the seconds it took added to each question's."""
     from pipelines.llm import EngineSettings, get_engine
-    from pipelines.llm.evidence import FUSION, RERANK, Passage, likelihood_items, rank, set_likelihood
+    from pipelines.llm.evidence import PRE, RERANK, Passage, likelihood_items, rank, set_likelihood
 
-    pre = _fitted(argparse.Namespace(weights=args.pre)) if args.pre else FUSION
+    pre = _fitted(argparse.Namespace(weights=args.pre))[0] if args.pre else PRE
     data = json.loads(OUT.read_text())
     by_id = {q.id: q for q in qa_set.load()}
     llm = get_engine(EngineSettings.from_env())
@@ -204,12 +221,25 @@ def _load_rows():
     return [(by_id[r["id"]], r) for r in data["rows"] if r["id"] in by_id]
 
 
-def evaluate(rows, fusion, verbose: bool = False, confidence=None, per_out: list | None = None) -> dict:
+def evaluate(rows, fusion, verbose: bool = False, confidence=None, per_out: list | None = None,
+             route: bool = True) -> dict:
     from pipelines.llm.evidence import Passage, decide, rank
 
     per = []
     for q, r in rows:
         doc, _ = _joined(q.docs)
+        sa = structure_answer(q) if route else None
+        if sa is not None:  # the pipeline's structure answered: no passage ranking involved
+            ev = [tuple(x) for x in r["evidence"]]
+            quoted = [(s.char_start, s.char_end) for s in sa.spans]
+            right = answer_right(q, sa.text, sa.status)
+            per.append({"q": q, "right": right, "top1": bool(quoted and ev) and is_evidence(doc.text, quoted[0], ev),
+                        "top3": bool(ev) and any(is_evidence(doc.text, x, ev) for x in quoted[:3]),
+                        "conf": sa.confidence, "status": sa.status, "shown": sa.text, "model": "",
+                        "shown_model": False, "seconds": 0.0, "feats": {}, "route": "structure"})
+            if verbose:
+                print(f"{'ok ' if right else 'BAD'} {q.id} [{q.split}] structure: {q.question[:60]!r} -> {sa.text[:80]!r}")
+            continue
         ps = [Passage(s, e, dict(f)) for s, e, f in r["passages"]]
         ranked = rank(ps, fusion)
         found = decide(q.question, doc, ranked, r["model_text"], fusion, confidence)
@@ -221,7 +251,7 @@ def evaluate(rows, fusion, verbose: bool = False, confidence=None, per_out: list
             and found.text == found.model_text
         per.append({"q": q, "right": right, "top1": top1, "top3": top3, "conf": found.confidence,
                     "status": found.status, "shown": found.text, "model": r["model_text"], "shown_model": shown_model,
-                    "seconds": r["seconds"] + r.get("seconds_upr", 0.0), "feats": found.feats})
+                    "seconds": r["seconds"] + r.get("seconds_upr", 0.0), "feats": found.feats, "route": "evidence"})
         if verbose:
             mark = "ok " if right else "BAD"
             print(f"{mark} {q.id} [{q.split}] conf {found.confidence:.2f} top1 {int(top1)} {found.status}: "
@@ -240,7 +270,7 @@ def summarise(per: list[dict]) -> dict:
     una = [p for p in per if not p["q"].answerable]
     med = statistics.median(p["conf"] for p in per) if per else 0.0
     shown = [p for p in per if p["shown_model"]]
-    return {"n": len(per), "answer_right": rate(p["right"] for p in per),
+    return {"n": len(per), "structure_routed": sum(p.get("route") == "structure" for p in per), "answer_right": rate(p["right"] for p in per),
             "answerable_right": rate(p["right"] for p in ans),
             "evidence_top1": rate(p["top1"] for p in ans), "evidence_top3": rate(p["top3"] for p in ans),
             "unanswerable_abstained": rate(p["status"] == "not_stated" for p in una),
@@ -314,7 +344,7 @@ def fit(args) -> None:
         n = len(r["passages"])
         for s, e, f in r["passages"]:
             label = float(is_evidence(doc.text, (s, e), ev))
-            X.append([f[k] for k in names])
+            X.append([f.get(k, 0.0) for k in names])
             y.append(label)
             w.append(1.0 / math.sqrt(n))  # long documents do not outweigh short ones
     X, y, w = np.array(X), np.array(y), np.array(w)
@@ -350,6 +380,7 @@ def _fit_confidence(rows, fusion, lam: float) -> dict:
 
     per: list = []
     evaluate(rows, fusion, confidence=Confidence({}, 0.0, 0.0, "all shown"), per_out=per)
+    per = [p for p in per if p["route"] == "evidence"]
     X = np.array([[p["feats"].get(k, 0.0) for k in CONF_FEATURES] for p in per])
     y = np.array([float(p["q"].answerable and p["right"]) for p in per])
     coef, b0 = _logistic(X, y, np.ones(len(y)), lam)

@@ -106,3 +106,9 @@ class Pipeline(ABC):
     def summary_line(self, result: ResultBase) -> str:
         """A short human description of a result (batch log, UI)."""
         return ""
+
+    def structure_answerer(self, result: ResultBase, docs: list[Document]):
+        """What answers questions from this pipeline's own structure (a claim's dependencies, a
+        clause's change): a callable question -> `pipelines.llm.Answer`, or None for a question the
+        structure does not answer exactly (it goes to evidence search); None: no such answerer."""
+        return None

@@ -153,6 +153,8 @@ def answer_lines(answers) -> list[str]:
     for a in answers:
         lines.append(f"Q: {a.question}")
         conf = "" if a.confidence is None else f"  [confidence {a.confidence:.0%}]"
+        if getattr(a, "route", "evidence") == "structure":
+            conf = "  [from the document's structure: exact]"
         if a.error is not None:
             lines.append(f"A: (no answer: {a.error})")
         elif a.status == "not_stated":
@@ -166,6 +168,9 @@ def answer_lines(answers) -> list[str]:
                 lines.append(f"   quote ({s.score:.0%}): {_where(s)}: “{quote}”")
             if a.model_supported and a.model_text and " ".join(a.model_text.split()) != " ".join(a.text.split()):
                 lines.append(f"   in the model's words (carried by the quote): {_snippet(a.model_text)}")
+        if getattr(a, "route", "evidence") == "structure":  # no model was asked: nothing to account
+            lines.append("")
+            continue
         cost = [f"prompt {a.prompt_tokens:,} tokens"]
         if a.fallback:
             cost.append(a.fallback)
@@ -224,10 +229,12 @@ def check_questions(questions: list[str]) -> None:
         raise typer.Exit(2)
 
 
-def ask_and_attach(run, result, docs, questions: list[str]) -> bool:
+def ask_and_attach(run, result, docs, questions: list[str], pipeline=None) -> bool:
     """Answer `questions` over `docs` (when any) and put the run's report on the result; True when
-    every question has an answer."""
-    answers = run.ask(docs, questions) if questions else []
+    every question has an answer. pipeline: the Pipeline that made `result`; a question its own
+    structure answers (`Pipeline.structure_answerer`) is answered from it, not by the engine."""
+    structure = pipeline.structure_answerer(result, list(docs)) if pipeline is not None else None
+    answers = run.ask(docs, questions, structure=structure) if questions else []
     report = run.report()
     if report is not None or "llm" in type(result).model_fields:
         result.llm = report

@@ -42,8 +42,9 @@ def register(app: typer.Typer) -> None:
         with lo.llm_progress(disable=as_json) as progress:
             run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, progress, cache_dir)
             with lo.stop_on_ctrl_c(run):
-                result = PatentsPipeline().run_documents([doc], llm=run)
-                answered = lo.ask_and_attach(run, result, [doc], ask)
+                pipeline = PatentsPipeline()
+                result = pipeline.run_documents([doc], llm=run)
+                answered = lo.ask_and_attach(run, result, [doc], ask, pipeline)
         if as_json:
             typer.echo(to_json(result), nl=False)
         else:

@@ -363,8 +363,14 @@ def clear_answers(key: str) -> None:
     st.session_state.pop(_answers_key(key), None)
 
 
-def ask(docs: Sequence[Document], question: str, mode: str, *, stop_key: str | None = None) -> Asked | None:
-    """Answer `question` over `docs` with an LLMRun (`run.ask`), its progress drawn while it works."""
+def ask(docs: Sequence[Document], question: str, mode: str, *, stop_key: str | None = None,
+        structure: Callable[[str], object] | None = None) -> Asked | None:
+    """Answer `question` over `docs` with an LLMRun (`run.ask`), its progress drawn while it works;
+    structure: the pipeline's answerer from its own structure (a question it answers needs no model)."""
+    if structure is not None:
+        answer = structure(question)
+        if answer is not None:
+            return Asked(answer, False)
     with RunProgress("Answering…", stop_key=stop_key) as prog:
         run = make_run(mode, on_progress=prog, cancel=prog.cancel)
         if run is None:
@@ -380,10 +386,12 @@ def ask(docs: Sequence[Document], question: str, mode: str, *, stop_key: str | N
 
 
 def ask_box(key: str, docs: Sequence[Document], mode: str, *, names: dict[str, str] | None = None,
-            page_image: Callable[[int, list], object] | None = None) -> None:
+            page_image: Callable[[int, list], object] | None = None,
+            structure: Callable[[str], object] | None = None) -> None:
     """"Ask about this document": the question box over `docs`, and the answers given on this page
-    (newest first) with the spans they rest on. names: how to call each document (by doc_id);
-    page_image(page, boxes): a picture of that page with the boxes drawn (PDF input)."""
+    (newest first) with the passages they quote. names: how to call each document (by doc_id);
+    page_image(page, boxes): a picture of that page with the boxes drawn (PDF input); structure:
+    the pipeline's answerer from its own structure (`Pipeline.structure_answerer`)."""
     store = _answers_key(key)
     label = "Ask about these documents" if len(docs) > 1 else "Ask about this document"
     with st.expander(label, expanded=True, key=f"{key}_ask_open", icon=":material/question_answer:"):
@@ -399,7 +407,7 @@ def ask_box(key: str, docs: Sequence[Document], mode: str, *, names: dict[str, s
             if not question.strip():
                 st.info("Type a question first.")
             else:
-                asked = ask(docs, question.strip(), mode, stop_key=f"{key}_ask_stop")
+                asked = ask(docs, question.strip(), mode, stop_key=f"{key}_ask_stop", structure=structure)
                 if asked is not None:
                     st.session_state[store] = ([asked] + list(st.session_state.get(store, [])))[:MAX_ANSWERS]
         texts = {d.doc_id: d.text for d in docs}
@@ -442,7 +450,8 @@ def show_answer(answer, texts: dict[str, str], names: dict[str, str] | None = No
         st.warning(md_line(f"Not stated in the document{conf}."))
     else:
         st.info(md_text(" ".join(answer.text.split())))
-        bits = [f"quoted from the document{conf}"]
+        bits = ["from the document's structure (exact), quoting the text that shows it"
+                if answer.route == "structure" else f"quoted from the document{conf}"]
         if answer.model_supported and answer.model_text and answer.model_text.strip() != answer.text.strip():
             bits.append("in the model's words (carried by the quote): " + md_line(answer.model_text))
         st.caption(" · ".join(bits))

@@ -144,5 +144,5 @@ def page() -> None:
     if out:
         result, doc = out
         asking.show_llm_report(result.llm)
-        asking.ask_box("patents", [doc], mode)
+        asking.ask_box("patents", [doc], mode, structure=_pipeline().structure_answerer(result, [doc]))
         render(result, doc)

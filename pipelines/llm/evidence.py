@@ -17,7 +17,10 @@ question so that documents of any length compare:
 - `aover`: the share of the answer's content terms (words, numbers, CJK bigrams) in the passage;
 - `kind`: 1 when the passage holds a value of the kind the question asks for
   (`pipelines.text.values`), 0 when it holds none, 0.5 for a question that asks for text;
-- `short`: 1 for a passage under 25 characters (a heading, a lone table cell).
+- `short`: 1 for a passage under 25 characters (a heading, a lone table cell);
+- `contra`: 1 for a passage that lists allergies, denies, or reports a negative finding or a drug
+  stopped, when the question does not ask about those (an allergy line never answers "which
+  antibiotic was given?").
 
 The fused score is a logistic model of those features (`FUSION`: weights fitted on the
 development QA set by `benchmarks/bench_answers.py --fit`; the numbers and the command are in
@@ -46,8 +49,8 @@ from pipelines.text.values import question_kind, value_spans
 
 log = logging.getLogger(__name__)
 
-FEATURES = ("bm25", "cover", "emb", "qatt", "aatt", "aover", "kind", "short", "upr", "lift")
-PRE_FEATURES = FEATURES[:8]  # what ranks the passages before the model reads the best `RERANK` of them
+FEATURES = ("bm25", "cover", "emb", "qatt", "aatt", "aover", "kind", "short", "contra", "upr", "lift")
+PRE_FEATURES = FEATURES[:9]  # what ranks the passages before the model reads the best `RERANK` of them
 RERANK = 16
 SCORE_BATCH = 8  # passages the model reads per forward: a few at a time keep the pool's cached documents
 NOT_STATED = "not stated in the document"
@@ -218,6 +221,12 @@ class Passage:
     prob: float = 0.0
 
 
+# a passage that states the opposite of what was given or found: an allergy list, a denial, a
+# negative finding ("ALLERGIES: Penicillin" never answers "which antibiotic was given?")
+_CONTRA = re.compile(r"allerg|\bno known\b|\bdenie[sd]\b|\bnegative for\b|\bnot (?:given|taken|prescribed)\b|"
+                     r"\bdiscontinu|\bcontraindicat|过敏|否认|禁用|禁忌|未(?:使用|服用|给予)|停用", re.IGNORECASE)
+
+
 def _scaled(values: Sequence[float]) -> list[float]:
     top = max(values, default=0.0)
     return [v / top if top > 0 else 0.0 for v in values]
@@ -260,6 +269,7 @@ def passage_features(question: str, doc: Document, spans: list[tuple[int, int]],
     aa = _scaled(answer_shares) if answer_shares is not None else [0.0] * len(spans)
     a_terms = {_stem(t) for t in content_terms(model_text)}
     kind = question_kind(question)
+    asks_contra = bool(_CONTRA.search(question))
     out = []
     for i, (s, e) in enumerate(spans):
         present = index.docs[i]
@@ -271,7 +281,8 @@ def passage_features(question: str, doc: Document, spans: list[tuple[int, int]],
         else:
             k = 1.0 if value_spans(texts[i], kind) else 0.0
         out.append(Passage(s, e, {"bm25": bm[i], "cover": cover, "emb": emb[i], "qatt": qa[i], "aatt": aa[i],
-                                  "aover": aover, "kind": k, "short": float(len(texts[i].strip()) < 25)}))
+                                  "aover": aover, "kind": k, "short": float(len(texts[i].strip()) < 25),
+                                  "contra": float(not asks_contra and bool(_CONTRA.search(texts[i])))}))
     return out
 
 

@@ -90,8 +90,9 @@ class Answer(BaseModel):
     period, an amount, a drug...) as a span inside the first; `text` what is shown: the value, the
     model's wording where the quotes carry it, or the first quote. "not_stated": no passage cleared
     the calibrated threshold; `text` says so and `near_misses` lists the best passages. "error":
-    `error` says why there is no answer. `confidence`: the calibrated probability that the shown
-    answer is right (for not_stated, that the document does not hold it). `model_text` is the
+    `error` says why there is no answer. route "structure": a pipeline's own structure answered it
+    (the claim tree, the clause alignment, ...; `spans` quote what shows it). `confidence`: the
+    calibrated probability that the shown answer is right (for not_stated, that the document does not hold it). `model_text` is the
     model's own answer, kept whether or not it is shown; `model_supported` whether the quotes carry
     it (an unsupported one is never shown as the answer)."""
 
@@ -100,6 +101,8 @@ class Answer(BaseModel):
     question: str
     text: str
     status: str = "answered"
+    route: str = Field(default="evidence", description='"evidence" (passages found and read) or "structure" '
+                                                        "(the pipeline's own structure answered exactly)")
     confidence: float | None = None
     kind: str = "text"
     value: SourceSpan | None = None
@@ -273,30 +276,59 @@ class LLMRun:
 
     def report(self) -> LLMReport | None:
         """The report a result carries; None with mode off and nothing asked."""
-        if not self.active and not self.records:
+        if not self.active and not self.records and not self.answers:
             return None
         msg = self._load_error
         return LLMReport(mode=self.mode.value, model=self.settings.describe(), steps=list(self.records), message=msg,
                          answers=list(self.answers) if self.answers else None)
 
     def ask(self, docs: Document | list[Document], questions: list[str], *, fallback="retrieval",
-            max_tokens: int = MAX_TOKENS, evidence: bool = True, instructions: str | None = None) -> list[Answer]:
+            max_tokens: int = MAX_TOKENS, evidence: bool = True, instructions: str | None = None,
+            structure: Callable[[str], Answer | None] | None = None) -> list[Answer]:
         """Answer `questions` over `docs` (see the module docstring); recorded as step "ask", the
         answers kept for the report and returned. An engine that cannot load or fails gives every
         question that one-line error. fallback: a strategy name ("retrieval", "truncate:middle",
         ...) or an engine FallbackPolicy. evidence False: the model's texts only, unchecked (tests
         of the generation path; never shown to a user as answers). instructions: the text before
-        the document (default `pipelines.llm.INSTRUCTIONS`)."""
+        the document (default `pipelines.llm.INSTRUCTIONS`). structure: the pipeline's answerer from
+        its own structure (question -> Answer, or None): what it answers never reaches the engine."""
         return self.ask_many([(docs, questions)], fallback=fallback, max_tokens=max_tokens, evidence=evidence,
-                             instructions=instructions)[0]
+                             instructions=instructions, structures=[structure])[0]
 
     def ask_many(self, jobs: list[tuple[Document | list[Document], list[str]]], *, fallback="retrieval",
-                 max_tokens: int = MAX_TOKENS, evidence: bool = True, instructions: str | None = None
-                 ) -> list[list[Answer]]:
+                 max_tokens: int = MAX_TOKENS, evidence: bool = True, instructions: str | None = None,
+                 structures: list[Callable[[str], Answer | None] | None] | None = None) -> list[list[Answer]]:
         """`ask` for several inputs at once, each (documents, questions): one step "ask" whose
         questions, over every input, go to the engine together (`ask_documents`: the inputs' KV
         computed together and the decodes batched across them), then every answer's evidence in
-        one pass (`pipelines.llm.evidence.gather`). One list of answers per input."""
+        one pass (`pipelines.llm.evidence.gather`). One list of answers per input. structures: per
+        input, the pipeline's structure answerer (question -> Answer, or None when the structure
+        does not answer it): a question it answers never reaches the engine."""
+        structures = list(structures) if structures is not None else [None] * len(jobs)
+        routed: list[dict[int, Answer]] = []
+        rest: list[tuple[Document | list[Document], list[str]]] = []
+        for (docs, questions), structure in zip(jobs, structures, strict=True):
+            got = {}
+            if structure is not None:
+                for i, q in enumerate(questions):
+                    a = structure(q)
+                    if a is not None:
+                        got[i] = a
+            routed.append(got)
+            rest.append((docs, [q for i, q in enumerate(questions) if i not in got]))
+        asked = [k for k, (_, qs) in enumerate(rest) if qs]
+        engine_out = self._ask_engine([rest[k] for k in asked], fallback=fallback, max_tokens=max_tokens,
+                                      evidence=evidence, instructions=instructions) if asked else []
+        by_job = dict(zip(asked, engine_out, strict=True))
+        out = []
+        for k, ((_, questions), got) in enumerate(zip(jobs, routed, strict=True)):
+            from_engine = iter(by_job.get(k, []))
+            out.append([got[i] if i in got else next(from_engine) for i in range(len(questions))])
+        self.answers.extend(a for answers in out for a in answers)
+        return out
+
+    def _ask_engine(self, jobs: list[tuple[Document | list[Document], list[str]]], *, fallback, max_tokens: int,
+                    evidence: bool, instructions: str | None) -> list[list[Answer]]:
         from pipelines.llm.evidence import EvidenceJob, gather
         from pipelines.llm.requests import INSTRUCTIONS, QUESTION, STOP, Progress, ask_documents
 
@@ -331,8 +363,6 @@ class LLMRun:
             rec = self.records[-1]
             why = rec.error or rec.reason or "no answer"
             out = [[Answer(question=q, text="", status="error", error=why) for q in qs] for _, qs in jobs]
-        for answers in out:
-            self.answers.extend(answers)
         return out
 
 

@@ -77,3 +77,10 @@ class PatentsPipeline(Pipeline):
         if not result.claims_section.found:
             parts.append("no claims found")
         return ", ".join(parts)
+
+    def structure_answerer(self, result: ResultBase, docs: list[Document]):
+        """Questions the claim tree answers exactly (pipelines.patents.answers)."""
+        from pipelines.patents.answers import structure_answer
+
+        assert isinstance(result, PatentResult)
+        return lambda question: structure_answer(result, docs[0], question)

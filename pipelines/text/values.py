@@ -40,7 +40,7 @@ _KIND_RULES: list[tuple[str, re.Pattern[str]]] = [
                         r"\beffective date\b|\bin what year\b|何时|什么时候|哪一?天|哪一?年|日期|何日|几月几日|起施行", _I)),
     ("period", re.compile(r"\bhow long\b|\bhow many (?:days|weeks|months|years|hours|minutes)\b|\bfor how long\b|"
                           r"\bwithin (?:how|what)\b|\b(?:what|which) (?:is the )?(?:period|term|duration|deadline)\b|"
-                          r"\bnotice period\b|多长时间|多久|多少天|几天|期限|期间多长|持续", _I)),
+                          r"\bnotice period\b|多长时间|多久|多少天|几天|多少年|几年|多少个月|几个月|期限|年限|时效|期间多长|持续", _I)),
     ("money", re.compile(r"\bhow much\b|\b(?:fee|fees|price|cost|costs|amount|revenue|salary|payment|cap)\b.*\?|"
                          r"\bwhat (?:is|was) the (?:\w+ )?(?:fee|price|cost|amount|revenue|cap)\b|多少钱|金额|费用|收入|营收|利润|价格", _I)),
     ("drug", re.compile(r"\b(?:medications?|medicines?|drugs?|antibiotics?|prescri\w+|dose|dosage|"
