@@ -89,15 +89,23 @@ _STRUCTURE: dict[str, object] = {}
 
 
 def structure_answer(q):
-    """The pipeline's structure answer to `q` (patents: the claim tree), or None; cached per question."""
+    """The pipeline's structure answer to `q` (patents: the claim tree; reports: the resolved
+    references), or None; cached per question."""
     if q.id not in _STRUCTURE:
         got = None
-        if q.pipeline == "patents" and len(q.docs) == 1:
-            from pipelines.patents import PatentsPipeline
-
+        if q.pipeline in ("patents", "reports") and len(q.docs) == 1:
             doc = qa_set.document(q.docs[0])
-            pipe = PatentsPipeline()
-            got = pipe.structure_answerer(pipe.run_documents([doc]), [doc])(q.question)
+            if q.pipeline == "patents":
+                from pipelines.patents import PatentsPipeline
+
+                pipe, result = PatentsPipeline(), PatentsPipeline().run_documents([doc])
+            else:
+                from pipelines.reports import ReportsPipeline, analyse_document
+
+                path = qa_set.resolve(q.docs[0])
+                pipe = ReportsPipeline()
+                result = analyse_document(doc, path.read_bytes() if path.suffix.lower() == ".pdf" else None)
+            got = pipe.structure_answerer(result, [doc])(q.question)
         _STRUCTURE[q.id] = got
     return _STRUCTURE[q.id]
 
@@ -117,7 +125,7 @@ def _evidence_spans(q, parts) -> list[tuple[int, int]]:
 def collect(args) -> None:
     from engine import SamplingParams
     from pipelines.llm import EngineSettings, get_engine
-    from pipelines.llm.evidence import EvidenceJob, candidate_spans, passage_features, read_attention
+    from pipelines.llm.evidence import EvidenceJob, gather
     from pipelines.llm.requests import INSTRUCTIONS, QUESTION, STOP, ask_documents
     from pipelines.llm.run import fallback_policy
 
@@ -134,7 +142,6 @@ def collect(args) -> None:
     for n, (paths, group) in enumerate(groups.items(), 1):
         doc, parts = _joined(paths)
         ranges = [(off, off + len(d.text)) for off, d in parts]
-        spans = candidate_spans(doc, ranges)
         t0 = time.perf_counter()
         llm.generate_shared(INSTRUCTIONS + doc.text, [QUESTION.format(question="?")], SamplingParams(max_tokens=1))
         prefill_s = time.perf_counter() - t0
@@ -147,24 +154,20 @@ def collect(args) -> None:
         readable = [it.error is None and it.fallback is None for it in res.items]
         suffixes = [QUESTION.format(question=q.question) for q in group]
         t2 = time.perf_counter()
-        (reads,) = read_attention(llm, [EvidenceJob(doc, INSTRUCTIONS, [q.question for q in group], suffixes, texts,
-                                                    readable, ranges)], [spans])
-        att_s = time.perf_counter() - t2
-        t3 = time.perf_counter()
-        feats = [passage_features(q.question, doc, spans, qs_, as_, txt)
-                 for q, txt, (qs_, as_) in zip(group, texts, reads, strict=True)]
-        feat_s = time.perf_counter() - t3
-        per_q = (gen_s + att_s + feat_s) / len(group)
-        for q, txt, it, ps in zip(group, texts, res.items, feats, strict=True):
+        trace: list = []
+        gather(llm, [EvidenceJob(doc, INSTRUCTIONS, [q.question for q in group], suffixes, texts, readable, ranges)],
+               trace=trace)
+        ev_s = time.perf_counter() - t2
+        per_q = (gen_s + ev_s) / len(group)
+        for (_, _i, ranked), q, txt, it in zip(trace, group, texts, res.items, strict=True):
             rows.append({"id": q.id, "model_text": txt, "error": it.error, "fallback": it.fallback is not None,
                          "evidence": _evidence_spans(q, parts), "seconds": per_q,
-                         "passages": [[p.start, p.end, p.feats] for p in ps]})
+                         "passages": [[p.start, p.end, p.feats] for p in sorted(ranked, key=lambda p: p.start)]})
         done += len(group)
         el = time.perf_counter() - t_all
         print(f"[{n}/{len(groups)}] {paths[0].split('/')[-2 if len(paths) > 1 else -1]}: {len(group)} q, "
-              f"{len(doc.text):,} chars, prefill {prefill_s:.1f} s, answers {gen_s:.1f} s, attention {att_s:.1f} s, "
-              f"features {feat_s:.1f} s; {done}/{len(qs)} done, about {el / done * (len(qs) - done):.0f} s left",
-              flush=True)
+              f"{len(doc.text):,} chars, prefill {prefill_s:.1f} s, answers {gen_s:.1f} s, evidence {ev_s:.1f} s; "
+              f"{done}/{len(qs)} done, about {el / done * (len(qs) - done):.0f} s left", flush=True)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(OUT.read_text()) if OUT.exists() and args.pipelines else {"rows": []}
     keep = {r["id"]: r for r in old["rows"]}
@@ -214,6 +217,23 @@ def add_likelihood(args) -> None:
     print(f"wrote {OUT}")
 
 
+def refeature(args) -> None:
+    """Recompute the lexical extras (`evidence.lexical_extras`) of a collected file, no model."""
+    from pipelines.llm.evidence import lexical_extras
+
+    data = json.loads(OUT.read_text())
+    by_id = {q.id: q for q in qa_set.load()}
+    for r in data["rows"]:
+        q = by_id[r["id"]]
+        doc, _ = _joined(q.docs)
+        texts = [doc.text[s:e] for s, e, _ in r["passages"]]
+        for p, extra in zip(r["passages"], lexical_extras(q.question, texts, [f["bm25"] for _, _, f in r["passages"]]),
+                            strict=True):
+            p[2].update(extra)
+    OUT.write_text(json.dumps(data, ensure_ascii=False))
+    print(f"wrote {OUT}")
+
+
 # ---------------------------------------------------------------------------------------- score
 def _load_rows():
     data = json.loads(OUT.read_text())
@@ -251,7 +271,7 @@ def evaluate(rows, fusion, verbose: bool = False, confidence=None, per_out: list
             and found.text == found.model_text
         per.append({"q": q, "right": right, "top1": top1, "top3": top3, "conf": found.confidence,
                     "status": found.status, "shown": found.text, "model": r["model_text"], "shown_model": shown_model,
-                    "seconds": r["seconds"] + r.get("seconds_upr", 0.0), "feats": found.feats, "route": "evidence"})
+                    "seconds": r["seconds"], "feats": found.feats, "route": "evidence"})
         if verbose:
             mark = "ok " if right else "BAD"
             print(f"{mark} {q.id} [{q.split}] conf {found.confidence:.2f} top1 {int(top1)} {found.status}: "
@@ -327,6 +347,43 @@ def _logistic(X, y, w, lam: float):
     return beta[:-1], float(beta[-1])
 
 
+def _listwise(rows, names, lam: float):
+    """Weights that maximise, per dev question, the softmax probability of its evidence passages
+    among all its passages (L-BFGS, L2), then a bias by one-dimensional Platt scaling of the
+    passages' scores, so that sigmoid(bias + score) reads as a probability."""
+    import numpy as np
+    from scipy.optimize import minimize
+
+    groups = []
+    for q, r in rows:
+        doc, _ = _joined(q.docs)
+        ev = [tuple(x) for x in r["evidence"]]
+        X = np.array([[f.get(k, 0.0) for k in names] for _, _, f in r["passages"]])
+        y = np.array([float(is_evidence(doc.text, (s, e), ev)) for s, e, _ in r["passages"]])
+        if y.sum() > 0:
+            groups.append((X, y))
+
+    def loss(wv):
+        total, grad = lam * 0.5 * wv @ wv, lam * wv
+        for X, y in groups:
+            z = X @ wv
+            z = z - z.max()
+            e = np.exp(z)
+            p = e / e.sum()
+            pos = (p * y).sum()
+            total -= np.log(max(pos, 1e-300))
+            # d/dw -log(sum_pos p) = E_p[x] - E_{p|pos}[x]
+            grad += X.T @ p - X.T @ (p * y) / max(pos, 1e-300)
+        return total, grad
+
+    res = minimize(loss, np.zeros(len(names)), jac=True, method="L-BFGS-B")
+    coef = res.x
+    scores = np.concatenate([X @ coef for X, _ in groups])
+    labels = np.concatenate([y for _, y in groups])
+    a, b = _logistic(scores[:, None], labels, np.ones(len(labels)), 1e-6)
+    return coef * float(a[0]), b
+
+
 def fit(args) -> None:
     """Logistic regression (L2, Newton steps) of "this passage holds the evidence" on the dev
     split's passages, then the threshold that maximises dev answer accuracy with answerable
@@ -348,10 +405,14 @@ def fit(args) -> None:
             y.append(label)
             w.append(1.0 / math.sqrt(n))  # long documents do not outweigh short ones
     X, y, w = np.array(X), np.array(y), np.array(w)
-    coef, b0 = _logistic(X, y, w, args.l2)
+    if args.listwise:
+        coef, b0 = _listwise(rows, names, args.l2)
+    else:
+        coef, b0 = _logistic(X, y, w, args.l2)
     weights = {k: round(float(b), 4) for k, b in zip(names, coef, strict=True)}
     bias = round(b0, 4)
     source = (f"fitted on the dev split ({len(rows)} questions, {len(y)} passages, l2 {args.l2}"
+              + (", listwise" if args.listwise else "")
               + (", features before the likelihood reading)" if args.pre else ")"))
     out = {"weights": weights, "bias": bias, "threshold": 0.5, "source": source}
     if not args.pre:
@@ -407,14 +468,17 @@ def main() -> None:
     f = sub.add_parser("fit")
     f.add_argument("--l2", type=float, default=1.0)
     f.add_argument("--pre", action="store_true", help="fit the pre-ranking (the features before the likelihood)")
+    f.add_argument("--listwise", action="store_true", help="softmax over each question's passages, then Platt scaling")
     f.add_argument("--save", default="", help="default: results/answers_fusion.json (answers_pre.json with --pre)")
+    sub.add_parser("refeature")
     u = sub.add_parser("likelihood")
     u.add_argument("--pre", default="", help="a fusion JSON for the pre-ranking (default: the product's FUSION)")
     s = sub.add_parser("score")
     s.add_argument("--weights", default="", help="a fusion JSON written by fit (default: the product's FUSION)")
     s.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
-    {"collect": collect, "fit": fit, "score": score, "likelihood": add_likelihood}[args.cmd](args)
+    {"collect": collect, "fit": fit, "score": score, "likelihood": add_likelihood,
+     "refeature": refeature}[args.cmd](args)
 
 
 if __name__ == "__main__":

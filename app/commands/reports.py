@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
         from app.export import to_json
         from app.render.reports import render_terminal
         from pipelines.documents import IngestError, load_document
-        from pipelines.reports import analyse_document
+        from pipelines.reports import ReportsPipeline, analyse_document
 
         lo.check_questions(ask)
         try:
@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
             run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, progress, cache_dir)
             with lo.stop_on_ctrl_c(run):
                 result = analyse_document(doc, data, llm=run)
-                answered = lo.ask_and_attach(run, result, [doc], ask)
+                answered = lo.ask_and_attach(run, result, [doc], ask, ReportsPipeline())
         if as_json:
             typer.echo(to_json(result), nl=False)
         else:

@@ -242,5 +242,8 @@ def page() -> None:
         asking.show_llm_report(result.llm)
         doc = st.session_state.get(DOC)
         if doc is not None:
-            asking.ask_box("reports", [doc], mode, page_image=answer_page_image(pdf) if pdf else None)
+            from pipelines.reports import ReportsPipeline
+
+            asking.ask_box("reports", [doc], mode, page_image=answer_page_image(pdf) if pdf else None,
+                           structure=ReportsPipeline().structure_answerer(result, [doc]))
         render(*out)

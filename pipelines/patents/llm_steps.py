@@ -23,7 +23,9 @@ Grounding: a summary's spans are the claim's own preamble and elements (a depend
 elements) whose content words the sentence uses, each with its share (`summaries.supporting_spans`);
 `grounding` is the share of the sentence's content words found in the claim's text. When the model
 gives nothing for a claim (an error, an empty line, a line without a content word), its summary is
-the rules summary (`source` "rules") and says why.
+the rules summary (`source` "rules") and says why. The same holds for a sentence the claim's words
+do not carry (grounding under `VERIFIED_MIN`): model text that is not verified never looks like a
+finding; it stays in the export as `model_text`.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from pipelines.patents.summaries import body, content_words, scaffold, supportin
 
 STEP = "patents.claim_summaries"
 MAX_TOKENS = 40
+VERIFIED_MIN = 0.8  # a model sentence is shown only when this share of its content words is the claim's own
 STRATEGIES = ("short", "claims")
 STOP = ("\n",)
 
@@ -194,8 +197,13 @@ def summarise_claims(result: PatentResult, doc: Document, run: LLMRun, strategy:
             out = []
             for c, it in zip(live, res.items, strict=True):
                 text = _sentence(_lead(c, zh), it.text, zh) if it.ok else ""
-                if text and content_words(body(text)):
+                if text and content_words(body(text)) and grounding(c, text) >= VERIFIED_MIN:
                     out.append(_summary(c, zh, text, "model"))
+                elif text and content_words(body(text)):  # not carried by the claim's words: never shown
+                    kept = _summary(c, zh, scaffold(c, zh), "rules",
+                                    f"the model's sentence is not carried by the claim's own words (grounding "
+                                    f"{grounding(c, text):.0%} < {VERIFIED_MIN:.0%}); the rules summary is shown")
+                    out.append(kept.model_copy(update={"model_text": text}))
                 else:
                     why = it.error or ("the model wrote nothing" if not text else "the model's sentence has no words")
                     out.append(_summary(c, zh, scaffold(c, zh), "rules", why))

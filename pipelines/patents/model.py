@@ -13,7 +13,8 @@ from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 from pipelines.llm import LLMReport
 
-SCHEMA_VERSION = "patents/1.2"  # 1.2: optional llm (steps, --ask answers), claim_summaries; document.encoding_note
+SCHEMA_VERSION = "patents/1.3"  # 1.3: evidence-first --ask answers, claim_summaries.model_text; 1.2: optional llm,
+# claim_summaries; document.encoding_note
 
 
 class _Model(BaseModel):
@@ -171,6 +172,8 @@ class ClaimSummary(_Model):
     )
     grounding: float = Field(description="share of the sentence's content words found in the claim's own text")
     error: str | None = Field(default=None, description="why the model's sentence is missing (source rules)")
+    model_text: str | None = Field(default=None, description="the model's sentence when it was not shown: the "
+                                   "claim's own words do not carry it (source rules)")
 
 
 class PatentResult(ResultBase):

@@ -222,6 +222,12 @@ class ReportsPipeline(Pipeline):
             raise ValueError("the reports pipeline analyses one document at a time")
         return analyse_document(docs[0], None, input_sha256=input_sha256, llm=llm)
 
+    def structure_answerer(self, result: ResultBase, docs: list[Document]):
+        """Questions the resolved references answer exactly (pipelines.reports.answers)."""
+        from pipelines.reports.answers import structure_answer
+
+        return lambda question: structure_answer(result, docs[0], question)
+
     def summary_line(self, result: ResultBase) -> str:
         s = getattr(result, "stats", {})
         return (f"{s.get('figures_tables', 0)} figures/tables, {s.get('mentions', 0)} mentions "

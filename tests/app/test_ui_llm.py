@@ -166,13 +166,19 @@ def test_an_answer_with_its_marked_spans_and_the_document_reused(tiny_model, mon
     assert bars[0].startswith("Loading the model: done in") and bars[-1].startswith("Reading the evidence: 1 of 1")
     answering = [b for b in bars if b.startswith("Answering: ")]
     assert answering and " tokens · 1 of 1 done · " in answering[-1]
-    at = _ask(at, "patents", "Which claims depend on claim 1?")  # the same document: its KV from the cache
+    at = _ask(at, "patents", "What does the hinge connect?")  # the same document: its KV from the cache
     assert not at.exception, at.exception
     bars = [p.proto.text for p in at.get("progress")]
     assert bars and not any(b.startswith("Loading the model") for b in bars)  # one engine for the process
     facts = [c.value for c in at.caption if c.value.startswith("first token")]
     assert len(facts) == 2 and "document reused" in facts[0] and "document reused" not in facts[1]
     assert _metrics(at) == rules
+    at = _ask(at, "patents", "Which claims depend on claim 1?")  # the claim tree answers: no model at all
+    assert not at.exception, at.exception
+    newest = at.session_state["patents_answers"][0].answer
+    assert newest.route == "structure" and newest.status == "answered" and "depend on claim 1" in newest.text
+    assert any("from the document's structure" in c.value for c in at.caption)
+    assert not at.get("progress")
 
 
 def test_the_ask_page_without_a_model_is_one_line(tmp_path, monkeypatch):

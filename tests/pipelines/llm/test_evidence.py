@@ -107,8 +107,14 @@ def test_decide_says_not_stated_below_the_confidence_threshold_with_near_misses(
     assert found.near and 0 <= found.confidence <= 1
 
 
-def test_gather_with_the_tiny_engine_quotes_the_documents_own_text(tiny_llm):
+def test_gather_with_the_tiny_engine_quotes_the_documents_own_text(tiny_text_model):
+    from pipelines.llm import EngineSettings, get_engine
     from pipelines.llm.requests import INSTRUCTIONS, QUESTION
+
+    # its own handle: the session's `tiny_llm` is dropped by the per-module engine cleanup, which a
+    # later module's identity check (test_layer) would then see
+    tiny_llm = get_engine(EngineSettings(model=str(tiny_text_model), device="cpu", dtype="float32",
+                                         max_model_len=1024, max_num_seqs=16))
 
     doc = Document.from_text(RECORD, doc_id="r")
     qs = ["Which antibiotic was started on admission?", "What is the blood type?"]
