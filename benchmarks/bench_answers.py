@@ -89,11 +89,17 @@ _STRUCTURE: dict[str, object] = {}
 
 
 def structure_answer(q):
-    """The pipeline's structure answer to `q` (patents: the claim tree; reports: the resolved
-    references), or None; cached per question."""
+    """The pipeline's structure answer to `q` (contracts: the clause alignment; patents: the claim
+    tree; reports: the resolved references), or None; cached per question."""
     if q.id not in _STRUCTURE:
         got = None
-        if q.pipeline in ("patents", "reports") and len(q.docs) == 1:
+        if q.pipeline == "contracts" and len(q.docs) == 2:
+            from pipelines.contracts import ContractsPipeline
+
+            docs = [qa_set.document(d) for d in q.docs]
+            pipe = ContractsPipeline()
+            got = pipe.structure_answerer(pipe.run_documents(docs), docs)(q.question)
+        elif q.pipeline in ("patents", "reports") and len(q.docs) == 1:
             doc = qa_set.document(q.docs[0])
             if q.pipeline == "patents":
                 from pipelines.patents import PatentsPipeline
@@ -247,11 +253,13 @@ def evaluate(rows, fusion, verbose: bool = False, confidence=None, per_out: list
 
     per = []
     for q, r in rows:
-        doc, _ = _joined(q.docs)
+        doc, parts = _joined(q.docs)
         sa = structure_answer(q) if route else None
         if sa is not None:  # the pipeline's structure answered: no passage ranking involved
             ev = [tuple(x) for x in r["evidence"]]
-            quoted = [(s.char_start, s.char_end) for s in sa.spans]
+            offset = {d.doc_id: off for off, d in parts}  # each version's spans into the joined text
+            quoted = [(offset.get(s.doc_id, 0) + s.char_start, offset.get(s.doc_id, 0) + s.char_end)
+                      for s in sa.spans]
             right = answer_right(q, sa.text, sa.status)
             per.append({"q": q, "right": right, "top1": bool(quoted and ev) and is_evidence(doc.text, quoted[0], ev),
                         "top3": bool(ev) and any(is_evidence(doc.text, x, ev) for x in quoted[:3]),

@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         """Align every clause of two versions of a contract and explain every change, material changes first."""
         from app.export import output_problem, to_json, write_atomic
         from app.render.contracts import redline_html, render_terminal
-        from pipelines.contracts import AlignConfig, compare_documents
+        from pipelines.contracts import AlignConfig, ContractsPipeline, compare_documents
         from pipelines.documents import IngestError, load_document
 
         lo.check_questions(ask)
@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
             run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, progress, cache_dir)
             with lo.stop_on_ctrl_c(run):
                 result = compare_documents(docs[0], docs[1], AlignConfig(semantic=semantic), llm=run)
-                answered = lo.ask_and_attach(run, result, docs, ask)
+                answered = lo.ask_and_attach(run, result, docs, ask, ContractsPipeline())
         if html_out is not None:
             try:
                 write_atomic(html_out, redline_html(result, docs[0], docs[1]))

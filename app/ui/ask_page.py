@@ -74,7 +74,8 @@ def render(res: dict) -> None:
     answer = res["answer"]
     report = answer.fallback_report
     st.subheader("Answer")
-    answers.show_answer(answer, {res["doc_id"]: res["text"]}, {res["doc_id"]: res["name"]},
+    shown = answer.model_copy(update={"fallback": None})  # the page says what did not fit, in more detail, below
+    answers.show_answer(shown, {res["doc_id"]: res["text"]}, {res["doc_id"]: res["name"]},
                         reused=answer.error is None and answers.document_reused(res["reuse"], answer))
     if report is not None and report.get("fallback_triggered"):  # what the model did not see
         c1, c2, c3 = st.columns(3)

@@ -382,6 +382,12 @@ class ContractsPipeline(Pipeline):
             raise ValueError(f"the contracts pipeline compares two versions; got {len(docs)} document(s)")
         return compare_documents(docs[0], docs[1], self.cfg, input_sha256, llm=llm)
 
+    def structure_answerer(self, result: ContractResult, docs: list[Document]):
+        """Questions the clause alignment answers exactly (pipelines.contracts.answers)."""
+        from pipelines.contracts.answers import structure_answer
+
+        return lambda question: structure_answer(result, docs, question)
+
     def summary_line(self, result: ContractResult) -> str:
         s = result.stats
         return (f"{s['clauses_a']}→{s['clauses_b']} clauses: {s['modified']} modified, {s['added']} added, "
