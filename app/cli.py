@@ -76,8 +76,9 @@ def batch(
     """Run a pipeline over every document in a folder.
 
     With --ask/--questions it writes a review table instead of the pipeline's exports: one row per
-    input, one column per question, each cell with the answer, the spans it rests on, a confidence
-    and what was read when the input did not fit (DIR/review.json, review.csv, review-sources.csv,
+    input, one column per question, each cell answered evidence first (the quoted passages, the
+    value, a calibrated confidence, or "not stated in the document") and what was read when the
+    input did not fit (DIR/review.json, review.csv, review-sources.csv,
     review.xlsx; one row file per input under DIR/review/). A cell already computed for the same
     input, question, model and settings is not computed again.
 

@@ -31,7 +31,7 @@ Where it is written (DIR is --out):
   group's time, not one input's.
 - `DIR/review.json` (the table: header, questions, one row per input with the cells of the asked
   questions), `DIR/review.csv` (the grid: one line per input, the answer text in each question's
-  column), `DIR/review-sources.csv` (one line per cell: answer, confidence, what it rests on,
+  column), `DIR/review-sources.csv` (one line per cell: answer, status, confidence, the passages it quotes,
   what was read) and `DIR/review.xlsx` (sheets Answers, Sources, Questions).
 
 All questions of an input that fits are answered in one batch over it (the engine's document

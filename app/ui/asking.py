@@ -12,9 +12,11 @@ report says, and "Ask about this document" with the answer's spans highlighted i
   engine works (any click, the Stop button) cancels the engine cleanly before the page reruns.
 - `show_llm_report(report)`: steps that ran (seconds, requests, tokens, reuse) and those left out
   (why), and the one line when no model could be loaded, the rules' result being intact.
-- `ask_box(key, docs, mode)`: the question box; each answer with its time to first token, the
-  fallback line when the documents did not fit, and the spans it rests on marked in excerpts of
-  their document (`show_answer`, shared with the Ask page).
+- `ask_box(key, docs, mode, structure=...)`: the question box; each answer evidence first (the
+  quoted passages marked in excerpts of their document, the value inside darker, the calibrated
+  confidence, or "not stated" with the nearest passages; a question the pipeline's structure
+  answers needs no model), its time to first token and the fallback line when the documents did
+  not fit (`show_answer`, shared with the Ask page).
 
 Document and model text is untrusted: it goes through `md_text` / `md_line` or `html.escape`.
 """

@@ -3,9 +3,10 @@ machine, or uploaded files), one row per input, one column per question (app/rev
 
 The table fills in as the inputs are answered (a bar for the input being read: tokens done of the
 total and the time left; a line for the inputs done of all). Choosing a row and a question shows
-that cell: the answer, its confidence (the top span's share of the answer's attention), what was
-read when the input did not fit, and the spans it rests on marked in excerpts of their document.
-CSV (the grid, and one line per cell with its sources), JSON (schema review/1.0) and XLSX
+that cell, evidence first: the answer (or "not stated in the document"), its calibrated
+confidence, what was read when the input did not fit, and the quoted passages (or the nearest
+ones) marked in excerpts of their document, the value inside darker.
+CSV (the grid, and one line per cell with its sources), JSON (schema review/2.0) and XLSX
 downloads. Row files are kept in a folder of this session, so asking one more question computes
 only that column.
 
@@ -154,13 +155,17 @@ def show_cell(state, input_id: str, question: review.Question) -> None:
         st.info("Not answered yet.")
         return
     st.markdown(f"**{md_text(question.name)}** · {md_text(question.text)}")
+    conf = "" if cell.confidence is None else f" (confidence {cell.confidence:.0%})"
     if cell.error:
         st.error(md_line(cell.error))
+    elif cell.status == "not_stated":
+        st.warning(md_line(f"Not stated in the document{conf}."))
     else:
-        st.info(md_text(cell.answer))
-    facts = [f"confidence {cell.confidence:.0%} (the top span's share of the answer's attention)"
-             if cell.confidence is not None else "no span to rest on",
+        st.info(md_text(" ".join(cell.answer.split())))
+    facts = ["quoted from the document" + conf if cell.status == "answered" else "the nearest passages below",
              f"prompt {cell.prompt_tokens:,} tokens", f"{cell.seconds:.1f} s"]
+    if cell.model_supported and cell.model_text and cell.model_text.strip() != cell.answer.strip():
+        facts.append("in the model's words (carried by the quote): " + cell.model_text)
     if cell.cached_prompt_tokens:
         facts.append(f"{cell.cached_prompt_tokens:,} prompt tokens from the cache")
     st.caption(md_text(" · ".join(facts)))
@@ -168,16 +173,20 @@ def show_cell(state, input_id: str, question: review.Question) -> None:
         st.warning(md_line(cell.fallback))
     docs = _docs(state, input_id)
     names = {d.doc_id: d.source_name for d in row.documents}
-    for doc_id in dict.fromkeys(s.doc_id for s in cell.spans):
+    passages = cell.spans if cell.status != "not_stated" else cell.near_misses
+    value = cell.value if cell.status == "answered" else None
+    rank = {id(s): k for k, s in enumerate(passages, 1)}
+    for doc_id in dict.fromkeys(s.doc_id for s in passages):
         doc = docs.get(doc_id)
         if doc is None:
             continue
-        spans = [s for s in cell.spans if s.doc_id == doc_id]
-        rank = {id(s): k for k, s in enumerate(cell.spans, 1)}
-        st.caption(md_text(f"{names.get(doc_id, doc_id)}: the answer rests on"))
+        spans = [s for s in passages if s.doc_id == doc_id]
+        what = "the answer is quoted from" if cell.status == "answered" else "nearest passages in"
+        st.caption(md_text(f"{what} {names.get(doc_id, doc_id)}"))
+        v = (value.char_start, value.char_end) if value is not None and value.doc_id == doc_id else None
         for a, b, inside in asking.excerpts(doc.text, spans):
             marks = [(s.char_start, s.char_end, rank[id(s)], s.score) for s in inside]
-            st.html(asking.excerpt_html(doc.text, a, b, marks))
+            st.html(asking.excerpt_html(doc.text, a, b, marks, v))
 
 
 def page() -> None:
@@ -185,8 +194,8 @@ def page() -> None:
 
     st.title("Review table")
     st.caption("The same questions asked of every document of a folder: one row per document (a contract pair, a "
-               "patient, a report, a patent), one column per question, each answer with the sentences it rests on. "
-               "The local model is small (Gemma 3 270M by default): read its answers as a first pass.")
+               "patient, a report, a patent), one column per question, each answer quoted from the document with a "
+               "calibrated confidence, or \"not stated\". Sort by confidence and check the weakest first.")
     pending = st.session_state.pop(PENDING, None)
     names = available()
     pipeline = st.selectbox("Pipeline (what one row is)", names, key="review_pipeline",

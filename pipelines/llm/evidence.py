@@ -3,7 +3,8 @@ quoted exactly; the value asked for as a span inside it; the model's own words o
 quote carries them; "not stated in the document" when no passage is good enough.
 
 For one question over one `Document` (a joined document for several), every candidate passage
-(`candidate_spans`: the document's sentences and lines) gets features, each scaled within the
+(`candidate_spans`: the document's sentences and lines, headings, wrapped lines and lists kept
+whole) gets features, each scaled within the
 question so that documents of any length compare:
 
 - `bm25`: BM25 of the passage for the question (pipelines.text.retrieval), over the best passage's;
@@ -25,14 +26,24 @@ question so that documents of any length compare:
   stopped, when the question does not ask about those (an allergy line never answers "which
   antibiotic was given?").
 
-The fused score is a logistic model of those features (`FUSION`: weights fitted on the
-development QA set by `benchmarks/bench_answers.py --fit`; the numbers and the command are in
-BENCHMARKS.md); its probability on the best passage is the answer's confidence. Below
-`FUSION.threshold` the answer is "not stated in the document" and the best passages are listed as
-near misses. Otherwise the answer is the best passage (and up to two more whose probability clears
-the threshold), the value of the asked kind inside it that the model's answer names or that sits
-nearest the question's terms, and the model's wording when `support` finds it carried by the
-quotes: every number of it in them and at least `SUPPORT_MIN` of its other content terms.
+A first ranking (`PRE`, over the features above) picks each question's best `RERANK` passages;
+the model then reads each of them (`upr`: the question's mean log-probability per token after the
+passage, against the best one's; `lift`: the best against no passage; one `LLM.score_many` for the
+whole call), and `FUSION` ranks on everything. Both are linear scores whose sigmoid reads as the
+probability that a passage holds the answer, fitted on the development split of the QA set
+(benchmarks/eval/qa) by `python -m benchmarks.bench_answers fit` (`PRE` pointwise with `--pre`,
+`FUSION` listwise: the softmax over each question's passages, then Platt scaling); the numbers and
+the commands are in BENCHMARKS.md, "Evidence-first answers".
+
+The answer (`decide`) is the best passage and up to two more whose probability clears
+`FUSION.threshold`, the value of the asked kind inside them that the model's answer names or that
+sits nearest the question's terms, and the model's wording when `support` finds it carried by the
+quotes (every number of it in them and at least `SUPPORT_MIN` of its other content terms); shown:
+the value, else the supported wording, else the first quote. `CONFIDENCE`, a second logistic
+model fitted on the same split over the chosen answer (`answer_features`: the best passage's
+probability and margin, whether a value of the asked kind was found, whether the model's words are
+carried and overlap the quote, ...), is the answer's confidence; below its threshold the answer is
+"not stated in the document" with those passages as near misses.
 """
 
 from __future__ import annotations

@@ -19,12 +19,15 @@ tokens and cache reuse. With mode off no report is attached (`report()` returns 
 output is exactly the rules-only output.
 
 "Ask about this document" (`run.ask(docs, questions)`) is asked for explicitly, so it runs under
-every mode, `off` included: the questions go to the engine in one batch over the documents (joined
-when there are several, each part headed by its name; the KV computed once and kept in the
-engine's document cache, so a later question over the same documents does not recompute it), each
-answer with the sentences it rests on mapped back to the source document (page, box), its time to
-first token and, when the documents did not fit, what the fallback did. The answers go in the
-report (`answers`).
+every mode, `off` included. A question the pipeline's own structure answers exactly (`structure`:
+`Pipeline.structure_answerer`) is answered from it without the model. The others go to the engine
+in one batch over the documents (joined when there are several, each part headed by its name; the
+KV computed once and kept in the engine's caches, so a later question over the same documents does
+not recompute it), and each is answered evidence first (`pipelines.llm.evidence`): the quoted
+passages that hold it mapped back to their source document (page, box), the value inside the
+first, the model's words only where the quotes carry them, a calibrated confidence, or "not
+stated in the document" with the near misses; its time to first token and, when the documents did
+not fit, what the fallback did. The answers go in the report (`answers`).
 """
 
 from __future__ import annotations
@@ -92,9 +95,10 @@ class Answer(BaseModel):
     the calibrated threshold; `text` says so and `near_misses` lists the best passages. "error":
     `error` says why there is no answer. route "structure": a pipeline's own structure answered it
     (the claim tree, the clause alignment, ...; `spans` quote what shows it). `confidence`: the
-    calibrated probability that the shown answer is right (for not_stated, that the document does not hold it). `model_text` is the
-    model's own answer, kept whether or not it is shown; `model_supported` whether the quotes carry
-    it (an unsupported one is never shown as the answer)."""
+    calibrated probability that the shown answer is right (for not_stated, that the document does
+    not hold it). `model_text` is the model's own answer, kept whether or not it is shown;
+    `model_supported` whether the quotes carry it (an unsupported one is never shown as the
+    answer)."""
 
     model_config = ConfigDict(extra="forbid")
 

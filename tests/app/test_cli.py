@@ -107,7 +107,8 @@ def test_ask_reports_the_fallback_when_the_document_does_not_fit(tmp_path):
                                       "--fallback", "truncate:middle", "-n", "6", "--device", "cpu", "--json"])
     assert res.exit_code == 0, res.output
     a = json.loads(res.output.strip().splitlines()[-1])["answers"][0]
-    fb = a["fallback"]
+    fb = a["fallback_report"]
+    assert a["fallback"].startswith("did not fit (context): truncate:middle")
     assert fb["fallback_triggered"] and fb["strategy"] == "truncate" and fb["truncate_side"] == "middle"
     assert fb["tokens_dropped"] > 0 and fb["reason"] == "context" and 0 < fb["key_entity_retention"] < 1
     assert max(fb["prompt_tokens_sent"]) <= 512 - 6 and a["finish_reason"] in ("length", "stop", "eos")
@@ -123,18 +124,14 @@ def test_ask_reuses_the_document_from_the_disk_cache_in_a_later_run(tmp_path):
     first = CliRunner().invoke(_app(), [*args, "-q", "Who is the Processor?"])
     assert first.exit_code == 0, first.output
     out1 = json.loads(first.output.strip().splitlines()[-1])
-    assert not out1["answers"][0]["fallback"]["fallback_triggered"] and out1["counters"]["prefix_hits"] == 0
+    assert out1["answers"][0].get("fallback_report") is None and out1["step"]["reuse"]["prefix_hit_tokens"] == 0
     forget_engines()  # a new engine over the same disk store, as a later process has
     second = CliRunner().invoke(_app(), [*args, "-q", "What must the Provider do after a breach?"])
+    assert second.exit_code == 0, second.output  # evidence first: an answer or "not stated", never empty
     out2 = json.loads(second.output.strip().splitlines()[-1])
     a2 = out2["answers"][0]
-    # what the model answers is not under test here: an empty answer is reported as one (exit 1, its
-    # error names it; the base model did so on this CPU, 2026-12-05), any other failure is not
-    assert second.exit_code == 0 or (second.exit_code == 1 and (a2["error"] or "").startswith("empty answer")), \
-        second.output
-    if out2["batch"]["strategy"] == "prefix":  # every full 1,024-token chunk of the document comes from disk
-        doc_chunks = 1024 * ((a2["metrics"]["prompt_tokens"] - 20) // 1024)
-        assert a2["cached_prompt_tokens"] >= doc_chunks > 0 and out2["counters"]["prefix_hits"] > 0
-    else:  # the document's KV is loaded from the store, not computed
-        assert out2["batch"]["reuse"]["documents_loaded"] == 1 and out2["batch"]["reuse"]["documents_computed"] == 0
+    assert a2["status"] in ("answered", "not_stated") and a2["text"]
+    # every full 1,024-token chunk of the document comes from disk (the prefix strategy)
+    doc_chunks = 1024 * ((a2["prompt_tokens"] - 20) // 1024)
+    assert a2["cached_prompt_tokens"] >= doc_chunks > 0 and out2["counters"]["prefix_hits"] > 0
     forget_engines()
