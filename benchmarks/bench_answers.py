@@ -89,11 +89,18 @@ _STRUCTURE: dict[str, object] = {}
 
 
 def structure_answer(q):
-    """The pipeline's structure answer to `q` (contracts: the clause alignment; patents: the claim
-    tree; reports: the resolved references), or None; cached per question."""
+    """The pipeline's structure answer to `q` (contracts: the clause alignment; medical: the
+    medication and problem lists; patents: the claim tree; reports: the resolved references), or
+    None; cached per question."""
     if q.id not in _STRUCTURE:
         got = None
-        if q.pipeline == "contracts" and len(q.docs) == 2:
+        if q.pipeline == "medical":
+            from pipelines.medical import MedicalPipeline
+
+            docs = [qa_set.document(d) for d in q.docs]
+            pipe = MedicalPipeline()
+            got = pipe.structure_answerer(pipe.run_documents(docs), docs)(q.question)
+        elif q.pipeline == "contracts" and len(q.docs) == 2:
             from pipelines.contracts import ContractsPipeline
 
             docs = [qa_set.document(d) for d in q.docs]

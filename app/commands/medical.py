@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
                 run = lo.make_run(mode, model, device, dtype, max_model_len, llm_budget, progress, cache_dir)
                 with lo.stop_on_ctrl_c(run):
                     result = pipe.run_documents(part, questions=question, llm=run)
-                    answered = lo.ask_and_attach(run, result, part, ask) and answered
+                    answered = lo.ask_and_attach(run, result, part, ask, pipe) and answered
             if as_json:
                 typer.echo(to_json(result), nl=False)
                 break

@@ -167,7 +167,10 @@ def page() -> None:
         asking.show_llm_report(result.llm)
         docs = st.session_state.get(DOCS)
         if docs:
-            asking.ask_box("contracts", list(docs), mode, names=version_names(docs))
+            from pipelines.contracts import ContractsPipeline
+
+            asking.ask_box("contracts", list(docs), mode, names=version_names(docs),
+                           structure=ContractsPipeline().structure_answerer(result, list(docs)))
         c1, c2 = st.columns(2)
         c1.download_button("Download JSON", to_json(result), file_name="contracts.json", mime="application/json",
                            key="contracts_download_json")

@@ -277,5 +277,8 @@ def page() -> None:
         asking.show_llm_report(result.llm)
         docs = st.session_state.get(DOCS)
         if docs:
-            asking.ask_box("medical", docs, mode)
+            from pipelines.medical import MedicalPipeline
+
+            asking.ask_box("medical", docs, mode,
+                           structure=MedicalPipeline().structure_answerer(result, list(docs)))
         render(result)

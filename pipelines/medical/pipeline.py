@@ -245,6 +245,12 @@ class MedicalPipeline(Pipeline):
             out.append(read_identity(doc, times, d))
         return out
 
+    def structure_answerer(self, result: MedicalResult, docs: list[Document]):  # type: ignore[override]
+        """Questions for the whole medication or problem list (pipelines.medical.answers)."""
+        from pipelines.medical.answers import structure_answer
+
+        return lambda question: structure_answer(result, docs, question)
+
     def summary_line(self, result: MedicalResult) -> str:  # type: ignore[override]
         return (f"{len(result.documents)} documents, {len(result.entities)} entities, {len(result.events)} events, "
                 f"{len(result.conflicts)} conflicts")
