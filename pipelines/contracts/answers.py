@@ -21,9 +21,11 @@ from pipelines.documents import Document, SourceSpan
 from pipelines.llm.run import Answer, AnswerSpan
 from pipelines.text.numerals import chinese_to_int
 
-_CLAUSE = re.compile(r"\b(?:section|clause|article|paragraph|§)\s*(?P<num>\d+(?:\.\d+)*(?:\([a-z0-9]+\))*)|"
+_CLAUSE = re.compile(r"\b(?:section|clause|article|paragraph|§)\s*(?P<num>\d+(?:\.\d+)*(?:\([a-z0-9]+\))*|"
+                     r"(?-i:[A-Z])(?:\.\d+)*\b)|"
                      r"第\s*(?P<zh>[零〇一二三四五六七八九十百千两\d]+)\s*条", re.IGNORECASE)
-_CHANGED = re.compile(r"\bchang|\bamend|\brevis|\bdiffer|\bmodif|\bedit|变化|变更|修改|改了|不同|修订|区别", re.I)
+_CHANGED = re.compile(r"\bchang|\bamend|\brevis|\bdiffer|\bmodif|\bedit|\bnew (?:title|heading|name|wording)\b|"
+                      r"\brenam|变化|变更|修改|改了|不同|修订|区别|新标题", re.I)
 _ADDED = re.compile(r"\b(?:clauses?|sections?|articles?)\b.*\b(?:added|new|inserted)\b|\bwhich (?:clauses?|sections?|"
                     r"articles?) (?:are|were) new\b|新增|增加了?哪些|添加", re.I)
 _DELETED = re.compile(r"\b(?:clauses?|sections?|articles?)\b.*\b(?:deleted|removed|dropped)\b|删除|删去|去掉了?哪些", re.I)
@@ -34,13 +36,16 @@ def _norm(num: str) -> str:
     return num.strip().rstrip(".").casefold()
 
 
-def _clause_number(c: ClauseOut) -> str | None:
-    if not c.number:
-        return None
-    m = re.fullmatch(r"第\s*([零〇一二三四五六七八九十百千两\d]+)\s*条", c.number.strip())
-    if m:
-        return str(_zh_int(m.group(1)))
-    return _norm(c.number)
+def _clause_numbers(c: ClauseOut) -> set[str]:
+    """The ways a question may name the clause: its printed number and its anchor (the number path:
+    "D.3" for the "3." under section D), Chinese article numbers as integers."""
+    out = set()
+    for label in (c.number, c.anchor):
+        if not label or label.startswith(("h:", "preamble")):
+            continue
+        m = re.fullmatch(r"第\s*([零〇一二三四五六七八九十百千两\d]+)\s*条", label.strip())
+        out.add(str(_zh_int(m.group(1))) if m else _norm(label))
+    return out
 
 
 def _zh_int(s: str) -> int | str:
@@ -101,7 +106,7 @@ def _row_for(result: ContractResult, clauses, a_key: str, b_key: str, want: str)
     for r in result.alignment:
         for key, anchor in ((b_key, r.b), (a_key, r.a)):
             c = clauses[key].get(anchor) if anchor else None
-            if c is not None and _clause_number(c) == want:
+            if c is not None and want in _clause_numbers(c):
                 return r
     return None
 
@@ -113,9 +118,13 @@ def _change_answer(answer, row: AlignmentRow, clauses, a_key: str, b_key: str, b
     if row.change == "unchanged":
         return answer(f"{label}在两个版本中相同。" if zh else f"{label} is the same in both versions.", spans)
     if row.change == "added":
-        return answer(f"{label}是新版本新增的。" if zh else f"{label} was added in the later version.", spans)
+        title = f": «{b.heading}»" if b is not None and b.heading else ""
+        return answer(f"{label}是新版本新增的{title}。" if zh else f"{label} was added in the later version{title}.",
+                      spans, value=b.span if b is not None else None)
     if row.change == "deleted":
-        return answer(f"{label}在新版本中被删除。" if zh else f"{label} was deleted in the later version.", spans)
+        title = f": «{a.heading}»" if a is not None and a.heading else ""
+        return answer(f"{label}在新版本中被删除{title}。" if zh else f"{label} was deleted in the later version{title}.",
+                      spans)
     ops = [d for d in row.diff if d.op in ("replace", "insert", "delete")]
     parts = []
     for d in ops[:MAX_OPS]:

@@ -29,8 +29,9 @@ _PARENT = [re.compile(rf"\bclaim {_N}\b.*\bdepends? (?:on|from)\b|\bdoes claim {
 _CHILDREN = [re.compile(rf"\bwhich claims? depends? (?:on|from) claim {_N}\b|\bdependents? of claim {_N}\b|"
                         rf"\bclaims? (?:that )?(?:depend|refer) (?:on|from|to) claim {_N}\b", re.I),
              re.compile(rf"哪些?(?:项)?权利要求(?:引用|从属于)(?:了)?权利要求\s*{_N}|引用(?:了)?权利要求\s*{_N}的")]
-_ELEMENTS = [re.compile(rf"\belements? of claim {_N}\b|\bwhat does claim {_N} (?:comprise|include|recite|require)\b|"
-                        rf"\blimitations? of claim {_N}\b", re.I),
+_ELEMENTS = [re.compile(rf"\b(?:what are|list) the (?:elements|limitations|features) of claim {_N}\b|"
+                        rf"\bwhat does claim {_N} (?:comprise|include|recite|require)\?|"
+                        rf"^\s*(?:the )?(?:elements|limitations) of claim {_N}\b", re.I),
              re.compile(rf"权利要求\s*{_N}\s*(?:包括|包含|的技术特征|有哪些(?:技术)?特征)")]
 
 

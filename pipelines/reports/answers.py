@@ -99,10 +99,12 @@ def structure_answer(result: ReportResult, doc: Document, question: str) -> Answ
             text = f"{target.label}在正文中没有被引用。" if zh else f"{target.label} is not cited in the text."
             return answer(text, [_span(doc, target.span, target.bbox)])
         pages = sorted({x.page for x in cites})
-        text = (f"{target.label}在第{'、'.join(map(str, pages))}页被引用{len(cites)}次。" if zh else
+        quoted = _sentences(doc, [x.span for x in cites[:10]])
+        first = " ".join(quoted[0].text.split())
+        text = (f"{target.label}在第{'、'.join(map(str, pages))}页被引用{len(cites)}次，首次：“{first}”" if zh else
                 f"{target.label} is cited {len(cites)} time{'s' if len(cites) != 1 else ''}, on page"
-                f"{'s' if len(pages) != 1 else ''} {', '.join(map(str, pages))}.")
-        return answer(text, _sentences(doc, [x.span for x in cites[:10]]), value=cites[0].span)
+                f"{'s' if len(pages) != 1 else ''} {', '.join(map(str, pages))}; first: “{first}”")
+        return answer(text, quoted, value=cites[0].span)
     cap = _span(doc, target.span, target.bbox)
     if asks == "shows":
         caption = " ".join((target.caption or target.span.text).split())
