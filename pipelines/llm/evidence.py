@@ -75,8 +75,9 @@ MAX_PASSAGES = 3
 
 @dataclass(frozen=True)
 class Fusion:
-    """A logistic model over `FEATURES`: p = sigmoid(bias + sum(w * x)); `threshold`: the least
-    confidence shown as an answer. `source`: where the numbers come from."""
+    """A linear score over `FEATURES` whose sigmoid, p = sigmoid(bias + sum(w * x)), reads as the
+    probability that a passage holds the answer; `threshold`: the least probability at which a
+    second or third passage is quoted beside the best. `source`: where the numbers come from."""
 
     weights: dict[str, float]
     bias: float
@@ -88,8 +89,10 @@ class Fusion:
 
 
 # PRE ranks the passages on the features read before the model's likelihood reading
-# (`PRE_FEATURES`); FUSION ranks them on all. Fitted by `python -m benchmarks.bench_answers fit` on the development split of the QA set
-# (benchmarks/eval/qa); BENCHMARKS.md, "Evidence-first answers", has the run and both splits' scores.
+# (`PRE_FEATURES`); FUSION ranks them on all; CONFIDENCE (below) decides answer or "not stated".
+# Fitted by `python -m benchmarks.bench_answers fit` (`--pre` for PRE, `--listwise` for FUSION and
+# CONFIDENCE) on the development split of the QA set (benchmarks/eval/qa), with the default model;
+# BENCHMARKS.md, "Evidence-first answers", has the runs and both splits' scores.
 FUSION = Fusion(
     weights={
         "bm25": 1.521,
