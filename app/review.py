@@ -760,9 +760,17 @@ def _safe(text: str) -> str:
 
 
 def cell_text(c: Cell | None) -> str:
+    """The grid's text for a cell: the answer ("[low confidence] …" under `LOW_CONFIDENCE`, so a
+    reviewer sees which to check), "not stated in the document", or the error."""
+    from pipelines.llm.evidence import LOW_CONFIDENCE
+
     if c is None:
         return ""
-    return c.answer if c.error is None else f"(no answer: {c.error})"
+    if c.error is not None:
+        return f"(no answer: {c.error})"
+    if c.status == "answered" and c.confidence is not None and c.confidence < LOW_CONFIDENCE:
+        return f"[low confidence] {c.answer}"
+    return c.answer
 
 
 def span_text(s: ReviewSpan, names: dict[str, str]) -> str:

@@ -434,6 +434,15 @@ def answer_facts(answer, reused: bool = False) -> str:
     return " · ".join(parts)
 
 
+def low_confidence(answer) -> bool:
+    """An evidence-search answer whose calibrated confidence is under `LOW_CONFIDENCE`: shown as one
+    to check against its quote, never in the style of a finding."""
+    from pipelines.llm.evidence import LOW_CONFIDENCE
+
+    return (answer.status == "answered" and getattr(answer, "route", "evidence") == "evidence"
+            and answer.confidence is not None and answer.confidence < LOW_CONFIDENCE)
+
+
 def show_answer(answer, texts: dict[str, str], names: dict[str, str] | None = None, *, reused: bool = False,
                 page_image: Callable[[int, list], object] | None = None) -> None:
     """An evidence-first answer (a pipelines.llm Answer): the question; the answer (the value asked
@@ -450,6 +459,9 @@ def show_answer(answer, texts: dict[str, str], names: dict[str, str] | None = No
     conf = "" if answer.confidence is None else f" · confidence {answer.confidence:.0%}"
     if answer.status == "not_stated":
         st.warning(md_line(f"Not stated in the document{conf}."))
+    elif low_confidence(answer):
+        st.warning(md_text(f"Low confidence{conf}: check the quoted passage below. Possible answer: "
+                           + " ".join(answer.text.split())))
     else:
         st.info(md_text(" ".join(answer.text.split())))
         bits = ["from the document's structure (exact), quoting the text that shows it"

@@ -160,6 +160,9 @@ def show_cell(state, input_id: str, question: review.Question) -> None:
         st.error(md_line(cell.error))
     elif cell.status == "not_stated":
         st.warning(md_line(f"Not stated in the document{conf}."))
+    elif asking.low_confidence(cell):
+        st.warning(md_text(f"Low confidence{conf}: check the quoted passage below. Possible answer: "
+                           + " ".join(cell.answer.split())))
     else:
         st.info(md_text(" ".join(cell.answer.split())))
     facts = ["quoted from the document" + conf if cell.status == "answered" else "the nearest passages below",

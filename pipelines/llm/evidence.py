@@ -71,6 +71,7 @@ SCORE_BATCH = 8  # passages the model reads per forward: a few at a time keep th
 NOT_STATED = "not stated in the document"
 SUPPORT_MIN = 0.8  # share of the model answer's non-numeric content terms that the quotes must hold
 MAX_PASSAGES = 3
+LOW_CONFIDENCE = 0.5  # an answer below this is shown as one to check against its quote, not as a finding
 
 
 @dataclass(frozen=True)

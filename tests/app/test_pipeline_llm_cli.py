@@ -210,6 +210,8 @@ def test_answer_lines_are_evidence_first():
     assert not any("90 days" in line for line in lines)  # unsupported model text is never printed
     supported = shown.model_copy(update={"model_text": "within 30 days", "model_supported": True})
     assert any("in the model's words (carried by the quote): within 30 days" in line for line in answer_lines([supported]))
+    weak = shown.model_copy(update={"confidence": 0.42})
+    assert answer_lines([weak])[1] == "A (low confidence, check the quote): 30 days  [confidence 42%]"
     missing = Answer(question="What is the cap?", text="not stated in the document", status="not_stated",
                      confidence=0.7, near_misses=[_span(text, 46, len(text), 0.1)])
     lines = answer_lines([missing])
