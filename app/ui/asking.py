@@ -460,7 +460,7 @@ def show_answer(answer, texts: dict[str, str], names: dict[str, str] | None = No
     if answer.status == "not_stated":
         st.warning(md_line(f"Not stated in the document{conf}."))
     elif low_confidence(answer):
-        st.warning(md_text(f"Low confidence{conf}: check the quoted passage below. Possible answer: "
+        st.warning(md_text(f"Low confidence ({answer.confidence:.0%}): check the quoted passage below. Possible answer: "
                            + " ".join(answer.text.split())))
     else:
         st.info(md_text(" ".join(answer.text.split())))

@@ -161,7 +161,7 @@ def show_cell(state, input_id: str, question: review.Question) -> None:
     elif cell.status == "not_stated":
         st.warning(md_line(f"Not stated in the document{conf}."))
     elif asking.low_confidence(cell):
-        st.warning(md_text(f"Low confidence{conf}: check the quoted passage below. Possible answer: "
+        st.warning(md_text(f"Low confidence ({cell.confidence:.0%}): check the quoted passage below. Possible answer: "
                            + " ".join(cell.answer.split())))
     else:
         st.info(md_text(" ".join(cell.answer.split())))
