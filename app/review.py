@@ -64,7 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.export import write_atomic
 from pipelines.documents import Document, DocumentInfo, IngestError, SourceSpan, input_sha256
-from pipelines.llm.evidence import FUSION
+from pipelines.llm.evidence import FUSION, low_confidence
 
 SCHEMA_VERSION = "review/2.0"  # 2.0: evidence-first cells (status, value, near misses, model text; calibrated confidence)
 REVIEW_VERSION = "2.0"  # bump when what a cell holds for the same key would change
@@ -760,15 +760,13 @@ def _safe(text: str) -> str:
 
 
 def cell_text(c: Cell | None) -> str:
-    """The grid's text for a cell: the answer ("[low confidence] …" under `LOW_CONFIDENCE`, so a
+    """The grid's text for a cell: the answer ("[low confidence] …" when `low_confidence`, so a
     reviewer sees which to check), "not stated in the document", or the error."""
-    from pipelines.llm.evidence import LOW_CONFIDENCE
-
     if c is None:
         return ""
     if c.error is not None:
         return f"(no answer: {c.error})"
-    if c.status == "answered" and c.confidence is not None and c.confidence < LOW_CONFIDENCE:
+    if low_confidence(c):
         return f"[low confidence] {c.answer}"
     return c.answer
 

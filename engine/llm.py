@@ -467,28 +467,21 @@ class LLM:
     def score(self, prompt: Prompt, continuation: Prompt) -> ScoreOutput:
         """Log-probabilities of the continuation's tokens given the prompt (and the tokens before them).
         The two are tokenized separately (the prompt with BOS, the continuation without)."""
-        p_ids = self.encode(prompt)
-        c_ids = self.encode(continuation, add_special_tokens=False)
-        if not p_ids or not c_ids:
-            raise EngineError("score() needs a non-empty prompt and continuation")
-        seq, hidden, _ = self.core.prefill_collect(p_ids + c_ids, len(p_ids) - 1)
-        self.core.free(seq)
-        logprobs = continuation_logprobs(self.model.logits, hidden[: len(c_ids)], c_ids)
-        toks = [self.tokenizer.fast.id_to_token(t) for t in c_ids] if self.tokenizer is not None else [str(t) for t in c_ids]
-        return ScoreOutput(c_ids, toks, logprobs)
+        return self.score_many([(prompt, continuation)])[0]
 
     @torch.inference_mode()
     def score_many(self, items: Seq[tuple[Prompt, Prompt]], batch: int = 32) -> list[ScoreOutput]:
         """`score` for several (prompt, continuation) pairs, `batch` pairs per forward
         (`EngineCore.prefill_collect_many`: their tokens packed into shared prefill steps, nothing
-        taken from or left in the prefix cache; pairs the pool cannot hold together go in halves). Each result is `score`'s for the pair, up to the rounding of a batched
-        forward (issue 47: bit-identity across batch composition is not yet held)."""
+        taken from or left in the prefix cache; pairs the pool cannot hold together go in halves).
+        A pair alone is exactly `score`; in a batch the forward rounds differently (issue 47:
+        bit-identity across batch composition is not yet held)."""
         prepared = []
         for prompt, continuation in items:
             p_ids = self.encode(prompt)
             c_ids = self.encode(continuation, add_special_tokens=False)
             if not p_ids or not c_ids:
-                raise EngineError("score_many() needs a non-empty prompt and continuation in every pair")
+                raise EngineError("score() needs a non-empty prompt and continuation")
             prepared.append((p_ids, c_ids))
         return self._score_prepared(prepared, max(1, batch))
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -229,24 +227,3 @@ def _load(chosen, quiet: bool = False):
     err.print(f"model loaded in {time.perf_counter() - t0:.1f} s ({llm.model_path.name} on {llm.device})",
               highlight=False)
     return llm
-
-
-@contextmanager
-def _token_progress(disable: bool = False) -> Iterator:
-    """A rich progress bar on stderr fed by the LLM layer's Progress: tokens done of the total,
-    answers, elapsed and the estimated time left. Yields the callback."""
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f} tokens"),
-               TextColumn("{task.fields[answers]}"), TimeElapsedColumn(), TextColumn("{task.fields[left]}"))
-    with Progress(*columns, console=Console(stderr=True), disable=disable, transient=False) as bar:
-        task = bar.add_task("answering", total=1, answers="", left="")
-
-        def update(p) -> None:
-            eta = p.eta_s
-            bar.update(task, completed=p.tokens_done, total=p.tokens_total,
-                       answers=f"{p.items_done}/{p.items_total} answers",
-                       left="" if eta is None else f"about {eta:,.0f} s left")
-
-        yield update

@@ -145,12 +145,11 @@ def llm_progress(disable: bool = False) -> Iterator:
 def answer_lines(answers) -> list[str]:
     """The answers to --ask as terminal lines, evidence first: question; the answer (the value asked
     for, the model's wording where the quotes carry it, or the quote), or "not stated in the
-    document", with its calibrated confidence (under `LOW_CONFIDENCE` the line says to check the
-    quote); the quoted passages with file, page and offsets (the
-    value marked »like this« inside the first), or the near misses; the model's wording when the
-    quotes carry it and it is not already the answer (unsupported model text is never printed); one
-    line of cost."""
-    from pipelines.llm.evidence import LOW_CONFIDENCE
+    document", with its calibrated confidence (a low one says to check the quote:
+    `evidence.low_confidence`); the quoted passages with file, page and offsets (the value marked
+    »like this« inside the first), or the near misses; the model's wording when the quotes carry it
+    and it is not already the answer (unsupported model text is never printed); one line of cost."""
+    from pipelines.llm.evidence import low_confidence
 
     lines = []
     for a in answers:
@@ -165,9 +164,7 @@ def answer_lines(answers) -> list[str]:
             for s in a.near_misses:
                 lines.append(f"   nearest ({s.score:.0%}): {_where(s)}: “{_snippet(s.text)}”")
         else:
-            low = (getattr(a, "route", "evidence") == "evidence" and a.confidence is not None
-                   and a.confidence < LOW_CONFIDENCE)
-            head = "A (low confidence, check the quote):" if low else "A:"
+            head = "A (low confidence, check the quote):" if low_confidence(a) else "A:"
             lines.append(f"{head} {' '.join(a.text.split())}{conf}")
             for n, s in enumerate(a.spans):
                 quote = _snippet(_marked(s, a.value) if n == 0 else s.text)

@@ -35,6 +35,7 @@ import streamlit as st
 
 from app.ui.common import md_line, md_text
 from pipelines.documents import Document
+from pipelines.llm.evidence import low_confidence
 
 MODES = ("off", "auto", "on")
 BUDGET_S = 120.0  # auto leaves out a step estimated to take longer here (the CLI's --llm-budget default)
@@ -432,15 +433,6 @@ def answer_facts(answer, reused: bool = False) -> str:
         cached = f": {answer.cached_prompt_tokens:,} prompt tokens from the cache" if answer.cached_prompt_tokens else ""
         parts.append("document reused" + cached)
     return " · ".join(parts)
-
-
-def low_confidence(answer) -> bool:
-    """An evidence-search answer whose calibrated confidence is under `LOW_CONFIDENCE`: shown as one
-    to check against its quote, never in the style of a finding."""
-    from pipelines.llm.evidence import LOW_CONFIDENCE
-
-    return (answer.status == "answered" and getattr(answer, "route", "evidence") == "evidence"
-            and answer.confidence is not None and answer.confidence < LOW_CONFIDENCE)
 
 
 def show_answer(answer, texts: dict[str, str], names: dict[str, str] | None = None, *, reused: bool = False,

@@ -24,6 +24,7 @@ import streamlit as st
 from app import review
 from app.ui import asking
 from app.ui.common import md_line, md_text
+from pipelines.llm.evidence import low_confidence
 
 PENDING = "review_pending"
 STATE = "review_state"  # {"pipeline", "inputs": {input_id: PipelineInput}, "questions", "rows": {id: Row}, "out"}
@@ -160,7 +161,7 @@ def show_cell(state, input_id: str, question: review.Question) -> None:
         st.error(md_line(cell.error))
     elif cell.status == "not_stated":
         st.warning(md_line(f"Not stated in the document{conf}."))
-    elif asking.low_confidence(cell):
+    elif low_confidence(cell):
         st.warning(md_text(f"Low confidence ({cell.confidence:.0%}): check the quoted passage below. Possible answer: "
                            + " ".join(cell.answer.split())))
     else:

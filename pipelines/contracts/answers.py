@@ -18,7 +18,7 @@ import unicodedata
 
 from pipelines.contracts.model import AlignmentRow, ClauseOut, ContractResult
 from pipelines.documents import Document, SourceSpan
-from pipelines.llm.run import Answer, AnswerSpan
+from pipelines.llm.run import Answer, AnswerSpan, exact_answer, quoted
 from pipelines.text.numerals import chinese_to_int
 
 _CLAUSE = re.compile(r"\b(?:section|clause|article|paragraph|§)\s*(?P<num>\d+(?:\.\d+)*(?:\([a-z0-9]+\))*|"
@@ -55,25 +55,16 @@ def _zh_int(s: str) -> int | str:
     return s if n is None else n
 
 
-def _quote(docs: dict[str, Document], s: SourceSpan, limit: int | None = None) -> AnswerSpan:
-    doc = docs.get(s.doc_id)
-    end = s.char_end if limit is None else min(s.char_end, s.char_start + limit)
-    span = doc.span(s.char_start, end) if doc is not None else s
-    return AnswerSpan(**span.model_dump(), score=1.0)
-
-
 def structure_answer(result: ContractResult, docs: list[Document], question: str) -> Answer | None:
     """The answer to `question` from the alignment of the two versions, or None."""
     q = unicodedata.normalize("NFKC", question)
     zh = any("\u4e00" <= ch <= "\u9fff" for ch in q)
-    by_id = {d.doc_id: d for d in docs}
     a_key, b_key = list(result.documents)[:2]
     clauses = {k: {c.anchor: c for c in cs} for k, cs in result.clauses.items()}
 
     def answer(text: str, spans: list[AnswerSpan], value: SourceSpan | None = None, status: str = "answered"
                ) -> Answer:
-        return Answer(question=question, text=text, status=status, confidence=1.0, kind="text", value=value,
-                      spans=spans, route="structure")
+        return exact_answer(question, text, spans, value, status=status)
 
     m = _CLAUSE.search(q)
     if m is not None and _CHANGED.search(q):
@@ -84,7 +75,7 @@ def structure_answer(result: ContractResult, docs: list[Document], question: str
         if row is None:
             return answer(f"两个版本中都没有{label}。" if zh else f"Neither version has {label}.", [],
                           status="not_stated")
-        return _change_answer(answer, row, clauses, a_key, b_key, by_id, label, zh)
+        return _change_answer(answer, row, clauses, a_key, b_key, docs, label, zh)
     for pattern, change in ((_ADDED, "added"), (_DELETED, "deleted")):
         if pattern.search(q) and m is None:
             key = b_key if change == "added" else a_key
@@ -98,7 +89,7 @@ def structure_answer(result: ContractResult, docs: list[Document], question: str
                 return answer(text, [])
             text = (("新增" if change == "added" else "删除") + "的条款：" + "、".join(names) + "。" if zh
                     else f"{change.capitalize()}: " + "; ".join(names) + ".")
-            return answer(text, [_quote(by_id, c.span, 300) for c in cs[:10]])
+            return answer(text, [quoted(docs, c.span, 300) for c in cs[:10]])
     return None
 
 
@@ -111,10 +102,11 @@ def _row_for(result: ContractResult, clauses, a_key: str, b_key: str, want: str)
     return None
 
 
-def _change_answer(answer, row: AlignmentRow, clauses, a_key: str, b_key: str, by_id, label: str, zh: bool):
+def _change_answer(answer, row: AlignmentRow, clauses, a_key: str, b_key: str, docs: list[Document], label: str,
+                   zh: bool):
     a = clauses[a_key].get(row.a) if row.a else None
     b = clauses[b_key].get(row.b) if row.b else None
-    spans = [_quote(by_id, c.span) for c in (b, a) if c is not None]
+    spans = [quoted(docs, c.span) for c in (b, a) if c is not None]
     if row.change == "unchanged":
         return answer(f"{label}在两个版本中相同。" if zh else f"{label} is the same in both versions.", spans)
     if row.change == "added":

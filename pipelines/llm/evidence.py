@@ -136,6 +136,13 @@ PRE = Fusion(
 )
 
 
+def low_confidence(answer) -> bool:
+    """An evidence-search answer (an `Answer` or a review cell) whose calibrated confidence is under
+    `LOW_CONFIDENCE`: every surface shows it as one to check against its quote, never as a finding."""
+    return (answer.status == "answered" and getattr(answer, "route", "evidence") == "evidence"
+            and answer.confidence is not None and answer.confidence < LOW_CONFIDENCE)
+
+
 def sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x)) if x > -60 else 0.0
 
@@ -454,7 +461,7 @@ def pick_value(question: str, passage: str, model_text: str = "") -> tuple[int, 
     named = [(s, e) for s, e in found if _nfkc(passage[s:e]).strip() and _nfkc(passage[s:e]) in answer]
     if named:
         return max(named, key=lambda se: se[1] - se[0])
-    low = _nfkc(passage)
+    low = "".join((_nfkc(c) or c)[:1] for c in passage)  # per character: offsets stay the passage's
     anchors = [m.start() for t in content_terms(question) for m in re.finditer(re.escape(t), low)]
     if not anchors:
         return found[0]

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -77,6 +77,21 @@ class AnswerSpan(SourceSpan):
     (pipelines.llm.evidence: retrieval, the model's attention and its reading of the passage)."""
 
     score: float
+
+
+def quoted(docs: Document | Sequence[Document], span: SourceSpan, limit: int | None = None, bbox=None,
+           score: float = 1.0) -> AnswerSpan:
+    """`span` quoted from its own document (the one of `docs` with its doc_id; page and box read
+    again from it), cut to its first `limit` characters; `bbox` overrides the box (a figure's whole
+    object). The default score is a structure's: exact."""
+    pool = [docs] if isinstance(docs, Document) else list(docs)
+    doc = next((d for d in pool if d.doc_id == span.doc_id), pool[0] if len(pool) == 1 else None)
+    end = span.char_end if limit is None else min(span.char_end, span.char_start + limit)
+    src = doc.span(span.char_start, end) if doc is not None else span
+    data = src.model_dump()
+    if bbox is not None:
+        data["bbox"] = bbox
+    return AnswerSpan(**data, score=score)
 
 
 def _absent(value) -> bool:
@@ -123,6 +138,15 @@ class Answer(BaseModel):
     cached_prompt_tokens: int = 0
     ttft_s: float | None = None
     seconds: float = 0.0
+
+
+def exact_answer(question: str, text: str, spans: list[AnswerSpan], value: SourceSpan | None = None, *,
+                 status: str = "answered", kind: str = "text") -> Answer:
+    """An answer from a pipeline's own structure (`Pipeline.structure_answerer`): route "structure",
+    confidence 1.0, the quoted spans that show it; status "not_stated" for a label the document
+    does not have."""
+    return Answer(question=question, text=text, status=status, route="structure", confidence=1.0, kind=kind,
+                  value=value, spans=spans)
 
 
 class LLMReport(BaseModel):
@@ -333,8 +357,7 @@ class LLMRun:
 
     def _ask_engine(self, jobs: list[tuple[Document | list[Document], list[str]]], *, fallback, max_tokens: int,
                     evidence: bool, instructions: str | None) -> list[list[Answer]]:
-        from pipelines.llm.evidence import EvidenceJob, gather
-        from pipelines.llm.requests import INSTRUCTIONS, QUESTION, STOP, Progress, ask_documents
+        from pipelines.llm.requests import INSTRUCTIONS, STOP, ask_documents
 
         instructions = INSTRUCTIONS if instructions is None else instructions
         joined = [join_documents([d] if isinstance(d, Document) else list(d)) for d, _ in jobs]
@@ -350,23 +373,48 @@ class LLMRun:
                                         fallback=policy)
                 for res in results:
                     st.add(res)
-                n_q = sum(len(res.items) for res in results)
-                st.progress(Progress(0, n_q, time.perf_counter() - t0, 0, n_q, phase="reading the evidence"))
-                ev_jobs = [EvidenceJob(doc, instructions, [it.question for it in res.items],
-                                       [QUESTION.format(question=it.question) for it in res.items],
-                                       [it.text if it.error is None else "" for it in res.items],
-                                       [it.error is None and it.fallback is None for it in res.items],
-                                       [(off, off + len(d.text)) for off, d in parts])
-                           for (doc, parts), res in zip(joined, results, strict=True)]
-                found = gather(st.llm, ev_jobs) if evidence else [[None] * len(res.items) for res in results]
+                found = self._evidence(st, results, joined, instructions, t0) if evidence else \
+                    [[None] * len(res.items) for res in results]
                 seconds = round(time.perf_counter() - t0, 3)
-                st.progress(Progress(n_q, n_q, seconds, n_q, n_q, phase="reading the evidence"))
                 out = [[_answer(it, parts, seconds, f) for it, f in zip(res.items, fs, strict=True)]
                        for res, (_, parts), fs in zip(results, joined, found, strict=True)]
         if out is None:  # no engine, or it failed: the record holds the one line
             rec = self.records[-1]
             why = rec.error or rec.reason or "no answer"
             out = [[Answer(question=q, text="", status="error", error=why) for q in qs] for _, qs in jobs]
+        return out
+
+
+    def _evidence(self, st: StepContext, results, joined, instructions: str, t0: float) -> list[list]:
+        """Each answered item's evidence (`pipelines.llm.evidence.gather`, one pass for the call);
+        an item with an error gets none (no engine work is spent on it), and a run cancelled
+        before this pass marks its items so instead of showing their unread model text."""
+        from pipelines.llm.evidence import EvidenceJob, gather
+        from pipelines.llm.requests import QUESTION, Progress
+
+        live = [[i for i, it in enumerate(res.items) if it.error is None] for res in results]
+        n_q = sum(len(k) for k in live)
+        if self.cancel is not None and self.cancel.is_set():
+            for res, keep in zip(results, live, strict=True):
+                for i in keep:
+                    res.items[i].error = "cancelled before its evidence was read"
+            return [[None] * len(res.items) for res in results]
+        st.progress(Progress(0, n_q, time.perf_counter() - t0, 0, n_q, phase="reading the evidence"))
+        jobs = []
+        for (doc, parts), res, keep in zip(joined, results, live, strict=True):
+            items = [res.items[i] for i in keep]
+            jobs.append(EvidenceJob(doc, instructions, [it.question for it in items],
+                                    [QUESTION.format(question=it.question) for it in items],
+                                    [it.text for it in items], [it.fallback is None for it in items],
+                                    [(off, off + len(d.text)) for off, d in parts]))
+        got = gather(st.llm, jobs)
+        st.progress(Progress(n_q, n_q, time.perf_counter() - t0, n_q, n_q, phase="reading the evidence"))
+        out = []
+        for res, keep, fs in zip(results, live, got, strict=True):
+            row: list = [None] * len(res.items)
+            for i, f in zip(keep, fs, strict=True):
+                row[i] = f
+            out.append(row)
         return out
 
 
@@ -404,10 +452,6 @@ def _map_span(start: int, end: int, parts: list[tuple[int, Document]]) -> Source
     return None
 
 
-def _source(start: int, end: int, parts: list[tuple[int, Document]]) -> SourceSpan | None:
-    return _map_span(start, end, parts)
-
-
 def _answer(item, parts: list[tuple[int, Document]], seconds: float, found=None) -> Answer:
     """The Answer for an engine item and its evidence (`found`: a pipelines.llm.evidence.Found, or
     None when evidence was not read: the model's text alone, marked unsupported)."""
@@ -433,12 +477,12 @@ def _answer(item, parts: list[tuple[int, Document]], seconds: float, found=None)
     def spans(passages) -> list[AnswerSpan]:
         out = []
         for p in passages:
-            src = _source(p.start, p.end, parts)
+            src = _map_span(p.start, p.end, parts)
             if src is not None:
                 out.append(AnswerSpan(**src.model_dump(), score=round(p.prob, 4)))
         return out
 
-    value = _source(*found.value, parts) if found.value is not None else None
+    value = _map_span(*found.value, parts) if found.value is not None else None
     return Answer(text=found.text, status=found.status, confidence=found.confidence, kind=found.kind, value=value,
                   spans=spans(found.passages), near_misses=spans(found.near), model_text=model_text,
                   model_supported=None if found.support is None else found.support.supported, **common)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from pipelines.documents import Document, SourceSpan
-from pipelines.llm.run import Answer, AnswerSpan
+from pipelines.documents import Document
+from pipelines.llm.run import Answer, AnswerSpan, exact_answer, quoted
 from pipelines.medical.models import MedicalResult
 
 _MEDS = re.compile(r"\bmedication list\b|\blist (?:of )?(?:the |all )?(?:the patient'?s )?medications\b|"
@@ -33,11 +33,6 @@ _PART = re.compile(r"\bdischarg|\badmi(?:ssion|tted)\b|\bstart|\bstop|\bfor (?:t
 MAX_ITEMS = 20
 
 
-def _quote(docs: dict[str, Document], s: SourceSpan) -> AnswerSpan:
-    doc = docs.get(s.doc_id)
-    return AnswerSpan(**(doc.span(s.char_start, s.char_end) if doc is not None else s).model_dump(), score=1.0)
-
-
 def _dates(first: str | None, last: str | None, zh: bool = False) -> str:
     if first and last and first != last:
         return f"{first}{'至' if zh else ' to '}{last}"
@@ -48,11 +43,9 @@ def structure_answer(result: MedicalResult, docs: list[Document], question: str)
     """The answer to `question` from the medication or problem list, or None."""
     q = unicodedata.normalize("NFKC", question)
     zh = any("\u4e00" <= ch <= "\u9fff" for ch in q)
-    by_id = {d.doc_id: d for d in docs}
 
     def answer(text: str, spans: list[AnswerSpan]) -> Answer:
-        return Answer(question=question, text=text, status="answered", confidence=1.0, kind="text", spans=spans,
-                      route="structure")
+        return exact_answer(question, text, spans)
 
     if _PART.search(q):
         return None
@@ -70,7 +63,7 @@ def structure_answer(result: MedicalResult, docs: list[Document], question: str)
         spans = []
         for m in meds:
             for s in (m.first_evidence, m.last_evidence):
-                q_span = _quote(by_id, s)
+                q_span = quoted(docs, s)
                 if all((x.doc_id, x.char_start) != (q_span.doc_id, q_span.char_start) for x in spans):
                     spans.append(q_span)
         return answer(("用药：" if zh else "Medications: ") + "; ".join(lines) + ".", spans)
@@ -79,6 +72,6 @@ def structure_answer(result: MedicalResult, docs: list[Document], question: str)
         if not probs:
             return answer("病历中没有记录诊断。" if zh else "No problem is recorded in the notes.", [])
         lines = [f"{p.text} ({p.status}, {_dates(p.first, p.last, zh)})" for p in probs]
-        spans = [_quote(by_id, p.first_evidence) for p in probs]
+        spans = [quoted(docs, p.first_evidence) for p in probs]
         return answer(("诊断：" if zh else "Problems: ") + "; ".join(lines) + ".", spans)
     return None

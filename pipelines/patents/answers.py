@@ -18,7 +18,7 @@ import re
 import unicodedata
 
 from pipelines.documents import Document, SourceSpan
-from pipelines.llm.run import Answer, AnswerSpan
+from pipelines.llm.run import Answer, AnswerSpan, exact_answer, quoted
 from pipelines.patents.model import PatentResult
 
 _N = r"(\d{1,3})"
@@ -43,11 +43,6 @@ def _number(patterns: list[re.Pattern[str]], q: str) -> int | None:
     return None
 
 
-def _span(doc: Document, s: SourceSpan, limit: int | None = 300) -> AnswerSpan:
-    end = s.char_end if limit is None else min(s.char_end, s.char_start + limit)
-    return AnswerSpan(**doc.span(s.char_start, end).model_dump(), score=1.0)
-
-
 def _list(nums: list[int], zh: bool = False) -> str:
     if not nums:
         return "无" if zh else "none"
@@ -65,25 +60,23 @@ def structure_answer(result: PatentResult, doc: Document, question: str) -> Answ
     zh = any("\u4e00" <= ch <= "\u9fff" for ch in q)
 
     def answer(text: str, spans: list[AnswerSpan], value: SourceSpan | None = None) -> Answer:
-        return Answer(question=question, text=text, status="answered", confidence=1.0, kind="claim", value=value,
-                      spans=spans, route="structure")
+        return exact_answer(question, text, spans, value, kind="claim")
 
     def missing(n: int) -> Answer:
         text = f"权利要求{n}不在权利要求书中。" if zh else f"There is no claim {n} in the claim set."
-        return Answer(question=question, text=text, status="not_stated", confidence=1.0, kind="claim",
-                      route="structure")
+        return exact_answer(question, text, [], status="not_stated", kind="claim")
 
     n = _number(_CHILDREN, q)
     if n is not None:
         if n not in claims:
             return missing(n)
         kids = sorted(c.number for c in claims.values() if n in c.depends_on)
-        refs = [_span(doc, r.span) for c in claims.values() if n in c.depends_on
+        refs = [quoted(doc, r.span, 300) for c in claims.values() if n in c.depends_on
                 for r in c.references if n in r.claims][:10]
         text = (f"权利要求{_list(kids, True)}引用权利要求{n}。" if zh and kids else f"权利要求{n}没有从属权利要求。" if zh
                 else f"Claims {_list(kids)} depend on claim {n}." if len(kids) > 1
                 else f"Claim {kids[0]} depends on claim {n}." if kids else f"No claim depends on claim {n}.")
-        return answer(text, refs or [_span(doc, claims[n].span)])
+        return answer(text, refs or [quoted(doc, claims[n].span, 300)])
     n = _number(_PARENT, q)
     if n is not None:
         if n not in claims:
@@ -92,23 +85,23 @@ def structure_answer(result: PatentResult, doc: Document, question: str) -> Answ
         if c.independent or not c.depends_on:
             text = f"权利要求{n}是独立权利要求，不引用其他权利要求。" if zh else \
                 f"Claim {n} is independent: it depends on no other claim."
-            return answer(text, [_span(doc, c.span)])
+            return answer(text, [quoted(doc, c.span, 300)])
         refs = [r for r in c.references if r.kind != "external"]
         text = (f"权利要求{n}引用权利要求{_list(c.depends_on, True)}。" if zh
                 else f"Claim {n} depends on claim{'s' if len(c.depends_on) > 1 else ''} {_list(c.depends_on)}.")
-        spans = [_span(doc, r.span) for r in refs] or [_span(doc, c.span)]
+        spans = [quoted(doc, r.span, 300) for r in refs] or [quoted(doc, c.span, 300)]
         return answer(text, spans, value=refs[0].span if refs else None)
     if _INDEPENDENT.search(q):
         ind = sorted(c.number for c in claims.values() if c.independent)
         text = (f"独立权利要求：{_list(ind, True)}。" if zh
                 else f"Claim{'s' if len(ind) != 1 else ''} {_list(ind)} {'are' if len(ind) != 1 else 'is'} independent.")
-        return answer(text, [_span(doc, claims[k].span, 200) for k in ind])
+        return answer(text, [quoted(doc, claims[k].span, 200) for k in ind])
     n = _number(_ELEMENTS, q)
     if n is not None:
         if n not in claims:
             return missing(n)
         c = claims[n]
-        parts = [_span(doc, e, limit=None) for e in c.elements] or [_span(doc, c.span)]
+        parts = [quoted(doc, e) for e in c.elements] or [quoted(doc, c.span, 300)]
         text = (f"权利要求{n}的技术特征：" if zh else f"Claim {n} recites: ") + "; ".join(
             " ".join(p.text.split()) for p in parts)
         return answer(text, parts)

@@ -21,7 +21,7 @@ import re
 import unicodedata
 
 from pipelines.documents import Document, SourceSpan
-from pipelines.llm.run import Answer, AnswerSpan
+from pipelines.llm.run import Answer, AnswerSpan, exact_answer, quoted
 from pipelines.reports.models import ReportResult, Target
 
 _LABEL = re.compile(r"(?P<word>figures?|figs?\.?|tables?|exhibits?|附表|图|表)\s*(?P<num>[0-9A-Za-z]+(?:[.\-][0-9A-Za-z]+)*)",
@@ -37,11 +37,6 @@ _PAGE = re.compile(r"\bwhich page\b|\bwhat page\b|\bon which page\b|\bwhere is\b
 
 def _norm_number(s: str) -> str:
     return re.sub(r"[\u00ad\u2010-\u2015\u2212]", "-", unicodedata.normalize("NFKC", s)).strip(".").casefold()
-
-
-def _span(doc: Document, s: SourceSpan, bbox=None) -> AnswerSpan:
-    return AnswerSpan(**{**doc.span(s.char_start, s.char_end).model_dump(), **({"bbox": bbox} if bbox else {})},
-                      score=1.0)
 
 
 def _sentences(doc: Document, spans: list[SourceSpan]) -> list[AnswerSpan]:
@@ -60,7 +55,7 @@ def _sentences(doc: Document, spans: list[SourceSpan]) -> list[AnswerSpan]:
         a, b = passages[k] if k >= 0 and passages[k][1] >= s.char_end else (s.char_start, s.char_end)
         if (a, b) not in seen:
             seen.add((a, b))
-            out.append(AnswerSpan(**doc.span(a, b).model_dump(), score=1.0))
+            out.append(quoted(doc, doc.span(a, b)))
     return out
 
 
@@ -88,8 +83,7 @@ def structure_answer(result: ReportResult, doc: Document, question: str) -> Answ
 
     def answer(text: str, spans: list[AnswerSpan], value: SourceSpan | None = None, status: str = "answered"
                ) -> Answer:
-        return Answer(question=question, text=text, status=status, confidence=1.0, kind="text", value=value,
-                      spans=spans, route="structure")
+        return exact_answer(question, text, spans, value, status=status)
 
     if target is None:
         return answer(f"报告中没有{label}。" if zh else f"There is no {label} in the report.", [], status="not_stated")
@@ -97,15 +91,15 @@ def structure_answer(result: ReportResult, doc: Document, question: str) -> Answ
         cites = [x for x in result.mentions if target.id in x.targets and x.resolution == "internal"]
         if not cites:
             text = f"{target.label}在正文中没有被引用。" if zh else f"{target.label} is not cited in the text."
-            return answer(text, [_span(doc, target.span, target.bbox)])
+            return answer(text, [quoted(doc, target.span, bbox=target.bbox)])
         pages = sorted({x.page for x in cites})
-        quoted = _sentences(doc, [x.span for x in cites[:10]])
-        first = " ".join(quoted[0].text.split())
+        sentences = _sentences(doc, [x.span for x in cites[:10]])
+        first = " ".join(sentences[0].text.split())
         text = (f"{target.label}在第{'、'.join(map(str, pages))}页被引用{len(cites)}次，首次：“{first}”" if zh else
                 f"{target.label} is cited {len(cites)} time{'s' if len(cites) != 1 else ''}, on page"
                 f"{'s' if len(pages) != 1 else ''} {', '.join(map(str, pages))}; first: “{first}”")
-        return answer(text, quoted, value=cites[0].span)
-    cap = _span(doc, target.span, target.bbox)
+        return answer(text, sentences, value=cites[0].span)
+    cap = quoted(doc, target.span, bbox=target.bbox)
     if asks == "shows":
         caption = " ".join((target.caption or target.span.text).split())
         return answer(caption, [cap], value=target.span)
