@@ -3,6 +3,7 @@
     python -m benchmarks.bench_answers collect [--pipelines contracts,medical] [--max-tokens 48]
     python -m benchmarks.bench_answers fit          # fusion weights and threshold from the dev split
     python -m benchmarks.bench_answers score        # both splits with the product's FUSION
+    LONGDOC_MODEL=other.gguf python -m benchmarks.bench_answers --features F.json collect  # another model
 
 `collect` runs the product's path for every question with the default engine settings
 (`pipelines.llm.get_engine(EngineSettings.from_env())`): the questions of one set of documents
@@ -136,10 +137,10 @@ def _evidence_spans(q, parts) -> list[tuple[int, int]]:
 
 # -------------------------------------------------------------------------------------- collect
 def collect(args) -> None:
-    from engine import SamplingParams
+    from engine import ContextLengthError, SamplingParams
     from pipelines.llm import EngineSettings, get_engine
     from pipelines.llm.evidence import EvidenceJob, gather
-    from pipelines.llm.requests import INSTRUCTIONS, QUESTION, STOP, ask_documents
+    from pipelines.llm.requests import INSTRUCTIONS, QUESTION, STOP, ask_documents, prompt_frame
     from pipelines.llm.run import fallback_policy
 
     qs = [q for q in qa_set.load(set(args.pipelines.split(",")) if args.pipelines else None)
@@ -149,6 +150,7 @@ def collect(args) -> None:
         groups[q.docs].append(q)
     t_load = time.perf_counter()
     llm = get_engine(EngineSettings.from_env())
+    head, question = prompt_frame(llm, INSTRUCTIONS, QUESTION)  # as LLMRun.ask: a chat model's template
     print(f"engine loaded in {time.perf_counter() - t_load:.1f} s; {len(qs)} questions over {len(groups)} document sets",
           flush=True)
     rows, done, t_all = [], 0, time.perf_counter()
@@ -156,19 +158,22 @@ def collect(args) -> None:
         doc, parts = _joined(paths)
         ranges = [(off, off + len(d.text)) for off, d in parts]
         t0 = time.perf_counter()
-        llm.generate_shared(INSTRUCTIONS + doc.text, [QUESTION.format(question="?")], SamplingParams(max_tokens=1))
+        try:
+            llm.generate_shared(head + doc.text, [question.format(question="?")], SamplingParams(max_tokens=1))
+        except ContextLengthError:  # longer than the model's context: its questions go through the fallback
+            pass
         prefill_s = time.perf_counter() - t0
         t1 = time.perf_counter()
-        res = ask_documents(llm, [(doc, [q.question for q in group])], instructions=INSTRUCTIONS,
-                            max_tokens=args.max_tokens, stop=(*STOP, "\n\n"), attribute=False,
+        res = ask_documents(llm, [(doc, [q.question for q in group])], instructions=head,
+                            question_template=question, max_tokens=args.max_tokens, stop=(*STOP, "\n\n"), attribute=False,
                             fallback=fallback_policy("retrieval"))[0]
         gen_s = time.perf_counter() - t1
         texts = [it.text if it.error is None else "" for it in res.items]
         readable = [it.error is None and it.fallback is None for it in res.items]
-        suffixes = [QUESTION.format(question=q.question) for q in group]
+        suffixes = [question.format(question=q.question) for q in group]
         t2 = time.perf_counter()
         trace: list = []
-        gather(llm, [EvidenceJob(doc, INSTRUCTIONS, [q.question for q in group], suffixes, texts, readable, ranges)],
+        gather(llm, [EvidenceJob(doc, head, [q.question for q in group], suffixes, texts, readable, ranges)],
                trace=trace)
         ev_s = time.perf_counter() - t2
         per_q = (gen_s + ev_s) / len(group)
@@ -181,13 +186,14 @@ def collect(args) -> None:
         print(f"[{n}/{len(groups)}] {paths[0].split('/')[-2 if len(paths) > 1 else -1]}: {len(group)} q, "
               f"{len(doc.text):,} chars, prefill {prefill_s:.1f} s, answers {gen_s:.1f} s, evidence {ev_s:.1f} s; "
               f"{done}/{len(qs)} done, about {el / done * (len(qs) - done):.0f} s left", flush=True)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    old = json.loads(OUT.read_text()) if OUT.exists() and args.pipelines else {"rows": []}
+    out = Path(args.features)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    old = json.loads(out.read_text()) if out.exists() and args.pipelines else {"rows": []}
     keep = {r["id"]: r for r in old["rows"]}
     keep.update({r["id"]: r for r in rows})
-    OUT.write_text(json.dumps({"max_tokens": args.max_tokens, "model": EngineSettings.from_env().describe(),
+    out.write_text(json.dumps({"max_tokens": args.max_tokens, "model": EngineSettings.from_env().describe(),
                                "rows": sorted(keep.values(), key=lambda r: r["id"])}, ensure_ascii=False))
-    print(f"wrote {OUT} ({len(keep)} questions)")
+    print(f"wrote {out} ({len(keep)} questions)")
 
 
 def add_likelihood(args) -> None:
@@ -198,7 +204,7 @@ def add_likelihood(args) -> None:
     from pipelines.llm.evidence import PRE, RERANK, Passage, likelihood_items, rank, set_likelihood
 
     pre = _fitted(argparse.Namespace(weights=args.pre))[0] if args.pre else PRE
-    data = json.loads(OUT.read_text())
+    data = json.loads(Path(args.features).read_text())
     by_id = {q.id: q for q in qa_set.load()}
     llm = get_engine(EngineSettings.from_env())
     groups: dict[tuple[str, ...], list] = defaultdict(list)
@@ -226,15 +232,15 @@ def add_likelihood(args) -> None:
         el = time.perf_counter() - t_all
         print(f"{done}/{total}: {len(rows)} q, {len(items)} passages read in {dt:.1f} s; about "
               f"{el / done * (total - done):.0f} s left", flush=True)
-    OUT.write_text(json.dumps(data, ensure_ascii=False))
-    print(f"wrote {OUT}")
+    Path(args.features).write_text(json.dumps(data, ensure_ascii=False))
+    print(f"wrote {args.features}")
 
 
 def refeature(args) -> None:
     """Recompute the lexical extras (`evidence.lexical_extras`) of a collected file, no model."""
     from pipelines.llm.evidence import lexical_extras
 
-    data = json.loads(OUT.read_text())
+    data = json.loads(Path(args.features).read_text())
     by_id = {q.id: q for q in qa_set.load()}
     for r in data["rows"]:
         q = by_id[r["id"]]
@@ -243,13 +249,13 @@ def refeature(args) -> None:
         for p, extra in zip(r["passages"], lexical_extras(q.question, texts, [f["bm25"] for _, _, f in r["passages"]]),
                             strict=True):
             p[2].update(extra)
-    OUT.write_text(json.dumps(data, ensure_ascii=False))
-    print(f"wrote {OUT}")
+    Path(args.features).write_text(json.dumps(data, ensure_ascii=False))
+    print(f"wrote {args.features}")
 
 
 # ---------------------------------------------------------------------------------------- score
-def _load_rows():
-    data = json.loads(OUT.read_text())
+def _load_rows(features: str):
+    data = json.loads(Path(features).read_text())
     by_id = {q.id: q for q in qa_set.load()}
     return [(by_id[r["id"]], r) for r in data["rows"] if r["id"] in by_id]
 
@@ -318,7 +324,7 @@ def summarise(per: list[dict]) -> dict:
 def score(args) -> None:
     from pipelines.llm.evidence import CONFIDENCE, FUSION
 
-    rows = _load_rows()
+    rows = _load_rows(args.features)
     fusion, confidence = _fitted(args) if getattr(args, "weights", None) else (FUSION, CONFIDENCE)
     print(f"fusion: {fusion.source}; confidence: {confidence.source}")
     for split in ("dev", "holdout"):
@@ -408,7 +414,7 @@ def fit(args) -> None:
     from pipelines.llm.evidence import FEATURES, PRE_FEATURES, Fusion
 
     names = PRE_FEATURES if args.pre else FEATURES
-    rows = [(q, r) for q, r in _load_rows() if q.split == "dev"]
+    rows = [(q, r) for q, r in _load_rows(args.features) if q.split == "dev"]
     X, y, w = [], [], []
     for q, r in rows:
         doc, _ = _joined(q.docs)
@@ -476,6 +482,7 @@ def _fit_confidence(rows, fusion, lam: float) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--features", default=str(OUT), help="the collected features file (default: results/answers_features.json)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("collect")
     c.add_argument("--pipelines", default="")

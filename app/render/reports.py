@@ -86,19 +86,21 @@ def _spans_note(spans) -> str:
 
 
 def deep_summary_markdown(result: ReportResult) -> str:
-    """The deep summary as Markdown: per section, each sentence with the spans it rests on and the
-    callouts inlined after it (the target's description at its first callout), then the whole."""
+    """The deep summary as Markdown: per section, its key sentences quoted (each with its page and
+    characters) and the callouts inlined after them (the target's description at its first
+    callout), then the whole report's."""
     ds = result.deep_summary
     if ds is None:
         return ""
-    out = [f"*Strategy: {_md(ds.strategy)}; {ds.document_tokens:,} document tokens, context {ds.max_model_len:,}.*"]
+    out = [f"*Key sentences quoted from the report ({_md(ds.strategy)}: chosen by centrality and the model's "
+           f"attention, no generated text); {ds.document_tokens:,} document tokens.*"]
     for sec in ds.sections:
         pages = f"p. {sec.pages[0]}" if len(sec.pages) == 1 else f"pp. {sec.pages[0]}–{sec.pages[-1]}"
         out.append(f"\n**{_md(sec.title)}** ({pages})\n")
         if sec.error:
             out.append(f"> no summary: {_md(sec.error)}")
         for i, s in enumerate(sec.sentences):
-            line = f"- {_md(s.text)} *\\[{_spans_note(s.spans)}\\]*"
+            line = f"- “{_md(s.text)}” *\\[{_spans_note(s.spans)}\\]*"
             for c in sec.callouts:
                 if c.sentence == i:
                     line += "\n  - " + _md(_callout_text(c))
@@ -108,7 +110,7 @@ def deep_summary_markdown(result: ReportResult) -> str:
         if sec.fallback:
             out.append(f"> {_md(sec.fallback)}")
     out.append("\n**Whole report**\n")
-    out.extend(f"- {_md(s.text)} *\\[{_spans_note(s.spans)}\\]*" for s in ds.whole)
+    out.extend(f"- “{_md(s.text)}” *\\[{_spans_note(s.spans)}\\]*" for s in ds.whole)
     if ds.whole_error:
         out.append(f"> no whole summary: {_md(ds.whole_error)}")
     if ds.dropped:
@@ -147,13 +149,13 @@ def render_llm_terminal(result: ReportResult) -> list:
         parts.append(st)
     ds = result.deep_summary
     if ds is not None:
-        parts.append(Text(f"Deep summary (strategy {ds.strategy})", style="bold"))
+        parts.append(Text(f"Deep summary: key sentences quoted from the report ({ds.strategy})", style="bold"))
         for sec in ds.sections:
             parts.append(Text(f"{sec.title} (p. {', '.join(map(str, sec.pages))})", style="underline"))
             if sec.error:
                 parts.append(Text(f"  no summary: {sec.error}", style="red"))
             for i, s in enumerate(sec.sentences):
-                parts.append(Text.assemble("  ", s.text, (f"  [{_spans_note(s.spans)}]", "dim")))
+                parts.append(Text.assemble("  “", " ".join(s.text.split()), "”", (f"  [{_spans_note(s.spans)}]", "dim")))
                 for c in sec.callouts:
                     if c.sentence == i:
                         parts.append(Text("    → " + _callout_text(c), style="cyan"))
@@ -163,7 +165,8 @@ def render_llm_terminal(result: ReportResult) -> list:
                 parts.append(Text(f"  {sec.fallback}", style="yellow"))
         if ds.whole or ds.whole_error:
             parts.append(Text("Whole report", style="underline"))
-            parts.extend(Text.assemble("  ", s.text, (f"  [{_spans_note(s.spans)}]", "dim")) for s in ds.whole)
+            parts.extend(Text.assemble("  “", " ".join(s.text.split()), "”", (f"  [{_spans_note(s.spans)}]", "dim"))
+                         for s in ds.whole)
             if ds.whole_error:
                 parts.append(Text(f"  no whole summary: {ds.whole_error}", style="red"))
         for d in ds.dropped:

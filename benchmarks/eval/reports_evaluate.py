@@ -186,13 +186,13 @@ def _print_doc(name: str, s: dict, result: ReportResult, secs: float, mode: str)
     if result.deep_summary is not None:
         ds = result.deep_summary
         sents = [x for sec in ds.sections for x in sec.sentences]
-        lexical = sum(x.grounding == "lexical" for x in sents)
+        read = sum(x.attention is not None for x in sents)
         errors = sum(sec.error is not None for sec in ds.sections)
         print(f"   deep summary: strategy {ds.strategy}, {len(ds.sections)} sections ({errors} without a summary), "
-              f"{len(sents)} sentences ({lexical} grounded lexically), {len(ds.whole)} whole-report sentences, "
+              f"{len(sents)} key sentences quoted ({read} with the model's attention), {len(ds.whole)} for the whole report, "
               f"{sum(len(x.callouts) for x in ds.sections)} callouts "
               f"({sum(c.first for x in ds.sections for c in x.callouts)} described); dropped: {ds.dropped}")
-        for why in sorted({sec.error for sec in ds.sections if sec.error} | {sec.fallback for sec in ds.sections if sec.fallback}):
+        for why in sorted({sec.error for sec in ds.sections if sec.error}):
             print(f"     {why}")
         for sec in ds.sections[:3]:
             print(f"     {sec.title[:40]!r}: {' '.join(x.text for x in sec.sentences)[:200]!r}")
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--corpus", action="store_true")
         ap.add_argument("--llm", choices=["off", "on", "both"], default="off")
         ap.add_argument("--steps", default="scope", help="comma-separated: scope, deep_summary")
-        ap.add_argument("--strategy", default="auto", help="deep summary strategy: auto, document, sections")
+        ap.add_argument("--strategy", default="auto", help="deep summary strategy: auto (= key sentences)")
         ap.add_argument("--max-docs", type=int, default=None)
         ap.add_argument("--docs", default="", help="comma-separated file names to keep (default: all)")
         a = ap.parse_args(argv)

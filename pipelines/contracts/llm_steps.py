@@ -414,53 +414,6 @@ def _nothing(run: LLMRun, step: str, reason: str) -> None:
         run.records.append(StepRecord(step=step, ran=False, reason=reason))
 
 
-def _progress_bridge(st, total_items: int):
-    """An engine `on_step` callback feeding the step's progress (a pipelines.llm Progress) and
-    stopping the batch on cancel."""
-    import time
-
-    from pipelines.llm import Progress
-
-    t0 = time.perf_counter()
-
-    def on_step(p) -> bool:
-        st.progress(Progress(p.tokens_done, p.tokens_total, time.perf_counter() - t0, p.finished, total_items))
-        return bool(st.run.cancel is not None and st.run.cancel.is_set())
-
-    return on_step
-
-
-def _score_all(st, prompts: list[str], done_before: int, total: int) -> list[tuple[float, float]]:
-    """(log p(" material"), log p(" cosmetic")) after each prompt: one prefill each, the last
-    position's log-softmax; progress after each prompt."""
-    import time
-
-    import torch
-
-    from pipelines.llm import Progress, engine_lock
-
-    llm = st.llm
-    ids = {k: llm.encode(v, add_special_tokens=False) for k, v in OPTIONS.items()}
-    out = []
-    tokens_total = sum(len(llm.encode(p)) for p in prompts)
-    tokens_done, t0 = 0, time.perf_counter()
-    for k, p in enumerate(prompts):
-        if st.run.cancel is not None and st.run.cancel.is_set():
-            break
-        with engine_lock(llm):
-            if all(len(t) == 1 for t in ids.values()):
-                last = torch.log_softmax(llm.prompt_logits(p, last=1)[-1].float(), dim=-1)
-                lm, lc = float(last[ids["material"][0]]), float(last[ids["cosmetic"][0]])
-            else:  # pragma: no cover - a tokenizer that splits the labels
-                lm, lc = llm.score(p, ids["material"]).total, llm.score(p, ids["cosmetic"]).total
-        out.append((lm, lc))
-        n = len(llm.encode(p))
-        tokens_done += n
-        st.add(requests=1, prompt_tokens=n)
-        st.progress(Progress(tokens_done, tokens_total, time.perf_counter() - t0, done_before + k + 1, total))
-    return out
-
-
 def materiality_step(result: ContractResult, run: LLMRun, cfg: StepSettings) -> None:
     """`contracts.materiality` (module docstring): judge, fuse, re-order the summary, recount."""
     if not result.summary:
@@ -478,12 +431,13 @@ def materiality_step(result: ContractResult, run: LLMRun, cfg: StepSettings) -> 
     with run.step(STEP_MATERIALITY, estimated_s=run.estimate_s(n_tokens)) as st:
         if st is None:
             return
-        base = _score_all(st, [materiality_prompt(NEUTRAL)], 0, len(prompts) + 1)
-        scores = _score_all(st, prompts, 1, len(prompts) + 1)
-        if not base or len(scores) < len(prompts):
+        base = st.choose([materiality_prompt(NEUTRAL)], OPTIONS, total=len(prompts) + 1)
+        chosen = st.choose(prompts, OPTIONS, done_before=1, total=len(prompts) + 1)
+        if not base or len(chosen) < len(prompts):
             st.record.reason = "cancelled: the rules' materiality is kept"
             return
-        bias = base[0][0] - base[0][1]
+        bias = base[0].logprobs["material"] - base[0].logprobs["cosmetic"]
+        scores = [(c.logprobs["material"], c.logprobs["cosmetic"]) for c in chosen]
         for v, (lm, lc) in zip(views, scores, strict=True):
             item = result.summary[v.item]
             s = (lm - lc) - bias
@@ -586,14 +540,8 @@ def explain_step(result: ContractResult, run: LLMRun, cfg: StepSettings) -> None
     with run.step(STEP_EXPLAIN, estimated_s=run.estimate_s(n_tokens, cfg.max_tokens * math.ceil(len(views) / 8))) as st:
         if st is None:
             return
-        from engine import SamplingParams
-        from pipelines.llm import engine_lock
-
-        params = SamplingParams(max_tokens=cfg.max_tokens, stop=["\n"])
-        with engine_lock(st.llm):
-            outs = st.llm.generate(prompts, params, on_step=_progress_bridge(st, len(prompts)))
+        outs = st.generate(prompts, max_tokens=cfg.max_tokens, stop=["\n"])
         for v, out in zip(views, outs, strict=True):
-            st.add(requests=1, prompt_tokens=len(out.prompt_token_ids), generated_tokens=len(out.token_ids))
             if out.finish_reason == "abort":
                 st.record.item_errors += 1
                 continue
@@ -631,13 +579,7 @@ def summary_step(result: ContractResult, run: LLMRun, cfg: StepSettings) -> None
     with run.step(STEP_SUMMARY, estimated_s=run.estimate_s(len(prompt) // 3 * (1 + 3), cfg.summary_tokens)) as st:
         if st is None:
             return
-        from engine import SamplingParams
-        from pipelines.llm import engine_lock
-
-        params = SamplingParams(max_tokens=cfg.summary_tokens, stop=["\n"])
-        with engine_lock(st.llm):
-            out = st.llm.generate([prompt], params, on_step=_progress_bridge(st, 1))[0]
-        st.add(requests=1, prompt_tokens=len(out.prompt_token_ids), generated_tokens=len(out.token_ids))
+        out = st.generate([prompt], max_tokens=cfg.summary_tokens, stop=["\n"])[0]
         if out.finish_reason == "abort":
             st.record.reason = "cancelled before the paragraph was finished"
             return
@@ -660,9 +602,7 @@ def summary_step(result: ContractResult, run: LLMRun, cfg: StepSettings) -> None
             if len(where) == 1:
                 picked = [0]
             else:
-                with engine_lock(st.llm):
-                    att = st.llm.attribute(prompt + before, " " + piece if before else piece, spans)
-                st.add(requests=1, prompt_tokens=len(st.llm.encode(prompt + before)))
+                att = st.attribute(prompt + before, " " + piece if before else piece, spans)
                 shares = [float(a.share) for a in att.spans]
                 best = max(shares)
                 picked = [j for j, s in enumerate(shares) if s >= 0.5 * best][:3]

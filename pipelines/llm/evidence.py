@@ -237,6 +237,12 @@ def _heading(line: str) -> bool:
     return bool(rest.strip()) and not any(c.isdigit() for c in rest)
 
 
+def label_line(line: str) -> bool:
+    """A line that only labels what follows: a short heading (`_heading`) or a bare label ("21.",
+    "Figure 2.", "表 2-3"); the passage cutter joins such a line to the next."""
+    return _heading(line) or bool(_LABEL_ONLY.match(line.strip()))
+
+
 def _cjk(ch: str) -> bool:
     return bool(ch) and "\u3400" <= ch <= "\u9fff"
 

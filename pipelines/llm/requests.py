@@ -36,6 +36,9 @@ INSTRUCTIONS = "Read the document and answer the question after it.\n\nDocument:
 QUESTION = "\n\nQuestion: {question}\nAnswer:"
 STOP = ("\nQuestion:", "\nAnswer:")  # a base model runs on into the next "Question:"/"Answer:" of the format
 STRATEGIES = ("auto", "placement", "prefix")
+# with a model that has a chat template, the question asks for the short answer the evidence check reads
+CHAT_QUESTION = "\n\nQuestion: {question}\nAnswer in a few words, as the document says it."
+_DOC_MARK, _Q_MARK = "\x00longdoc-document\x00", "\x00longdoc-question\x00"
 ATTRIBUTE_BATCH = 32  # answers attributed per engine call (LLM.attribute_many), progress and cancel between
 
 
@@ -183,6 +186,34 @@ class _Tracker:
         self.items_done = items_done
         if self.on_progress is not None:
             self.on_progress(Progress(self.done, self.total, time.perf_counter() - self.t0, items_done, self.items))
+
+
+def prompt_frame(llm, instructions: str = INSTRUCTIONS, question_template: str = QUESTION) -> tuple[str, str]:
+    """The (instructions, question_template) that ask prompts use with this model. A model without
+    a chat template (a base model such as the default Gemma 3 270M) gets them as given: completion
+    prompts. One with a template gets one user turn holding instructions + document + question,
+    rendered through it with the generation prompt after, and cut around the document: the head
+    (the template's opening and the instructions) and each question's tail (the question, the turn's
+    end, the reply's opening), so the document's KV is still computed once for all its questions.
+    The default question template becomes `CHAT_QUESTION`; a BOS the template writes is dropped when
+    the tokenizer adds its own."""
+    tok = getattr(llm, "tokenizer", None)
+    template = getattr(tok, "chat_template", None)
+    if not template:
+        return instructions, question_template
+    q = CHAT_QUESTION if question_template == QUESTION else question_template
+    rendered = tok.apply_chat_template([{"role": "user", "content": instructions + _DOC_MARK + _Q_MARK}],
+                                       add_generation_prompt=True)
+    if rendered.count(_DOC_MARK) != 1 or rendered.count(_Q_MARK) != 1:
+        return instructions, question_template  # a template that rewrites its content: plain prompts
+    head, rest = rendered.split(_DOC_MARK)
+    between, tail = rest.split(_Q_MARK)
+    bos = getattr(tok, "bos_token", None)
+    if bos and head.startswith(bos):
+        ids = llm.encode("a")
+        if ids and ids[0] == tok.token_to_id(bos):
+            head = head[len(bos):]
+    return head, between + q + tail.replace("{", "{{").replace("}", "}}")
 
 
 def ask_document(llm, doc: Document, questions: Sequence[str], *, instructions: str = INSTRUCTIONS,

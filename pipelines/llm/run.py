@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.documents import Document, SourceSpan
 from pipelines.llm.modes import DEFAULT_MODEL, LLMMode, decision, step_enabled
-from pipelines.llm.settings import EngineSettings, EngineUnavailable, get_engine
+from pipelines.llm.settings import EngineSettings, EngineUnavailable, engine_lock, get_engine
 
 # Rough throughput of the packaged Gemma 3 270M used to estimate a step's time before running it
 # (BENCHMARKS.md, "CPU: engine against transformers": 2K-token prefill in 4.5 s, ~10 tok/s decode in
@@ -166,11 +166,109 @@ class LLMReport(BaseModel):
 
 
 class StepContext:
-    """Handed to a running step: the engine, a progress callback for `ask_document`, and `add` to
-    account a BatchResult (or raw counts) to the step's record."""
+    """Handed to a running step: the one door to the engine. Its verbs — `choose` (decide between
+    labelled continuations by scoring), `generate` (greedy completions), `attention` (an answer's
+    attention shares on a document's spans), `attribute` (one attribution pass over a raw prompt),
+    `tokens` — each take the engine's lock, feed the run's progress callback, stop on its cancel
+    where the engine allows, and count requests and tokens on the step's record; `ask_document`
+    callers pass `progress` and `add` a BatchResult. `llm` is the engine handle for what the verbs
+    do not cover (the ask path's `ask_document`)."""
 
     def __init__(self, run: LLMRun, record: StepRecord, llm) -> None:
         self.run, self.record, self.llm = run, record, llm
+
+    @property
+    def cancelled(self) -> bool:
+        return self.run.cancel is not None and self.run.cancel.is_set()
+
+    def tokens(self, text: str, special: bool = False) -> int:
+        """The number of tokens of `text` (with the tokenizer's special tokens when `special`)."""
+        return len(self.llm.encode(text, add_special_tokens=special))
+
+    def choose(self, prompts: Sequence[str], options: dict[str, str], *, done_before: int = 0,
+               total: int | None = None) -> list:
+        """`pipelines.llm.choose` for each prompt, in order, progress after each (as item
+        done_before + k + 1 of `total`); stops at a cancel, returning the choices made before it."""
+        from pipelines.llm.choose import choose
+        from pipelines.llm.requests import Progress
+
+        total = len(prompts) if total is None else total
+        n_all = sum(self.tokens(p, True) for p in prompts)
+        out, done, t0 = [], 0, time.perf_counter()
+        for k, prompt in enumerate(prompts):
+            if self.cancelled:
+                break
+            out.append(choose(self.llm, prompt, options))
+            n = self.tokens(prompt, True)
+            done += n
+            self.add(requests=1, prompt_tokens=n)
+            self.progress(Progress(done, n_all, time.perf_counter() - t0, done_before + k + 1, total))
+        return out
+
+    def generate(self, prompts: Sequence[str], *, max_tokens: int, stop: Sequence[str] = ()) -> list:
+        """Greedy completions of `prompts` in one engine batch (engine GenerationOutputs, in order;
+        finish_reason "abort" for those a cancel stopped), progress per engine step."""
+        from engine import SamplingParams
+        from pipelines.llm.requests import Progress
+
+        t0 = time.perf_counter()
+
+        def on_step(p) -> bool:
+            self.progress(Progress(p.tokens_done, p.tokens_total, time.perf_counter() - t0, p.finished, len(prompts)))
+            return self.cancelled
+
+        with engine_lock(self.llm):
+            outs = self.llm.generate(list(prompts), SamplingParams(max_tokens=max_tokens, stop=list(stop)),
+                                     on_step=on_step)
+        for out in outs:
+            self.add(requests=1, prompt_tokens=len(out.prompt_token_ids), generated_tokens=len(out.token_ids))
+        return outs
+
+    def attention(self, items) -> list:
+        """`pipelines.llm.spans.attention_shares` of (doc, prefix, suffix, text, spans) items: the
+        (share, mass) of each item's text's attention on each span, None for an item without
+        spans or text; one engine call."""
+        from pipelines.llm.spans import attention_shares
+
+        with engine_lock(self.llm):
+            got = attention_shares(self.llm, items)
+        for (doc, prefix, suffix, text, _), g in zip(items, got, strict=True):
+            if g is not None:
+                self.add(requests=1, prompt_tokens=self.tokens(prefix + doc.text + suffix + text, True))
+        return got
+
+    def attribute(self, prompt: str, continuation, spans: Sequence[tuple[int, int]], *, estimated_s: float = 0.0):
+        """One `LLM.attribute` pass (prompt, continuation text or token ids, character spans of the
+        prompt). The engine's attribution has no progress hook, so while it runs the progress
+        callback gets an estimate once a second (elapsed against `estimated_s`, at most 95%); a
+        cancel is seen before and after it."""
+        from pipelines.llm.requests import Progress
+
+        n_cont = len(continuation) if not isinstance(continuation, str) else self.tokens(continuation)
+        total = self.tokens(prompt, True) + n_cont
+        box: dict = {}
+
+        def work() -> None:
+            try:
+                box["out"] = self.llm.attribute(prompt, continuation, list(spans))
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
+                box["err"] = exc
+
+        t0 = time.perf_counter()
+        with engine_lock(self.llm):
+            th = threading.Thread(target=work, name="longdoc-attribute", daemon=True)
+            th.start()
+            while th.is_alive():
+                th.join(1.0)
+                if th.is_alive():
+                    el = time.perf_counter() - t0
+                    frac = min(0.95, el / estimated_s) if estimated_s > 0 else 0.0
+                    self.progress(Progress(int(frac * total), total, el, 0, 1))
+        if "err" in box:
+            raise box["err"]
+        self.add(requests=1, prompt_tokens=total)
+        self.progress(Progress(total, total, time.perf_counter() - t0, 1, 1))
+        return box["out"]
 
     def progress(self, p) -> None:
         """`on_progress` for ask_document: forwards (step name, Progress) to the run's callback."""
@@ -357,7 +455,7 @@ class LLMRun:
 
     def _ask_engine(self, jobs: list[tuple[Document | list[Document], list[str]]], *, fallback, max_tokens: int,
                     evidence: bool, instructions: str | None) -> list[list[Answer]]:
-        from pipelines.llm.requests import INSTRUCTIONS, STOP, ask_documents
+        from pipelines.llm.requests import INSTRUCTIONS, QUESTION, STOP, ask_documents, prompt_frame
 
         instructions = INSTRUCTIONS if instructions is None else instructions
         joined = [join_documents([d] if isinstance(d, Document) else list(d)) for d, _ in jobs]
@@ -366,14 +464,15 @@ class LLMRun:
         with self.step("ask", explicit=True) as st:
             if st is not None:
                 t0 = time.perf_counter()
+                head, question = prompt_frame(st.llm, instructions, QUESTION)  # a chat model's template
                 # one paragraph: a base model copying the document runs on past its answer
                 results = ask_documents(st.llm, [(j, list(qs)) for (j, _), (_, qs) in zip(joined, jobs, strict=True)],
-                                        instructions=instructions, max_tokens=max_tokens, stop=(*STOP, "\n\n"),
-                                        attribute=False, on_progress=st.progress, cancel=self.cancel,
-                                        fallback=policy)
+                                        instructions=head, question_template=question, max_tokens=max_tokens,
+                                        stop=(*STOP, "\n\n"), attribute=False, on_progress=st.progress,
+                                        cancel=self.cancel, fallback=policy)
                 for res in results:
                     st.add(res)
-                found = self._evidence(st, results, joined, instructions, t0) if evidence else \
+                found = self._evidence(st, results, joined, head, question, t0) if evidence else \
                     [[None] * len(res.items) for res in results]
                 seconds = round(time.perf_counter() - t0, 3)
                 out = [[_answer(it, parts, seconds, f) for it, f in zip(res.items, fs, strict=True)]
@@ -385,12 +484,12 @@ class LLMRun:
         return out
 
 
-    def _evidence(self, st: StepContext, results, joined, instructions: str, t0: float) -> list[list]:
+    def _evidence(self, st: StepContext, results, joined, instructions: str, question: str, t0: float) -> list[list]:
         """Each answered item's evidence (`pipelines.llm.evidence.gather`, one pass for the call);
         an item with an error gets none (no engine work is spent on it), and a run cancelled
         before this pass marks its items so instead of showing their unread model text."""
         from pipelines.llm.evidence import EvidenceJob, gather
-        from pipelines.llm.requests import QUESTION, Progress
+        from pipelines.llm.requests import Progress
 
         live = [[i for i, it in enumerate(res.items) if it.error is None] for res in results]
         n_q = sum(len(k) for k in live)
@@ -404,7 +503,7 @@ class LLMRun:
         for (doc, parts), res, keep in zip(joined, results, live, strict=True):
             items = [res.items[i] for i in keep]
             jobs.append(EvidenceJob(doc, instructions, [it.question for it in items],
-                                    [QUESTION.format(question=it.question) for it in items],
+                                    [question.format(question=it.question) for it in items],
                                     [it.text for it in items], [it.fallback is None for it in items],
                                     [(off, off + len(d.text)) for off, d in parts]))
         got = gather(st.llm, jobs)

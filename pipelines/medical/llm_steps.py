@@ -27,16 +27,14 @@ the sentences the evidence ranking found for the conclusions and questions (roun
 best first) are kept in record order, as many as fit; `LLMContext` says so and how much was kept.
 
 Known limits: `LLM.attribute` has no progress hook, so while its prefill runs the progress callback
-gets an estimate (elapsed time against the estimated time, at most 95 %) once a second from the
-calling thread; cancellation is checked before and after it. A later probe in the pass also sees
+gets an estimate (elapsed time against the estimated time, at most 95 %) once a second
+(`StepContext.attribute`); cancellation is checked before and after it. A later probe in the pass also sees
 the earlier probes (one sequence); the record itself comes first for all of them.
 """
 
 from __future__ import annotations
 
 import re
-import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -44,10 +42,8 @@ from pipelines.documents import Document, SourceSpan
 from pipelines.llm import (
     LLMRun,
     Measurement,
-    Progress,
     StepDecision,
     ask_document,
-    engine_lock,
     register,
     sentence_spans,
 )
@@ -173,44 +169,21 @@ class _Probe:
     text: str
 
 
-def _attention_pass(llm, prompt_prefix: str, pt: PatientText, spans: list[tuple[int, int]], probes: list[_Probe],
-                    on_progress: Callable[[Progress], None] | None, estimated_s: float, cancel) -> dict:
-    """One `LLM.attribute` over prefix + patient text + probes: key -> mass per span (mean over that
-    probe's tokens). Progress: an estimate once a second while the pass runs (see the module docstring)."""
+def _attention_pass(st, prompt_prefix: str, pt: PatientText, spans: list[tuple[int, int]], probes: list[_Probe],
+                    estimated_s: float) -> dict:
+    """One attribution (`StepContext.attribute`, its progress an estimate while it runs) over prefix +
+    patient text + probes: key -> mass per span (mean over that probe's tokens)."""
     ids: list[int] = []
     rows: dict[object, tuple[int, int]] = {}
     for p in probes:
-        t = llm.encode(p.text, add_special_tokens=False)
+        t = st.llm.encode(p.text, add_special_tokens=False)
         if p.key is not None and t:
             rows[p.key] = (len(ids), len(ids) + len(t))
         ids.extend(t)
     shift = len(prompt_prefix)
-    prompt = prompt_prefix + pt.text
-    total = len(llm.encode(prompt)) + len(ids)
-    box: dict = {}
-
-    def work() -> None:
-        try:
-            box["out"] = llm.attribute(prompt, ids, [(a + shift, b + shift) for a, b in spans])
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
-            box["err"] = exc
-
-    t0 = time.perf_counter()
-    with engine_lock(llm):
-        th = threading.Thread(target=work, name="medical-attention", daemon=True)
-        th.start()
-        while th.is_alive():
-            th.join(1.0)
-            if on_progress is not None and th.is_alive():
-                el = time.perf_counter() - t0
-                frac = min(0.95, el / estimated_s) if estimated_s > 0 else 0.0
-                on_progress(Progress(int(frac * total), total, el, 0, 1))
-    if "err" in box:
-        raise box["err"]
-    if on_progress is not None:
-        on_progress(Progress(total, total, time.perf_counter() - t0, 1, 1))
-    per_token = box["out"].per_token  # [probe tokens, spans]
-    return {k: per_token[a:b].mean(0).tolist() for k, (a, b) in rows.items()}, total
+    out = st.attribute(prompt_prefix + pt.text, ids, [(a + shift, b + shift) for a, b in spans], estimated_s=estimated_s)
+    per_token = out.per_token  # [probe tokens, spans]
+    return {k: per_token[a:b].mean(0).tolist() for k, (a, b) in rows.items()}
 
 
 # ------------------------------------------------------------------------------------------ the steps
@@ -339,9 +312,7 @@ def run_steps(llm: LLMRun, docs: list[tuple[Document, str, object]], candidates:
         if llm.cancel is not None and llm.cancel.is_set():
             st.record.reason = "cancelled before the attention pass"
             return
-        mass, total = _attention_pass(st.llm, INSTRUCTIONS, pt, spans, probes, st.progress, est_s, llm.cancel)
-        st.add(requests=1, prompt_tokens=total)
-        state["att"] = (idx, mass)
+        state["att"] = (idx, _attention_pass(st, INSTRUCTIONS, pt, spans, probes, est_s))
 
     answers_out: list[Answer] | None = None
     answer_sents: dict[int, list[str]] = {}

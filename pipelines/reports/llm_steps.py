@@ -15,21 +15,19 @@
     * internal_near_other_work — linked by number, in a sentence that cites or speaks of another
       work (prior 0.2); external unlinks it.
   Mentions the rules settle by explicit words ("Figure 8 in [1]", "原文图3") are not asked.
-- `reports.deep_summary` — a summary per section and of the whole report, grounded (each sentence
-  carries the input sentences it shares most content words with: exact spans of the document), with
-  every figure/table callout of the section resolved (multi-hop: a chain mention's antecedents, and
-  floats cited inside a cited float's caption) and the target's description (label, kind, page,
-  caption and what the PDF says about it, at most `DESCRIPTION_TOKENS` tokens) inlined at its first
-  callout. Strategies: "document" — one `ask_document` over the whole report (its KV computed once)
-  with one prompt per section naming it, plus the whole-report prompt; "sections" — one
-  `ask_document` whose prompts each carry their section's text (map), then one over the section
-  summaries for the whole (reduce); "document+fallback" — the report does not fit the model's
-  context and each prompt goes through the engine's fallback (retrieval), reporting what it dropped.
-  "auto": "sections" (BENCHMARKS.md, "LLM step: reports.deep_summary": on eglen, 11K characters,
-  both took 18-24 s on this CPU, but with Gemma 3 270M "sections" summarised 9 of 9 sections and
-  "document" 5 of 9, the others stopping at an empty line; and "sections" needs no fallback when
-  the report exceeds the context: a section longer than `SECTION_TOKENS` is summarised in parts of
-  whole sentences, map-reduce style).
+- `reports.deep_summary` — the key sentences of each section and of the whole report, quoted exactly
+  (extractive: no generated sentence; issue 45 measured Gemma 3 270M's generated summaries as
+  generic, "This section summarizes the main results."), with every figure/table callout of the
+  section resolved (multi-hop: a chain mention's antecedents, and floats cited inside a cited float's
+  caption) and the target's description (label, kind, page, caption and what the PDF says about it,
+  at most `DESCRIPTION_TOKENS` tokens) inlined at its first callout. The candidates and their
+  centrality (continuous LexRank over the section's sentences) come from
+  `pipelines.reports.keysents`; the model reads each section (in parts of at most `SECTION_TOKENS`
+  tokens) followed by a request for its main point, and its attention from the opening of an answer
+  ("This section shows that") onto each candidate is its vote; `keysents.fuse` averages the two
+  z-scored. Each section quotes 2-4 sentences, the whole report `WHOLE_KEYS` (at most one per
+  section), in reading order. Where the model cannot be read, centrality alone, said in `dropped`.
+  The bibliography, captions and headings are never quoted.
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipelines.documents import Document, SourceSpan
-from pipelines.llm import Measurement, StepDecision, ask_document, choose, register, sentence_spans
+from pipelines.llm import Measurement, StepDecision, register
 from pipelines.reports.labels import FLOAT_KINDS
 from pipelines.reports.mentions import _OTHER_WORK, Found, Resolver
 from pipelines.reports.models import (
@@ -136,20 +134,17 @@ def run_scope(run, doc: Document, resolver: Resolver, found: list[Found]) -> lis
     with run.step(STEP_SCOPE, estimated_s=est) as st:
         if st is None:
             return None
-        llm = st.llm
         bias: dict[str, float] = {}
         out: list[_Pending] = []
         for f, case in cases:
             kind = f.kind
             if kind not in bias:
                 neutral = SCOPE_PROMPT.format(sentence=NEUTRAL_SENTENCE, mention=f"{kind.capitalize()} 1", kind=kind)
-                c0 = choose(llm, neutral, SCOPE_OPTIONS)
-                st.add(requests=1, prompt_tokens=len(llm.encode(neutral)))
+                c0 = st.choose([neutral], SCOPE_OPTIONS)[0]
                 bias[kind] = c0.logprobs["external"] - c0.logprobs["internal"]
             a, b = _sentence_bounds(doc, resolver, f)
             prompt = SCOPE_PROMPT.format(sentence=_flat(doc.text[a:b]), mention=_flat(f.span.text), kind=kind)
-            c = choose(llm, prompt, SCOPE_OPTIONS)
-            st.add(requests=1, prompt_tokens=len(llm.encode(prompt)))
+            c = st.choose([prompt], SCOPE_OPTIONS)[0]
             margin = c.logprobs["external"] - c.logprobs["internal"] - bias[kind]
             prior = PRIORS[case]
             p = _sigmoid(_logit(prior) + margin)
@@ -203,32 +198,17 @@ def scope_decisions(doc: Document, pending: list[_Pending] | None, found: list[F
 # reports.deep_summary
 
 DESCRIPTION_TOKENS = 85
-SECTION_TOKENS = 1200  # a "sections" prompt carries at most this many tokens of its section (longer: in parts)
+SECTION_TOKENS = 1200  # the model reads at most this many tokens of a section at once (longer: in parts)
 MAX_SECTIONS = 16
-SECTION_MAX_TOKENS = 48
-WHOLE_MAX_TOKENS = 64
-STRATEGIES = ("auto", "document", "sections")
+WHOLE_KEYS = 5  # key sentences of the whole report, at most one per section
+STRATEGIES = ("auto", "key sentences")
 CALLOUT_KINDS = (*FLOAT_KINDS, "deictic", "chain")
-
-DOC_INSTRUCTIONS = "A research report.\n\n"
-DOC_QUESTION = "\n\n{question}"
-# completion-style prompts for a base model: each ends with the first words of the answer (a
-# prompt ending at ':' gets a line break first, which the stop sequence ends at once)
-SECTION_PRIME = "This section"
-WHOLE_PRIME = "This report"
-SECTION_PROMPT = 'Summary of the section "{title}" in one sentence: ' + SECTION_PRIME
-WHOLE_PROMPT = "Summary of the whole report in two sentences: " + WHOLE_PRIME
-MAP_INSTRUCTIONS = "Sections of a research report, each followed by a one-sentence summary.\n\n"
-MAP_QUESTION = "{question}"
-MAP_ITEM = 'Section "{title}":\n{text}\n{cited}\nSummary of the section in one sentence: ' + SECTION_PRIME
-REDUCE_INSTRUCTIONS = "Summaries of the sections of a research report.\n\n"
-STOP = ("\n",)
-
-_WORD = re.compile(r"[A-Za-z][A-Za-z'-]{2,}|\d+(?:\.\d+)?")
+# what the model reads: the section between a head and a tail, then a sentence opening whose
+# attention on each candidate sentence is the model's vote for it
+READ = {"en": ("A section of a research report: {title}\n\n", "\n\nIn one sentence, the main point of this section:",
+               " This section shows that"),
+        "zh": ("研究报告的一节：{title}\n\n", "\n\n用一句话概括本节的要点：", "本节表明")}
 _CJK = re.compile(r"[\u3400-\u9fff]")
-_STOPWORDS = set("the and for with that this from are was were which these those their its into than then there has have "
-                 "had not but all can also our over such each more most other some been being they them when where who "
-                 "what how section report paper summary figure table".split())
 
 
 @dataclass
@@ -396,43 +376,6 @@ def _callouts(llm, doc: Document, result: ReportResult, sec: _Section, seen: set
     return out
 
 
-def _content(s: str) -> set[str]:
-    words = {w.lower() for w in _WORD.findall(s)} - _STOPWORDS
-    cjk = "".join(_CJK.findall(s))
-    return words | {cjk[i:i + 2] for i in range(len(cjk) - 1)}
-
-
-def _ground(doc: Document, sentence: str, cands: list[tuple[int, int]], heading: SourceSpan | None,
-            top: int = 2) -> tuple[list[SourceSpan], str]:
-    """The candidate sentences sharing most content words with `sentence` (exact spans)."""
-    want = _content(sentence)
-    scored = []
-    for a, b in cands:
-        have = _content(doc.text[a:b])
-        n = len(want & have)
-        if n:
-            scored.append((-n / math.sqrt(len(have) + 1), a, b))
-    scored.sort()
-    if scored:
-        return [doc.span(a, b) for _, a, b in scored[:top]], "lexical"
-    if heading is None and cands:
-        heading = doc.span(*cands[0])
-    return ([heading] if heading is not None else []), "section"
-
-
-_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
-
-
-def _sentences(doc: Document, answer: str, cands, heading) -> list[SummarySentence]:
-    out = []
-    for s in (x.strip() for x in _SPLIT.split(answer.strip())):
-        if len(s) < 2:
-            continue
-        spans, how = _ground(doc, s, cands, heading)
-        out.append(SummarySentence(text=s, spans=spans, grounding=how))
-    return out
-
-
 def _place(sec: SectionSummary) -> None:
     """Each callout after the summary sentence that names it, else the one grounded nearest to it."""
     if not sec.sentences:
@@ -459,152 +402,118 @@ def run_deep_summary(run, doc: Document, result: ReportResult, strategy: str = "
     if not secs:
         return None
     n_chars = sum(s.end - s.start for s in secs)
-    est = run.estimate_s(prompt_tokens=n_chars // 4 + 200 * len(secs), decode_steps=SECTION_MAX_TOKENS * 2 + WHOLE_MAX_TOKENS)
-    with run.step(STEP_SUMMARY, estimated_s=est) as st:
+    with run.step(STEP_SUMMARY, estimated_s=run.estimate_s(prompt_tokens=n_chars // 4 + 40 * len(secs))) as st:
         if st is None:
             return None
-        return _deep_summary(st, run, doc, result, secs, dropped, strategy)
+        return _deep_summary(st, doc, result, secs, dropped)
     return None
 
 
-def _deep_summary(st, run, doc, result, secs, dropped, strategy) -> DeepSummary:
-    from engine import ContextLengthError, FallbackPolicy
+def _exclusions(result: ReportResult) -> list[tuple[int, int]]:
+    """Captions and headings: never quoted as key sentences."""
+    return sorted((t.span.char_start, t.span.char_end) for t in result.targets
+                  if t.kind in FLOAT_KINDS or t.kind == "section")
+
+
+def _read_attention(st, doc: Document, secs: list[_Section], cands: list[list[tuple[int, int]]],
+                    dropped: list[str]) -> list[list[float]] | None:
+    """The model's attention ratio (share x sentences read together) on each candidate of each
+    section, one `attention_shares` call for all the sections' parts; None (and why, in `dropped`)
+    when the model could not be read."""
+    from engine import EngineError
 
     llm = st.llm
-    doc_tokens = _tokens(llm, doc.text)
-    longest = max(len(SECTION_PROMPT.format(title=s.title)) for s in secs) + len(WHOLE_PROMPT)
+    items, where = [], []
+    for k, (sec, cs) in enumerate(zip(secs, cands, strict=True)):
+        if not cs:
+            continue
+        head, tail, text = READ["zh" if _CJK.search(doc.text[sec.start:sec.end][:400]) else "en"]
+        head = head.format(title=sec.title)
+        room = min(SECTION_TOKENS, int(llm.max_model_len) - _tokens(llm, head + tail + text) - 16)
+        for part in _parts(llm, doc, cs, room):
+            a, b = part[0][0], part[-1][1]
+            sub = Document.from_text(doc.text[a:b], doc_id=f"{doc.doc_id}#{a}")
+            items.append((sub, head, tail, text, [(x - a, y - a) for x, y in part]))
+            where.append((k, [cs.index(c) for c in part]))
+    if not items:
+        return None
     try:
-        llm.check_len(_tokens(llm, DOC_INSTRUCTIONS) + doc_tokens + longest // 2 + SECTION_MAX_TOKENS + 8)
-        fits = True
-    except ContextLengthError:
-        fits = False
-    if strategy == "auto":
-        strategy = "sections"
-    heads = {t.id: t.span for t in result.targets}
-    all_sents = sentence_spans(doc)
-    seen: set[str] = set()
-    sections: list[SectionSummary] = []
-    for s in secs:
-        cands = [(a, b) for a, b in all_sents if s.start <= a < s.end]
-        sections.append(SectionSummary(section=s.target, title=s.title, char_start=s.start, char_end=s.end,
-                                       pages=sorted({doc.page_of(a) for a, _ in cands} or {doc.page_of(s.start)}),
-                                       callouts=_callouts(llm, doc, result, s, seen)))
-    body_cands = [(a, b) for a, b in all_sents if any(s.start <= a < s.end for s in secs)]
-    whole: list[SummarySentence] = []
-    whole_error = None
-    if strategy == "document":
-        used = "document" if fits else "document+fallback"
-        questions = [SECTION_PROMPT.format(title=s.title) for s in secs] + [WHOLE_PROMPT]
-        res = ask_document(llm, doc, questions, instructions=DOC_INSTRUCTIONS, question_template=DOC_QUESTION,
-                           max_tokens=WHOLE_MAX_TOKENS, stop=STOP, on_progress=st.progress, cancel=run.cancel,
-                           fallback=None if fits else FallbackPolicy(strategy="retrieval"))
-        st.add(res)
-        items = res.items
-        for sec, s, it in zip(sections, secs, items[:-1], strict=True):
-            _fill(doc, sec, it, [(a, b) for a, b in all_sents if s.start <= a < s.end], heads.get(s.target))
-        if items[-1].ok and items[-1].text.strip():
-            whole = _sentences(doc, _primed(WHOLE_PRIME, items[-1].text), body_cands, None)
-        else:
-            whole_error = items[-1].error
-        if items[-1].fallback is not None:
-            dropped.append("whole: " + _fallback_line(items[-1].fallback))
-    else:
-        used = "sections"
-        prompts, owner = [], []  # a section longer than SECTION_TOKENS is summarised in parts
-        for k, (s, sec) in enumerate(zip(secs, sections, strict=True)):
-            parts = _parts(llm, doc, s.start, s.end, [(a, b) for a, b in all_sents if s.start <= a < s.end])
-            cited = "\n".join(c.description for c in sec.callouts if c.first and c.description)
-            for j, (a, b) in enumerate(parts):
-                body, cut = _cut_tokens(llm, doc.text[a:b].strip(), SECTION_TOKENS)
-                if cut:
-                    dropped.append(f"section '{s.title}': a passage of {b - a} characters cut to {SECTION_TOKENS} tokens")
-                title = s.title if len(parts) == 1 else f"{s.title} (part {j + 1} of {len(parts)})"
-                prompts.append(MAP_ITEM.format(title=title, text=body,
-                                               cited=("Cited: " + cited) if cited and j == 0 else ""))
-                owner.append(k)
-        header = Document.from_text(f"Report: {doc.source_name or doc.doc_id}\n", doc_id=doc.doc_id + "#header")
-        res = ask_document(llm, header, prompts, instructions=MAP_INSTRUCTIONS, question_template="\n" + MAP_QUESTION,
-                           max_tokens=SECTION_MAX_TOKENS, stop=STOP, on_progress=st.progress, cancel=run.cancel)
-        st.add(res)
-        for k, (sec, s) in enumerate(zip(sections, secs, strict=True)):
-            cands = [(a, b) for a, b in all_sents if s.start <= a < s.end]
-            for it in (it for it, o in zip(res.items, owner, strict=True) if o == k):
-                part = SectionSummary(section=sec.section, title=sec.title, char_start=sec.char_start,
-                                      char_end=sec.char_end, pages=sec.pages)
-                _fill(doc, part, it, cands, heads.get(s.target))
-                sec.sentences.extend(part.sentences)
-                sec.error = sec.error or part.error
-                sec.fallback = sec.fallback or part.fallback
-            if sec.sentences:
-                sec.error = None  # some part was summarised
-        done = [sec for sec in sections if sec.sentences]
-        if done:
-            joined = "\n".join(f"{sec.title}: {' '.join(x.text for x in sec.sentences)}" for sec in done)
-            reduce_doc = Document.from_text(joined, doc_id=doc.doc_id + "#sections")
-            red = ask_document(llm, reduce_doc, [WHOLE_PROMPT], instructions=REDUCE_INSTRUCTIONS,
-                               question_template=DOC_QUESTION, max_tokens=WHOLE_MAX_TOKENS, stop=STOP,
-                               on_progress=st.progress, cancel=run.cancel,
-                               fallback=FallbackPolicy(strategy="truncate", truncate_side="tail"))
-            st.add(red)
-            it = red.items[0]
-            if it.ok and it.text.strip():
-                # the reduce prompt was built from the section summaries: the whole summary rests on
-                # the spans those sentences rest on, matched through the document's own sentences
-                whole = _sentences(doc, _primed(WHOLE_PRIME, it.text), body_cands, None)
-            else:
-                whole_error = it.error
-            if it.fallback is not None and it.fallback.fallback_triggered:
-                dropped.append("whole: " + _fallback_line(it.fallback))
-        else:
-            whole_error = "no section summary to reduce"
-    for sec in sections:
-        _place(sec)
-        if sec.fallback:
-            dropped.append(f"section '{sec.title}': {sec.fallback}")
-    return DeepSummary(strategy=used, document_tokens=doc_tokens, max_model_len=int(llm.max_model_len),
-                       sections=sections, whole=whole, whole_error=whole_error, dropped=dropped)
-
-
-def _fallback_line(rep) -> str:
-    if not rep.fallback_triggered:
-        return "fitted without fallback"
-    return (f"engine fallback '{rep.strategy}' ({rep.reason}): kept {rep.kept_tokens} of {rep.document_tokens} "
-            f"document tokens, dropped {rep.tokens_dropped}"
-            + (f"; entities lost: {', '.join(rep.lost_entities[:5])}" if rep.lost_entities else ""))
-
-
-def _parts(llm, doc: Document, start: int, end: int, sents: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """[start, end) in consecutive runs of whole sentences of at most SECTION_TOKENS tokens each (a
-    sentence longer than that is a run of its own, cut later)."""
-    if not sents or _tokens(llm, doc.text[start:end]) <= SECTION_TOKENS:
-        return [(start, end)]
-    out: list[tuple[int, int]] = []
-    a, n = start, 0
-    for s, e in sents:
-        k = _tokens(llm, doc.text[s:e]) + 1
-        if n and n + k > SECTION_TOKENS:
-            out.append((a, s))
-            a, n = s, 0
-        n += k
-    out.append((a, end))
+        got = st.attention(items)
+    except EngineError as exc:
+        dropped.append(f"the model's attention could not be read ({exc}): key sentences by centrality only")
+        return None
+    out = [[1.0] * len(cs) for cs in cands]
+    for (k, idx), g, it in zip(where, got, items, strict=True):
+        if g is None:
+            continue
+        n = len(it[4])
+        for i, (share, _) in zip(idx, g, strict=True):
+            out[k][i] = share * n
     return out
 
 
-def _primed(prime: str, text: str) -> str:
-    """The answer with the words the prompt put in its mouth."""
-    text = text.strip()
-    return prime + ("" if text[:1] in ",.;:" else " ") + text
+def _parts(llm, doc: Document, cands: list[tuple[int, int]], limit: int) -> list[list[tuple[int, int]]]:
+    """The candidates in consecutive runs whose text from the first's start to the last's end is at
+    most `limit` tokens (a candidate longer than that alone in its run)."""
+    out: list[list[tuple[int, int]]] = []
+    for c in cands:
+        if out and _tokens(llm, doc.text[out[-1][0][0]:c[1]]) <= limit:
+            out[-1].append(c)
+        else:
+            out.append([c])
+    return out
 
 
-def _fill(doc: Document, sec: SectionSummary, it, cands, heading: SourceSpan | None) -> None:
-    if not it.ok:
-        sec.error = it.error
-    elif not it.text.strip():
-        sec.error = "empty answer"
-    else:
-        sec.sentences = _sentences(doc, _primed(SECTION_PRIME, it.text), cands, heading)
-    if it.fallback is not None:
-        sec.fallback = _fallback_line(it.fallback)
+def _quote(doc: Document, c: tuple[int, int], cent: float, att: float | None, score: float) -> SummarySentence:
+    sp = doc.span(*c)
+    return SummarySentence(text=sp.text, spans=[sp], centrality=round(cent, 4),
+                           attention=None if att is None else round(att, 4), score=round(score, 4))
+
+
+def _deep_summary(st, doc, result, secs, dropped) -> DeepSummary:
+    from pipelines.reports.keysents import fuse, how_many, idf_of, key_candidates, lexrank
+
+    llm = st.llm
+    heads = _exclusions(result)
+    cands = [key_candidates(doc, s.start, s.end, heads) for s in secs]
+    idf = idf_of([doc.text[a:b] for cs in cands for a, b in cs])
+    atts = _read_attention(st, doc, secs, cands, dropped)
+    seen: set[str] = set()
+    sections: list[SectionSummary] = []
+    pool = []  # (section index, candidate, attention ratio)
+    for k, (s, cs) in enumerate(zip(secs, cands, strict=True)):
+        sec = SectionSummary(section=s.target, title=s.title, char_start=s.start, char_end=s.end,
+                             pages=sorted({doc.page_of(a) for a, _ in cs} or {doc.page_of(s.start)}),
+                             callouts=_callouts(llm, doc, result, s, seen))
+        sections.append(sec)
+        if not cs:
+            sec.error = "no sentence to quote (the section is headings, captions, tables or formulas)"
+            continue
+        cent = [v * len(cs) for v in lexrank([doc.text[a:b] for a, b in cs], idf)]
+        att = None if atts is None else atts[k]
+        score = fuse(cent, att)
+        best = sorted(range(len(cs)), key=lambda i: (-score[i], i))[:how_many(len(cs))]
+        sec.sentences = [_quote(doc, cs[i], cent[i], None if att is None else att[i], score[i]) for i in sorted(best)]
+        pool += [(k, c, None if att is None else att[i]) for i, c in enumerate(cs)]
+    whole: list[SummarySentence] = []
+    if pool:
+        cent = [v * len(pool) for v in lexrank([doc.text[a:b] for _, (a, b), _ in pool], idf)]
+        score = fuse(cent, None if atts is None else [x for _, _, x in pool])
+        taken: set[int] = set()
+        said: set[str] = set()  # a report can print a sentence twice (a repeated section)
+        for i in sorted(range(len(pool)), key=lambda i: (-score[i], i)):
+            flat = " ".join(doc.text[pool[i][1][0]:pool[i][1][1]].split())
+            if pool[i][0] not in taken and flat not in said and len(taken) < WHOLE_KEYS:
+                taken.add(pool[i][0])
+                said.add(flat)
+                whole.append(_quote(doc, pool[i][1], cent[i], pool[i][2], score[i]))
+        whole.sort(key=lambda x: x.spans[0].char_start)
+    for sec in sections:
+        _place(sec)
+    return DeepSummary(strategy="key sentences" if atts is not None else "key sentences (centrality only)",
+                       document_tokens=_tokens(llm, doc.text), max_model_len=int(llm.max_model_len),
+                       sections=sections, whole=whole, whole_error=None if whole else "no sentence to quote",
+                       dropped=dropped)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -620,6 +529,7 @@ register(StepDecision(
          "already score 55/55 and the step turned one external into unresolved (plain accuracy 55/55 both ways)"))
 register(StepDecision(
     STEP_SUMMARY, "default", in_auto=False, measurement=None,
-    note="no truth for summaries, so no gain measured; with Gemma 3 270M the sentences are mostly generic "
-         "('This section is a summary of the results.'); the resolved callouts and descriptions are the "
-         "deterministic part; runs with --llm on only"))
+    note="extractive since issue 45: every sentence shown is the report's own, quoted with its page and characters "
+         "(Gemma 3 270M's generated summaries were generic, 'This section summarizes the main results.'); no truth for "
+         "summaries, so the choice (centrality and attention, equal weights) is not measured against one; the "
+         "resolved callouts and descriptions are the deterministic part; runs with --llm on only"))

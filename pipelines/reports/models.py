@@ -17,7 +17,7 @@ from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 from pipelines.llm import LLMReport
 
-SCHEMA_VERSION = "reports/1.4"  # 1.4: evidence-first --ask answers (status, confidence, value, quotes); 1.3: optional llm (steps, --ask answers), scope, deep_summary; encoding_note
+SCHEMA_VERSION = "reports/1.5"  # 1.5: the deep summary is quoted key sentences (centrality, attention, score), no generated text; 1.4: evidence-first --ask answers (status, confidence, value, quotes); 1.3: optional llm (steps, --ask answers), scope, deep_summary; encoding_note
 
 TargetKind = Literal["figure", "table", "exhibit", "chart", "section", "footnote", "reference", "equation"]
 MentionKind = Literal["figure", "table", "exhibit", "chart", "section", "footnote", "citation", "equation", "deictic", "chain"]
@@ -118,13 +118,16 @@ class Callout(_Model):
 
 
 class SummarySentence(_Model):
-    """A generated sentence and the source spans it rests on."""
+    """A key sentence of the report, quoted exactly (`text` is `spans[0].text`), and why it was
+    chosen: its centrality among the section's sentences and the model's attention on it, each as a
+    ratio to the uniform share (1.0: average), fused into `score`."""
 
     text: str
     spans: list[SourceSpan] = Field(default_factory=list)
-    grounding: Literal["lexical", "section"] = Field(
-        "lexical", description="lexical: the input sentences sharing most content words with it; section: none did, the "
-                               "section's heading (or first sentence) it summarises")
+    grounding: Literal["quoted"] = Field("quoted", description="quoted: the sentence is the document's own text")
+    centrality: float = Field(0.0, description="LexRank share of the sentence among its section's sentences x their number")
+    attention: float | None = Field(None, description="the model's attention share on it x the sentences read with it; None: not read")
+    score: float = Field(0.0, description="fused: the mean of the two z-scored logs (centrality alone where attention was not read)")
 
 
 class SectionSummary(_Model):
@@ -140,10 +143,10 @@ class SectionSummary(_Model):
 
 
 class DeepSummary(_Model):
-    """reports.deep_summary: per section and whole. strategy: 'document' (one batch over the whole
-    report, its KV computed once, one prompt per section naming it), 'sections' (one batch of prompts
-    each carrying its section's text, then a reduce prompt over the section summaries: map-reduce),
-    'document+fallback' (the report does not fit; each prompt through the engine's fallback)."""
+    """reports.deep_summary: the key sentences of each section and of the whole report, quoted from
+    the document (extractive: chosen by centrality and the model's attention; no generated text), the
+    section's figure/table callouts inlined. strategy: 'key sentences' (attention read) or 'key
+    sentences (centrality only)' (the model could not be read; why in `dropped`)."""
 
     strategy: str
     document_tokens: int

@@ -5,7 +5,7 @@ resolved out, as a deterministic `ReportResult`.
 batch runner and the CLI (it re-reads the PDF bytes of an input for drawn objects, tables and
 links). With an `LLMRun` (`llm=`, mode auto/on) two LLM steps run (pipelines.reports.llm_steps):
 `reports.scope` decides the mentions whose internal/external reading the rules were unsure of, by
-scoring fused with the rules, and `reports.deep_summary` adds a grounded summary per section and
+scoring fused with the rules, and `reports.deep_summary` quotes the key sentences of each section and of the
 whole with every figure/table callout resolved and described. Without one (or mode off) the result
 is the rules-only one, byte for byte.
 """
@@ -49,7 +49,7 @@ def analyse_document(doc: Document, pdf_bytes: bytes | None = None, input_sha256
     """Targets, mentions and their resolution for one document. `pdf_bytes` (the PDF the document
     was read from) adds drawn objects, tables and internal links; without it the text and
     character boxes alone are used. `llm`: a pipelines.llm.LLMRun for the LLM steps (None or mode
-    off: rules only); `summary_strategy`: the deep summary's ("auto", "document", "sections");
+    off: rules only); `summary_strategy`: the deep summary's ("auto" = "key sentences", the only one);
     `llm_steps`: the names of the LLM steps to consider (None: all; an evaluator measuring one)."""
     layout = build_layout(doc, pdf_bytes)
     try:

@@ -142,14 +142,19 @@ def test_the_fusion_changes_materiality_only_as_documented(engine, monkeypatch):
     tiers = {(it.a, it.b): steps.tier(plain, it) for it in plain.summary}
     assert sorted(tiers.values()) == [0, 0, 1, 2, 3]
 
+    from pipelines.llm.choose import Choice
+    from pipelines.llm.run import StepContext
+
     def confident(label):
-        def fake(st, prompts, done_before, total):
+        def fake(st, prompts, options, done_before=0, total=None):
+            assert set(options) == {"material", "cosmetic"}
             if done_before == 0:  # the content-free prompt: no bias
-                return [(-1.0, -1.0)]
-            return [(-0.1, -9.0) if label == "material" else (-9.0, -0.1) for _ in prompts]
+                return [Choice("material", {"material": -1.0, "cosmetic": -1.0}, 0.0)]
+            lp = {"material": -0.1, "cosmetic": -9.0} if label == "material" else {"material": -9.0, "cosmetic": -0.1}
+            return [Choice(label, lp, 8.9) for _ in prompts]
         return fake
 
-    monkeypatch.setattr(steps, "_score_all", confident("cosmetic"))
+    monkeypatch.setattr(StepContext, "choose", confident("cosmetic"))
     res = compare_texts(A, B, llm=LLMRun("on", EngineSettings(), engine=engine),
                         llm_settings=StepSettings(max_explain=0, demote_margin=1.0))
     after = {(it.a, it.b): it.material for it in res.summary}
@@ -164,7 +169,7 @@ def test_the_fusion_changes_materiality_only_as_documented(engine, monkeypatch):
                         llm_settings=StepSettings(max_explain=0, demote_margin=10.0))
     assert [it.material for it in res.summary] == [it.material for it in plain.summary]
 
-    monkeypatch.setattr(steps, "_score_all", confident("material"))
+    monkeypatch.setattr(StepContext, "choose", confident("material"))
     res = compare_texts(A, B, llm=LLMRun("on", EngineSettings(), engine=engine),
                         llm_settings=StepSettings(max_explain=0))
     # confident "material" never promotes what the rules found not material, nor reorders the tiers

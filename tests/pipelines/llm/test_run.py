@@ -92,3 +92,32 @@ def test_an_engine_error_inside_a_step_is_recorded_not_raised(tiny_llm):
         with run.step("test.bug") as st:
             assert st is not None
             raise KeyError("x")
+
+
+def test_the_step_verbs_lock_count_report_progress_and_stop_on_cancel(tiny_llm):
+    """StepContext's verbs (the one door to the engine): each counts its requests and tokens on the
+    step's record and reports progress; `choose` stops at a cancel with the choices made before it."""
+    import threading
+
+    from pipelines.llm.spans import sentence_spans
+
+    seen: list = []
+    cancel = threading.Event()
+    run = LLMRun("on", EngineSettings(), engine=tiny_llm, cancel=cancel, on_progress=lambda step, p: seen.append((step, p)))
+    with run.step("test.verbs") as st:
+        got = st.choose(["The goods are ", "Payment is "], {"yes": " yes", "no": " no"})
+        assert len(got) == 2 and all(set(c.logprobs) == {"yes", "no"} for c in got)
+        assert st.record.requests == 2 and st.record.prompt_tokens == sum(st.tokens(p, True) for p in
+                                                                        ["The goods are ", "Payment is "])
+        assert [p.items_done for s, p in seen if s == "test.verbs"][-2:] == [1, 2]
+        outs = st.generate(["The supplier shall"], max_tokens=3)
+        assert len(outs) == 1 and st.record.generated_tokens == len(outs[0].token_ids) > 0
+        shares = st.attention([(DOC, "Doc: ", "\nQ:", " When is payment due?", sentence_spans(DOC))])
+        assert len(shares[0]) == 2 and abs(sum(s for s, _ in shares[0]) - 1.0) < 1e-4
+        att = st.attribute("Doc: " + DOC.text, " due on delivery", [(5, 57), (58, 86)])
+        assert len(att.spans) == 2
+        before = st.record.requests
+        assert before == 5
+        cancel.set()
+        assert st.choose(["a", "b"], {"yes": " yes", "no": " no"}) == []
+        assert st.record.requests == before

@@ -127,29 +127,38 @@ def test_scope_cases_and_decisions(tiny_llm):  # noqa: F811
 
 def test_steps_run_and_every_span_is_exact(paper, tiny_llm):  # noqa: F811
     doc, data = paper
-    res = analyse_document(doc, data, llm=LLMRun("on", engine=tiny_llm), summary_strategy="sections")
+    res = analyse_document(doc, data, llm=LLMRun("on", engine=tiny_llm))
     assert res.llm is not None and res.llm.ran(L.STEP_SUMMARY)
     rec = {r.step: r for r in res.llm.steps}
-    assert rec[L.STEP_SUMMARY].requests >= 2 and L.STEP_SCOPE not in rec
+    assert rec[L.STEP_SUMMARY].requests >= 2 and rec[L.STEP_SUMMARY].generated_tokens == 0
+    assert L.STEP_SCOPE not in rec
     assert res.scope is None  # the paper's mentions are all settled by explicit words
-    # deep summary: sections, sentences with exact spans, callouts with the first description
+    # deep summary: sections, key sentences quoted exactly, callouts with the first description
     ds = res.deep_summary
-    assert ds is not None and ds.strategy == "sections" and ds.sections
+    assert ds is not None and ds.strategy == "key sentences" and ds.sections
     assert [s.title for s in ds.sections][:3] == ["1 Introduction", "2 Methods", "3 Results"]
+    captions = [(t.span.char_start, t.span.char_end) for t in res.targets if t.kind in ("figure", "table")]
     n_sent = 0
     for sec in ds.sections:
         assert sec.error or sec.sentences
+        starts = [s.spans[0].char_start for s in sec.sentences]
+        assert starts == sorted(starts) and len(sec.sentences) <= 4  # reading order
         for s in sec.sentences:
             n_sent += 1
-            assert s.spans, s
-            for sp in s.spans:
-                _check_span(doc, sp)
-                assert sec.char_start <= sp.char_start < sec.char_end
+            assert len(s.spans) == 1 and s.text == s.spans[0].text and s.grounding == "quoted"
+            _check_span(doc, s.spans[0])
+            assert sec.char_start <= s.spans[0].char_start and s.spans[0].char_end <= sec.char_end
+            assert not any(a < s.spans[0].char_end and s.spans[0].char_start < b for a, b in captions)
+            assert s.attention is not None and s.centrality > 0
         for c in sec.callouts:
             _check_span(doc, c.mention)
     assert n_sent
+    assert 1 <= len(ds.whole) <= L.WHOLE_KEYS
+    shown = {(s.spans[0].char_start, s.spans[0].char_end) for sec in ds.sections for s in sec.sentences}
     for s in ds.whole:
-        assert s.spans and all(doc.text[sp.char_start:sp.char_end] == sp.text for sp in s.spans)
+        assert s.text == s.spans[0].text and doc.text[s.spans[0].char_start:s.spans[0].char_end] == s.text
+        assert any(sec.char_start <= s.spans[0].char_start < sec.char_end for sec in ds.sections)
+    assert shown
     callouts = [c for sec in ds.sections for c in sec.callouts]
     firsts = [c.target for c in callouts if c.first]
     assert len(firsts) == len(set(firsts)) and {"figure-2", "figure-3", "table-1"} <= set(firsts)
@@ -164,21 +173,25 @@ def test_steps_run_and_every_span_is_exact(paper, tiny_llm):  # noqa: F811
     # the export round-trips and is deterministic
     text = to_json(res)
     assert ReportResult.model_validate_json(text) == res
-    again = analyse_document(doc, data, llm=LLMRun("on", engine=tiny_llm), summary_strategy="sections")
+    again = analyse_document(doc, data, llm=LLMRun("on", engine=tiny_llm))
     assert again.deep_summary == res.deep_summary
-    # rendered: the terminal report and the page's Markdown show the summary and the first descriptions
+    # rendered: the terminal report and the page's Markdown show the quotes and the first descriptions
     from rich.console import Console
 
     from app.render.reports import _md, deep_summary_markdown, render_terminal
 
     console = Console(record=True, width=200)
     console.print(render_terminal(res))
-    shown = console.export_text()
-    assert "Deep summary (strategy sections)" in shown and "3 Results" in shown
+    shown_text = console.export_text()
+    assert "Deep summary: key sentences quoted from the report (key sentences)" in shown_text
+    assert "3 Results" in shown_text
     md = deep_summary_markdown(res)
     for c in callouts:
         if c.first:
             assert _md(c.description) in md  # escaped: document text is never read as Markdown
+    for sec in ds.sections:
+        for s in sec.sentences:
+            assert "“" + _md(s.text) + "”" in md
     assert "<" not in md.replace("\\<", "")
     assert plain_render(doc, data) not in ("",) and "Deep summary" not in plain_render(doc, data)
 
@@ -193,16 +206,39 @@ def plain_render(doc, data) -> str:
     return console.export_text()
 
 
-def test_document_strategy_too_long_goes_through_the_fallback(paper, tiny_llm):  # noqa: F811
-    """The tiny model's context is 1,024 characters; the paper is longer: every prompt goes through
-    the engine's fallback, and the summary says so and what was dropped."""
+def test_sections_longer_than_the_context_are_read_in_parts(paper, tiny_llm, monkeypatch):  # noqa: F811
+    """The tiny model's context is 1,024 characters; the paper is longer: each section is read in
+    runs of whole candidate sentences that fit, so there are more reads than sections, and the
+    quotes are the same kind of exact spans."""
     doc, data = paper
     assert len(doc.text) > tiny_llm.max_model_len
-    res = analyse_document(doc, data, llm=LLMRun("on", engine=tiny_llm), summary_strategy="document")
+    monkeypatch.setattr(L, "SECTION_TOKENS", 150)  # characters, with the tiny model's tokenizer
+    res = analyse_document(doc, data, llm=LLMRun("on", engine=tiny_llm), llm_steps=[L.STEP_SUMMARY])
     ds = res.deep_summary
-    assert ds.strategy == "document+fallback"
-    assert any("engine fallback 'retrieval'" in (s.fallback or "") for s in ds.sections)
-    assert any("dropped" in line for line in ds.dropped)
+    rec = {r.step: r for r in res.llm.steps}[L.STEP_SUMMARY]
+    assert rec.requests > sum(1 for s in ds.sections if s.sentences)
+    assert ds.strategy == "key sentences"
+    for sec in ds.sections:
+        for x in sec.sentences:
+            assert x.attention is not None and x.text == doc.text[x.spans[0].char_start:x.spans[0].char_end]
+
+
+def test_without_the_models_attention_the_quotes_rest_on_centrality(paper, tiny_llm, monkeypatch):  # noqa: F811
+    """An engine error while reading the attention leaves a summary by centrality alone, and says so."""
+    from engine import EngineError
+    from pipelines.llm import spans as S
+
+    def broken(*a, **k):
+        raise EngineError("the engine is down")
+
+    monkeypatch.setattr(S, "attention_shares", broken)
+    doc, data = paper
+    res = analyse_document(doc, data, llm=LLMRun("on", engine=tiny_llm), llm_steps=[L.STEP_SUMMARY])
+    ds = res.deep_summary
+    assert ds.strategy == "key sentences (centrality only)"
+    assert any("could not be read" in d and "the engine is down" in d for d in ds.dropped)
+    quoted = [x for sec in ds.sections for x in sec.sentences]
+    assert quoted and all(x.attention is None for x in quoted)
 
 
 def test_fusion_changes_only_as_documented():
@@ -250,23 +286,3 @@ def test_scope_with_the_default_model():
     for d in res.scope:
         assert set(d.logprobs) == {"internal", "external"} and all(v < 0 for v in d.logprobs.values())
     assert res.deep_summary is None and L.STEP_SUMMARY not in {s.step for s in res.llm.steps}
-
-
-def test_long_sections_are_summarised_in_parts(paper, tiny_llm, monkeypatch):  # noqa: F811
-    """A section over SECTION_TOKENS goes to the model in runs of whole sentences (map), its parts'
-    sentences kept together; nothing of it is dropped unless one sentence alone is too long."""
-    doc, data = paper
-    monkeypatch.setattr(L, "SECTION_TOKENS", 150)  # characters, with the tiny model's tokenizer
-    res = analyse_document(doc, data, llm=LLMRun("on", engine=tiny_llm), summary_strategy="sections",
-                           llm_steps=[L.STEP_SUMMARY])
-    ds = res.deep_summary
-    rec = {r.step: r for r in res.llm.steps}[L.STEP_SUMMARY]
-    assert rec.requests > len(ds.sections) + 1  # more map prompts than sections, plus the reduce
-    long = [s for s in ds.sections if s.char_end - s.char_start > 300]
-    assert long and all(len(s.sentences) >= 2 or s.error for s in long)
-    for s in ds.sections:
-        for x in s.sentences:
-            assert all(s.char_start <= sp.char_start < s.char_end for sp in x.spans)
-    cut = [d for d in ds.dropped if "cut to" in d]
-    sents = [(a, b) for a, b in L.sentence_spans(doc) if b - a > 150]
-    assert bool(cut) == any(any(s.char_start <= a < s.char_end for s in ds.sections) for a, _ in sents)
