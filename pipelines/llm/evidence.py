@@ -547,18 +547,45 @@ def answer_features(kind: str, ranked: list[Passage], value, sup: Support | None
             "cover": top.feats.get("cover", 0.0), "aover": top.feats.get("aover", 0.0), "named": float(named)}
 
 
+# a question about what the patient was given, took or was prescribed ...
+_GIVEN = re.compile(r"\b(?:given|administered|prescribed|received|receiving|taking|takes|took|started on|treated with|"
+                    r"put on|medications?|drugs?|antibiotics?|therap(?:y|ies))\b|给予|给了|使用了|服用|用药|用了|"
+                    r"治疗|药物|抗生素", re.IGNORECASE)
+# ... is never answered by a line that says the opposite: an allergy, a denial, a drug not given
+_NOT_GIVEN = re.compile(r"allerg|\bno known\b|\bdenie[sd]\b|\bnot (?:given|taken|prescribed)\b|\bcontraindicat|"
+                        r"过敏|否认|禁用|禁忌|未(?:使用|服用|给予)", re.IGNORECASE)
+
+
+_CLAUSE = re.compile(r"[，,；;。.!?！？\n]+")
+
+
+def answerable_by(question: str, text: str) -> bool:
+    """False for a passage that can never answer the question: one that, for a question about what
+    was given, taken or prescribed (and not itself about allergies or denials), only says what was
+    not — every clause with letters in it an allergy, a denial or a drug not given ("ALLERGIES:
+    Penicillin."). A passage with another clause ("口服二甲双胍0.25g，tid，否认药物过敏史") may still
+    answer; an excluded one may still be listed as a near miss."""
+    if not _GIVEN.search(question) or _NOT_GIVEN.search(question) or not _NOT_GIVEN.search(text):
+        return True
+    return any(_WORDY.search(c) and not _NOT_GIVEN.search(c) for c in _CLAUSE.split(text))
+
+
 def decide(question: str, doc: Document, ranked: list[Passage], model_text: str = "",
            fusion: Fusion = FUSION, confidence: Confidence | None = None) -> Found:
     """The answer from passages ranked by `rank` (see the module docstring): the best passage and
     up to two more that clear `fusion.threshold`, the value inside them, the model's wording if the
     quotes carry it; then `confidence` (default `CONFIDENCE`) says how likely that answer is right,
     and below its threshold the answer is "not stated in the document" with these passages as the
-    near misses."""
+    near misses. A passage that can never answer the question (`answerable_by`: an allergy line for
+    "what was given?") is not chosen, whatever its score."""
     confidence = CONFIDENCE if confidence is None else confidence
     kind = question_kind(question)
     model_text = model_text.strip()
+    near_all = ranked
+    ranked = [p for p in ranked if answerable_by(question, doc.text[p.start:p.end])]
     if not ranked:
-        return Found(question, kind, "not_stated", 1.0, NOT_STATED, model_text=model_text)
+        return Found(question, kind, "not_stated", 1.0, NOT_STATED, near=near_all[:MAX_PASSAGES],
+                     model_text=model_text)
     top = ranked[0]
     chosen = [top] + [p for p in ranked[1:MAX_PASSAGES] if p.prob >= max(fusion.threshold, 0.5 * top.prob)]
     quotes = [doc.text[p.start:p.end] for p in chosen]

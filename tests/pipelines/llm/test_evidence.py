@@ -11,6 +11,7 @@ from pipelines.llm.evidence import (
     EvidenceJob,
     Fusion,
     Passage,
+    answerable_by,
     candidate_spans,
     decide,
     gather,
@@ -96,6 +97,26 @@ def test_decide_quotes_the_passage_and_never_shows_unsupported_model_words():
     assert found.value is not None and doc.text[found.value[0]:found.value[1]] == "cefazolin"
     assert top.start <= found.value[0] < found.value[1] <= top.end
     assert found.text == "cefazolin" and found.support is not None and not found.support.supported
+
+
+def test_an_allergy_line_never_answers_what_was_given():
+    """Even ranked first, "ALLERGIES: Penicillin." is not the answer to a question about what was
+    given; it stays a near miss, and the passage that says what was given is quoted instead."""
+    assert not answerable_by("Which antibiotics was the patient given?", "ALLERGIES: Penicillin.")
+    assert not answerable_by("患者使用了哪些抗生素？", "过敏史：青霉素过敏。")
+    assert answerable_by("What is the patient allergic to?", "ALLERGIES: Penicillin.")  # the question asks it
+    assert answerable_by("患者平时服用什么降糖药？", "口服二甲双胍0.25g，tid，否认药物过敏史")  # another clause answers
+    assert answerable_by("When was the patient admitted?", "ALLERGIES: Penicillin.")  # not a "given" question
+    doc = Document.from_text(RECORD, doc_id="r")
+    q = "Which antibiotics was the patient given?"
+    ranked = _ranked(doc, q, "Penicillin.")
+    allergy = next(p for p in ranked if doc.text[p.start:p.end].startswith("ALLERGIES"))
+    ranked = [allergy] + [p for p in ranked if p is not allergy]  # the worst case: ranked first
+    allergy.prob = 0.99
+    found = decide(q, doc, ranked, "Penicillin.", confidence=Confidence({}, 0.0, 0.0, "test"))
+    assert found.status == "answered"
+    assert all(not doc.text[p.start:p.end].startswith("ALLERGIES") for p in found.passages)
+    assert "Penicillin" not in found.text
 
 
 def test_decide_says_not_stated_below_the_confidence_threshold_with_near_misses():
