@@ -63,7 +63,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.export import write_atomic
-from pipelines.documents import Document, DocumentInfo, IngestError, SourceSpan, input_sha256
+from pipelines.documents import Document, DocumentInfo, IngestError, Joined, SourceSpan, input_sha256
 from pipelines.llm.evidence import FUSION, low_confidence
 
 SCHEMA_VERSION = "review/2.0"  # 2.0: evidence-first cells (status, value, near misses, model text; calibrated confidence)
@@ -334,22 +334,15 @@ def _split_long(units: list[Unit], docs: list[Document], max_chars: int) -> list
 
 @dataclass
 class Reading:
-    """The document the model reads for one question, built from units, and where each piece came
-    from: (offset in reading.text, doc index, start in that document, length)."""
+    """The document the model reads for one question, built from units (`Document.join`: each unit
+    under its label), mapping back to where each came from, and the line saying what was read."""
 
-    doc: Document
-    pieces: list[tuple[int, int, int, int]]
+    joined: Joined
     line: str
 
-    def source(self, start: int, end: int, docs: list[Document]) -> SourceSpan | None:
-        """The span [start, end) of the reading in its source document: the part of it inside the
-        first piece it overlaps (a passage that begins in a unit's label starts at the unit)."""
-        for off, i, src, n in self.pieces:
-            if start < off + n and off < end:
-                s = max(start, off)
-                a, b = src + s - off, src + min(end, off + n) - off
-                return docs[i].span(a, b) if a < b else None
-        return None
+    @property
+    def doc(self) -> Document:
+        return self.joined.doc
 
 
 def build_reading(question: str, units: list[Unit], docs: list[Document], budget_tokens: int,
@@ -372,18 +365,16 @@ def build_reading(question: str, units: list[Unit], docs: list[Document], budget
     if not chosen:
         return None
     chosen.sort(key=lambda k: (units[k].doc, units[k].start))
-    text, pieces = "", []
-    for k in chosen:
+    pieces: list = []
+    for i, k in enumerate(chosen):
         u = units[k]
-        head = ("\n\n" if text else "") + f"[{u.label}]\n"
-        pieces.append((len(text) + len(head), u.doc, u.start, u.end - u.start))
-        text += head + docs[u.doc].text[u.start:u.end]
+        pieces += [("\n\n" if i else "") + f"[{u.label}]\n", (docs[u.doc], u.start, u.end)]
     labels = [units[k].label for k in sorted(chosen, key=lambda k: -scores[k])[:5]]
     more = f" and {len(chosen) - 5} more" if len(chosen) > 5 else ""
     line = (f"did not fit ({doc_tokens:,} document tokens, room for {budget_tokens:,}): read {len(chosen)} of "
             f"{len(units)} {kind} chosen by relevance to the question, about {used:,} tokens "
             f"(best: {'; '.join(labels)}{more})")
-    return Reading(Document.from_text(text, doc_id="reading"), pieces, line)
+    return Reading(Document.join(pieces, doc_id="reading"), line)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,7 +429,7 @@ def answer_inputs(run, inputs: list[tuple[str, list[Document], list[Question], l
     fixed = len(llm.encode(INSTRUCTIONS)) + MAX_TOKENS + 8
     plans = []  # per input: (doc_n, fit, long)
     for _, docs, questions, _ in inputs:
-        doc_n = count(join_documents(docs)[0].text)
+        doc_n = count(join_documents(docs).text)
         fit, long = [], []
         for i, q in enumerate(questions):
             room = llm.max_model_len - fixed - count(QUESTION.format(question=q.text))
@@ -481,7 +472,7 @@ def _long_cell(run, pipeline: str, docs: list[Document], q: Question, key: str, 
         return _cell(q, a, key, line)
     (a,) = run.ask([reading.doc], [q.text], fallback="retrieval", max_tokens=MAX_TOKENS)
     return _cell(q, a, key, reading.line + (f"; then {a.fallback}" if a.fallback else ""),
-                 source=lambda s, e: reading.source(s, e, docs))
+                 source=reading.joined.to_source)
 
 
 def row_path(out_dir: Path, pipeline: str, input_id: str) -> Path:

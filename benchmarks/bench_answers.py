@@ -81,9 +81,11 @@ def is_evidence(text: str, span: tuple[int, int], evidence: list[tuple[int, int]
 
 
 def _joined(paths: tuple[str, ...]):
+    """The documents joined as `LLMRun.ask` joins them, and (offset in the joined text, document) of each."""
     from pipelines.llm.run import join_documents
 
-    return join_documents([qa_set.document(p) for p in paths])
+    j = join_documents([qa_set.document(p) for p in paths])
+    return j.doc, [(s.start, s.doc) for s in j.segments]
 
 
 _STRUCTURE: dict[str, object] = {}

@@ -117,6 +117,30 @@ class Document:
         sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
         return cls(doc_id=doc_id, text=text, pages=pages, source_name=source_name or doc_id, sha256=sha, **kw)
 
+    @classmethod
+    def join(cls, pieces: Iterable[str | tuple[Document, int, int]], doc_id: str = "joined") -> Joined:
+        """One document for a model from several: `pieces` in order, each a literal string (a
+        heading, a separator) or (document, start, end), a range of a source document's text. The
+        result maps every range back (`Joined.to_source`) and forward (`Joined.to_joined`). The one
+        way documents are joined for the model: `LLMRun.ask` ("[name]" headings), the medical
+        patient text (dated note headings, kept sentences) and the review table's reading (units
+        chosen to fit) each build their pieces and call this."""
+        chunks: list[str] = []
+        segs: list[Segment] = []
+        pos = 0
+        for piece in pieces:
+            if isinstance(piece, str):
+                chunks.append(piece)
+                pos += len(piece)
+                continue
+            d, a, b = piece
+            if not 0 <= a <= b <= len(d.text):
+                raise ValueError(f"join: [{a}, {b}) outside {d.doc_id} of {len(d.text)} chars")
+            segs.append(Segment(pos, pos + b - a, d, a))
+            chunks.append(d.text[a:b])
+            pos += b - a
+        return Joined(cls.from_text("".join(chunks), doc_id=doc_id), tuple(segs))
+
     def page_of(self, offset: int) -> int:
         """1-based page number holding character `offset`."""
         i = bisect.bisect_right(self._page_starts, offset) - 1
@@ -239,6 +263,52 @@ class HasSpan:
     @property
     def text(self) -> str:
         return self.span.text
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A range [start, end) of a joined document's text that is `doc.text[doc_start:doc_start + end - start]`."""
+
+    start: int
+    end: int
+    doc: Document
+    doc_start: int
+
+
+@dataclass(frozen=True)
+class Joined:
+    """A document joined from ranges of others (`Document.join`) and where each range came from."""
+
+    doc: Document
+    segments: tuple[Segment, ...]
+
+    @property
+    def text(self) -> str:
+        return self.doc.text
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """The joined text's ranges that come from a source (a passage never crosses from one into the next)."""
+        return [(s.start, s.end) for s in self.segments]
+
+    def to_joined(self, doc_id: str, start: int, end: int) -> tuple[int, int] | None:
+        """The joined range of `doc_id`'s [start, end), None when that range was not included whole."""
+        for s in self.segments:
+            if s.doc.doc_id == doc_id and s.doc_start <= start and end <= s.doc_start + (s.end - s.start):
+                return s.start + start - s.doc_start, s.start + end - s.doc_start
+        return None
+
+    def to_source(self, start: int, end: int, clip: bool = True) -> SourceSpan | None:
+        """The source span of the joined [start, end): with `clip`, the part of it inside the first
+        segment it overlaps (a passage that begins in a heading starts at the text under it);
+        without, only a range inside one segment. None in a heading or separator alone."""
+        for s in self.segments:
+            if start < s.end and s.start < end or (start == end == s.start):
+                if not clip and not (s.start <= start and end <= s.end):
+                    return None
+                a = s.doc_start + max(start, s.start) - s.start
+                b = s.doc_start + min(end, s.end) - s.start
+                return s.doc.span(a, b) if a < b else None
+        return None
 
 
 def input_sha256(sources: Iterable[Document | Path]) -> str:

@@ -40,7 +40,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipelines.documents import Document, SourceSpan
+from pipelines.documents import Document, Joined, Segment, SourceSpan
 from pipelines.llm.modes import DEFAULT_MODEL, LLMMode, decision, step_enabled
 from pipelines.llm.settings import EngineSettings, EngineUnavailable, engine_lock, get_engine
 
@@ -466,7 +466,7 @@ class LLMRun:
                 t0 = time.perf_counter()
                 head, question = prompt_frame(st.llm, instructions, QUESTION)  # a chat model's template
                 # one paragraph: a base model copying the document runs on past its answer
-                results = ask_documents(st.llm, [(j, list(qs)) for (j, _), (_, qs) in zip(joined, jobs, strict=True)],
+                results = ask_documents(st.llm, [(j.doc, list(qs)) for j, (_, qs) in zip(joined, jobs, strict=True)],
                                         instructions=head, question_template=question, max_tokens=max_tokens,
                                         stop=(*STOP, "\n\n"), attribute=False, on_progress=st.progress,
                                         cancel=self.cancel, fallback=policy)
@@ -475,8 +475,8 @@ class LLMRun:
                 found = self._evidence(st, results, joined, head, question, t0) if evidence else \
                     [[None] * len(res.items) for res in results]
                 seconds = round(time.perf_counter() - t0, 3)
-                out = [[_answer(it, parts, seconds, f) for it, f in zip(res.items, fs, strict=True)]
-                       for res, (_, parts), fs in zip(results, joined, found, strict=True)]
+                out = [[_answer(it, j, seconds, f) for it, f in zip(res.items, fs, strict=True)]
+                       for res, j, fs in zip(results, joined, found, strict=True)]
         if out is None:  # no engine, or it failed: the record holds the one line
             rec = self.records[-1]
             why = rec.error or rec.reason or "no answer"
@@ -500,12 +500,11 @@ class LLMRun:
             return [[None] * len(res.items) for res in results]
         st.progress(Progress(0, n_q, time.perf_counter() - t0, 0, n_q, phase="reading the evidence"))
         jobs = []
-        for (doc, parts), res, keep in zip(joined, results, live, strict=True):
+        for j, res, keep in zip(joined, results, live, strict=True):
             items = [res.items[i] for i in keep]
-            jobs.append(EvidenceJob(doc, instructions, [it.question for it in items],
+            jobs.append(EvidenceJob(j.doc, instructions, [it.question for it in items],
                                     [question.format(question=it.question) for it in items],
-                                    [it.text for it in items], [it.fallback is None for it in items],
-                                    [(off, off + len(d.text)) for off, d in parts]))
+                                    [it.text for it in items], [it.fallback is None for it in items], j.ranges()))
         got = gather(st.llm, jobs)
         st.progress(Progress(n_q, n_q, time.perf_counter() - t0, n_q, n_q, phase="reading the evidence"))
         out = []
@@ -528,30 +527,18 @@ def fallback_policy(spec: str):
     return FallbackPolicy(strategy=strategy, truncate_side=side or "middle")
 
 
-def join_documents(docs: list[Document]) -> tuple[Document, list[tuple[int, Document]]]:
-    """One document for the model from several (each part headed by its name), and where each
-    source document starts in it; a single document is used as it is."""
+def join_documents(docs: list[Document]) -> Joined:
+    """One document for the model from several, each headed by its name ("[name]"), blank lines
+    between (`Document.join`); a single document is used as it is."""
     if len(docs) == 1:
-        return docs[0], [(0, docs[0])]
-    pieces, parts, pos = [], [], 0
-    for d in docs:
-        head = f"[{d.source_name or d.doc_id}]\n"
-        parts.append((pos + len(head), d))
-        pieces.append(head + d.text)
-        pos += len(head) + len(d.text) + 2
-    return Document.from_text("\n\n".join(pieces), doc_id="+".join(d.doc_id for d in docs)), parts
+        return Joined(docs[0], (Segment(0, len(docs[0].text), docs[0], 0),))
+    pieces: list = []
+    for i, d in enumerate(docs):
+        pieces += [("\n\n" if i else "") + f"[{d.source_name or d.doc_id}]\n", (d, 0, len(d.text))]
+    return Document.join(pieces, doc_id="+".join(d.doc_id for d in docs))
 
 
-def _map_span(start: int, end: int, parts: list[tuple[int, Document]]) -> SourceSpan | None:
-    """The span of the joined document [start, end) in its source document (None in a heading)."""
-    for offset, d in reversed(parts):
-        if start >= offset:
-            a, b = start - offset, min(end - offset, len(d.text))
-            return d.span(a, b) if a < b else None
-    return None
-
-
-def _answer(item, parts: list[tuple[int, Document]], seconds: float, found=None) -> Answer:
+def _answer(item, joined: Joined, seconds: float, found=None) -> Answer:
     """The Answer for an engine item and its evidence (`found`: a pipelines.llm.evidence.Found, or
     None when evidence was not read: the model's text alone, marked unsupported)."""
     report, how = item.fallback, None
@@ -576,12 +563,12 @@ def _answer(item, parts: list[tuple[int, Document]], seconds: float, found=None)
     def spans(passages) -> list[AnswerSpan]:
         out = []
         for p in passages:
-            src = _map_span(p.start, p.end, parts)
+            src = joined.to_source(p.start, p.end)
             if src is not None:
                 out.append(AnswerSpan(**src.model_dump(), score=round(p.prob, 4)))
         return out
 
-    value = _map_span(*found.value, parts) if found.value is not None else None
+    value = joined.to_source(*found.value) if found.value is not None else None
     return Answer(text=found.text, status=found.status, confidence=found.confidence, kind=found.kind, value=value,
                   spans=spans(found.passages), near_misses=spans(found.near), model_text=model_text,
                   model_supported=None if found.support is None else found.support.supported, **common)

@@ -1,7 +1,7 @@
 """The medical pipeline's LLM steps (issue 16), each inside `LLMRun.step`:
 
-- `medical.attention_evidence`: the patient's documents in one long context (`PatientText`: every
-  document one after the other under a one-line header, offsets mapped back to each document's own
+- `medical.attention_evidence`: the patient's documents in one long context (`patient_text`, a
+  `Document.join`: every document one after the other under a one-line header, offsets mapped back to each document's own
   `SourceSpan`), followed by every conclusion and question of the run; ONE attention pass
   (`LLM.attribute`) reads, for each of them, the attention mass its tokens put on each candidate
   sentence of the record (`per_token` rows of that probe), so the whole patient is computed once for
@@ -38,7 +38,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pipelines.documents import Document, SourceSpan
+from pipelines.documents import Document, Joined
 from pipelines.llm import (
     LLMRun,
     Measurement,
@@ -83,57 +83,17 @@ register(StepDecision(
 
 
 # ------------------------------------------------------------------------------------------ the patient
-@dataclass(frozen=True)
-class _Segment:
-    start: int  # in the patient text
-    end: int
-    doc: Document
-    doc_start: int  # the same characters in doc.text
-
-
-class PatientText:
-    """One patient's documents (or kept sentences of them) as one `Document`, with every range of
-    it that lies inside one source document mapped back to that document's own `SourceSpan`."""
-
-    def __init__(self, parts: Sequence[tuple[Document, str, Sequence[tuple[int, int]] | None]]) -> None:
-        """parts: (document, header line, ranges of it to include, None: its whole text)."""
-        chunks: list[str] = []
-        segs: list[_Segment] = []
-        pos = 0
-        for doc, head, ranges in parts:
-            chunks.append(head + "\n")
-            pos += len(head) + 1
-            for a, b in ranges if ranges is not None else [(0, len(doc.text))]:
-                segs.append(_Segment(pos, pos + b - a, doc, a))
-                chunks.append(doc.text[a:b])
-                pos += b - a
-                chunks.append("\n")
-                pos += 1
-            chunks.append("\n")
-            pos += 1
-        self.doc = Document.from_text("".join(chunks), doc_id="patient")
-        self.segments = segs
-        self._by_doc = {}
-        for s in segs:
-            self._by_doc.setdefault(s.doc.doc_id, []).append(s)
-
-    @property
-    def text(self) -> str:
-        return self.doc.text
-
-    def to_patient(self, doc_id: str, start: int, end: int) -> tuple[int, int] | None:
-        """The patient-text range of doc_id's [start, end), None when it was left out."""
-        for s in self._by_doc.get(doc_id, ()):
-            if s.doc_start <= start and end <= s.doc_start + (s.end - s.start):
-                return s.start + start - s.doc_start, s.start + end - s.doc_start
-        return None
-
-    def to_source(self, start: int, end: int) -> SourceSpan | None:
-        """The source document's SourceSpan of the patient text's [start, end), None when it crosses documents."""
-        for s in self.segments:
-            if s.start <= start and end <= s.end:
-                return s.doc.span(s.doc_start + start - s.start, s.doc_start + end - s.start)
-        return None
+def patient_text(parts: Sequence[tuple[Document, str, Sequence[tuple[int, int]] | None]]) -> Joined:
+    """One patient's documents (or kept sentences of them) as one document (`Document.join`): each
+    document under its header line, each kept range on a line of its own, a blank line after each
+    document. parts: (document, header line, ranges of it to include, None: its whole text)."""
+    pieces: list = []
+    for doc, head, ranges in parts:
+        pieces.append(head + "\n")
+        for a, b in ranges if ranges is not None else [(0, len(doc.text))]:
+            pieces += [(doc, a, b), "\n"]
+        pieces.append("\n")
+    return Document.join(pieces, doc_id="patient")
 
 
 def _header(doc: Document, kind: str, day) -> str:
@@ -169,7 +129,7 @@ class _Probe:
     text: str
 
 
-def _attention_pass(st, prompt_prefix: str, pt: PatientText, spans: list[tuple[int, int]], probes: list[_Probe],
+def _attention_pass(st, prompt_prefix: str, pt: Joined, spans: list[tuple[int, int]], probes: list[_Probe],
                     estimated_s: float) -> dict:
     """One attribution (`StepContext.attribute`, its progress an estimate while it runs) over prefix +
     patient text + probes: key -> mass per span (mean over that probe's tokens)."""
@@ -204,7 +164,7 @@ def _est_tokens(text: str) -> int:
 
 
 def _fallback_keep(llm, docs: list[tuple[Document, str, object]], pools: list[list], limit: int,
-                   overhead: int) -> tuple[PatientText, int]:
+                   overhead: int) -> tuple[Joined, int]:
     """The retrieval fallback: round-robin over the rankings' pools, best first, as many sentences as fit."""
     order: list = []
     seen: set = set()
@@ -232,7 +192,7 @@ def _fallback_keep(llm, docs: list[tuple[Document, str, object]], pools: list[li
     for c in kept:
         by_doc.setdefault(c.doc_id, []).append((c.start, c.end))
     parts = [(d, _header(d, kind, day), sorted(by_doc[d.doc_id])) for d, kind, day in docs if d.doc_id in by_doc]
-    return PatientText(parts), len(kept)
+    return patient_text(parts), len(kept)
 
 
 def run_steps(llm: LLMRun, docs: list[tuple[Document, str, object]], candidates: list, plans: list[Plan],
@@ -248,10 +208,10 @@ def run_steps(llm: LLMRun, docs: list[tuple[Document, str, object]], candidates:
     scored = [p.scored() for p in plans] if (want_ev or want_ans) else []
     state: dict = {"pt": None, "ctx": None, "att": None}
 
-    def context(l_engine) -> PatientText:
+    def context(l_engine) -> Joined:
         """The patient text for this engine (whole, or the retrieval fallback), built once."""
         if state["pt"] is None:
-            whole = PatientText([(d, _header(d, kind, day), None) for d, kind, day in docs])
+            whole = patient_text([(d, _header(d, kind, day), None) for d, kind, day in docs])
             probes_n = sum(len(l_engine.encode(p.claim, add_special_tokens=False)) + 8 for p in plans)
             overhead = (len(l_engine.encode(INSTRUCTIONS)) + len(l_engine.encode(PROBES_HEAD, add_special_tokens=False))
                         + probes_n + (ANSWER_MAX_TOKENS + 16) * len(questions) + 32)
@@ -277,10 +237,10 @@ def run_steps(llm: LLMRun, docs: list[tuple[Document, str, object]], candidates:
                           f"conclusions and questions), the rest dropped"))
         return state["pt"]
 
-    def spans_in(pt: PatientText) -> tuple[list[int], list[tuple[int, int]]]:
+    def spans_in(pt: Joined) -> tuple[list[int], list[tuple[int, int]]]:
         idx, spans = [], []
         for i, c in enumerate(candidates):
-            r = pt.to_patient(c.doc_id, c.start, c.end)
+            r = pt.to_joined(c.doc_id, c.start, c.end)
             if r is not None:
                 idx.append(i)
                 spans.append(r)
@@ -353,8 +313,8 @@ def run_steps(llm: LLMRun, docs: list[tuple[Document, str, object]], candidates:
     return evidence_fused, state["ctx"], answers_out
 
 
-def _answer_context(l_engine, device: str, pt: PatientText, state: dict, docs: list, plans: list[Plan], scored: list,
-                    questions: list[str]) -> PatientText:
+def _answer_context(l_engine, device: str, pt: Joined, state: dict, docs: list, plans: list[Plan], scored: list,
+                    questions: list[str]) -> Joined:
     """What the answers are generated over: the patient context, or on a CPU, when the patient is
     longer than ANSWER_WHOLE_MAX_TOKENS_CPU, the questions' retrieval sentences (ANSWER_POOL best of
     each question, in record order): computing 7.5K tokens of patient a second time took 152 s on the
@@ -367,11 +327,11 @@ def _answer_context(l_engine, device: str, pt: PatientText, state: dict, docs: l
         if p.kind != "question" or p.claim not in questions:
             continue
         for c, *_ in sorted(sup + con, key=lambda x: -x[1])[:ANSWER_POOL]:
-            if pt.to_patient(c.doc_id, c.start, c.end) is not None:
+            if pt.to_joined(c.doc_id, c.start, c.end) is not None:
                 keep.setdefault(c.doc_id, set()).add((c.start, c.end))
     if not keep:
         return pt
-    small = PatientText([(d, _header(d, kind, day), sorted(keep[d.doc_id])) for d, kind, day in docs if d.doc_id in keep])
+    small = patient_text([(d, _header(d, kind, day), sorted(keep[d.doc_id])) for d, kind, day in docs if d.doc_id in keep])
     n = len(l_engine.encode(small.text, add_special_tokens=False))
     state["ctx"] = ctx.model_copy(update={"answer_note": (
         f"the answers read the questions' retrieval sentences ({sum(len(v) for v in keep.values())} sentences, "
@@ -436,7 +396,7 @@ def _ground(answers: list[Answer], sents: dict[int, list[str]], questions: list[
             state: dict) -> list[Answer]:
     """Each answer sentence's evidence from the attention pass; an answer without it is dropped with a line."""
     att = state["att"]
-    pt: PatientText | None = state["pt"]
+    pt: Joined | None = state["pt"]
     out = []
     for qi, a in enumerate(answers):
         if a.error is not None:

@@ -15,10 +15,23 @@ B = Document.from_text("The supplier shall deliver the goods within 14 days. Pay
 
 
 def test_join_maps_every_part_back():
-    joined, parts = join_documents([A, B])
-    for offset, d in parts:
-        assert joined.text[offset:offset + len(d.text)] == d.text
-    assert join_documents([A]) == (A, [(0, A)])
+    joined = join_documents([A, B])
+    assert joined.text == "[a.txt]\n" + A.text + "\n\n[b.txt]\n" + B.text  # the prompt the model has always read
+    for seg, d in zip(joined.segments, (A, B), strict=True):
+        assert seg.doc is d and joined.text[seg.start:seg.end] == d.text
+    assert joined.ranges() == [(s.start, s.end) for s in joined.segments]
+    one = join_documents([A])
+    assert one.doc is A and one.ranges() == [(0, len(A.text))]
+    # back and forth: a range of B, a passage that starts in B's heading (clipped to B's text), a heading alone
+    b0 = joined.segments[1].start
+    assert joined.to_source(b0 + 4, b0 + 12).text == B.text[4:12] and joined.to_source(b0 + 4, b0 + 12).doc_id == "b"
+    assert joined.to_source(b0 - 5, b0 + 3).text == B.text[:3]
+    assert joined.to_source(b0 - 5, b0 - 1) is None
+    assert joined.to_source(b0 - 5, b0 + 3, clip=False) is None
+    assert joined.to_joined("b", 4, 12) == (b0 + 4, b0 + 12) and joined.to_joined("c", 0, 1) is None
+    # a page break of A keeps its page in the source span
+    f = A.text.index("\f") + 1
+    assert joined.to_source(joined.segments[0].start + f, joined.segments[0].start + f + 7).page == 2
 
 
 def test_ask_under_off_answers_with_spans_in_the_source_documents(tiny_llm):

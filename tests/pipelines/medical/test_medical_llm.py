@@ -160,16 +160,16 @@ def test_a_patient_longer_than_the_context_goes_through_the_retrieval_fallback(t
 
 def test_patient_text_maps_every_range_back_to_its_own_document():
     docs = _docs()
-    pt = ls.PatientText([(docs[0], "[a]", None), (docs[1], "[b]", [(30, 61), (62, 90)])])
+    pt = ls.patient_text([(docs[0], "[a]", None), (docs[1], "[b]", [(30, 61), (62, 90)])])
     for d, ranges in ((docs[0], [(0, 26), (27, 71)]), (docs[1], [(30, 61), (62, 90)])):
         for a, b in ranges:
-            pa, pb = pt.to_patient(d.doc_id, a, b)
+            pa, pb = pt.to_joined(d.doc_id, a, b)
             assert pt.text[pa:pb] == d.text[a:b]
-            src = pt.to_source(pa, pb)
+            src = pt.to_source(pa, pb, clip=False)
             assert (src.doc_id, src.char_start, src.char_end, src.text) == (d.doc_id, a, b, d.text[a:b])
-    assert pt.to_patient("b.txt", 0, 10) is None  # left out of the kept ranges
-    whole_a = pt.to_patient("a.txt", 0, len(docs[0].text))
-    assert pt.to_source(whole_a[0], whole_a[1] + 5) is None  # crosses into the next document's header
+    assert pt.to_joined("b.txt", 0, 10) is None  # left out of the kept ranges
+    whole_a = pt.to_joined("a.txt", 0, len(docs[0].text))
+    assert pt.to_source(whole_a[0], whole_a[1] + 5, clip=False) is None  # crosses into the next document's header
 
 
 _D = Document.from_text("abcd", doc_id="d")
