@@ -525,6 +525,14 @@ _SPECIAL = [(stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
 _NOTES = ("PROVENANCE", "README", "LICENSE")
 
 
+def _resolved(path: Path) -> Path | None:
+    """`path` with its symlinks resolved, None for a symlink loop."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError("Symlink loop"), 3.13 OSError(ELOOP)
+        return None
+
+
 def _special_kind(path: Path) -> str | None:
     """What a non-regular file is (stat only: nothing is opened), or None for a regular file."""
     try:
@@ -562,7 +570,11 @@ def ignored_files(folder: Path, inputs: list[PipelineInput], pipeline: str | Non
         rel = path.relative_to(folder)
         if any(part.startswith(".") for part in rel.parts) or path.is_dir():
             continue
-        if own is not None and path.resolve().is_relative_to(own):
+        real = _resolved(path)
+        if real is None:  # a symlink loop (a -> b -> a, self -> self): reported, never followed
+            out.append({"file": rel.as_posix(), "reason": "a symlink loop: not opened"})
+            continue
+        if own is not None and real.is_relative_to(own):
             continue
         if pipeline is not None:
             owner = pipeline
@@ -572,7 +584,7 @@ def ignored_files(folder: Path, inputs: list[PipelineInput], pipeline: str | Non
         if kind is not None:
             out.append({"file": rel.as_posix(), "reason": f"{kind}: only regular files are read; not opened"})
             continue
-        if path.resolve() in used:
+        if real in used:
             continue
         if owner == "contracts" and path.name == "pairs.csv":
             continue

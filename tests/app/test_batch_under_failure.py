@@ -210,6 +210,26 @@ def test_special_files_are_listed_as_ignored_and_never_opened(tmp_path):
     assert "ignored pipe.txt: a named pipe (FIFO)" in proc.stderr
 
 
+@pytest.mark.parametrize("pipeline", ["count", "contracts", "medical"])
+def test_a_symlink_loop_is_listed_as_ignored_and_the_batch_goes_on(tmp_path, pipeline):
+    """a -> b -> a and self -> self in the folder: each named as a symlink loop, never followed; the
+    other inputs are analysed and summary.json is written (it crashed the whole batch before)."""
+    folder = slow_folder(tmp_path, 1)
+    (folder / "f00.txt").write_text("one\n", encoding="utf-8")
+    (folder / "a.txt").symlink_to(folder / "b.txt")
+    (folder / "b.txt").symlink_to(folder / "a.txt")
+    (folder / "self").symlink_to(folder / "self")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["batch", str(folder), "-p", pipeline, "-o", str(out), "-q"])
+    assert res.exit_code in (0, 1), res.output  # 1: the one plain file is no contract pair / patient note
+    assert "Traceback" not in res.output and "RuntimeError" not in res.output
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    reasons = {i["file"]: i["reason"] for i in summary["ignored_files"]}
+    for name in ("a.txt", "b.txt", "self"):
+        assert reasons[name] == "a symlink loop: not opened", (name, reasons)
+    assert "ignored a.txt: a symlink loop" in res.stderr
+
+
 def test_an_unpaired_contract_is_named_with_the_reason(tmp_path):
     folder = tmp_path / "contracts"
     folder.mkdir()
