@@ -36,8 +36,10 @@ app = typer.Typer(
 
 
 def fail(message: str, code: int = 1) -> None:
-    """Print a one-line error on stderr and exit."""
-    typer.echo(f"longdoc: {message}", err=True)
+    """Print a one-line error on stderr (control characters from file names made visible) and exit."""
+    from pipelines.documents import visible_controls
+
+    typer.echo(f"longdoc: {visible_controls(message)}", err=True)
     raise typer.Exit(code)
 
 
@@ -190,8 +192,10 @@ def batch(
             typer.echo(f"longdoc: the previous batch in {out} (pid {prev['pid']}, started {prev['started_at']}) "
                        "stopped without finishing; its finished outputs were kept", err=True)
         ignored = summary["ignored_files"]
+        from pipelines.documents import visible_controls
+
         for item in ignored[:10]:
-            typer.echo(f"ignored {item['file']}: {item['reason']}", err=True)
+            typer.echo(visible_controls(f"ignored {item['file']}: {item['reason']}"), err=True)
         if len(ignored) > 10:
             typer.echo(f"ignored {len(ignored) - 10} more files (summary.json lists them all)", err=True)
         c = summary["counts"]

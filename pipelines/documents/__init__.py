@@ -19,6 +19,7 @@ from pipelines.documents.model import (
     SourceSpan,
     Span,
     input_sha256,
+    visible_controls,
 )
 
 __all__ = [
@@ -36,4 +37,5 @@ __all__ = [
     "input_sha256",
     "load_bytes",
     "load_document",
+    "visible_controls",
 ]

@@ -50,9 +50,11 @@ class IngestError(Exception):
     """A file that cannot be read. `str(err)` is one line: '<file>: <reason>'."""
 
     def __init__(self, name: str, reason: str):
-        self.name = name
-        self.reason = reason
-        super().__init__(f"{name}: {reason}")
+        from pipelines.documents.model import visible_controls
+
+        self.name = visible_controls(str(name))  # printed on a terminal: no control character gets through
+        self.reason = visible_controls(str(reason))
+        super().__init__(f"{self.name}: {self.reason}")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -79,6 +80,22 @@ class Furniture:
     bbox: tuple[float, float, float, float] | None = None
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+
+
+def _picture(m: re.Match) -> str:
+    c = ord(m.group())
+    return chr(0x2400 + c) if c < 0x20 else "\u2421" if c == 0x7F else "\ufffd"
+
+
+def visible_controls(text: str) -> str:
+    """`text` with every control character but tab, line feed, vertical tab, form feed and carriage
+    return replaced, one for one, by a visible stand-in (ESC -> "␛", NUL -> "␀", DEL -> "␡", a C1
+    control -> U+FFFD): a document's characters or a file name can then never drive a terminal
+    (change its title, clear it, make it blink), and every offset stays where it was."""
+    return _CONTROL.sub(_picture, text) if _CONTROL.search(text) else text
+
+
 @dataclass
 class Document:
     """One document: its text, its pages, and (PDF only) one box per character.
@@ -100,6 +117,10 @@ class Document:
     metadata: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # one for one, so offsets, pages and character boxes stay aligned (see visible_controls)
+        self.text = visible_controls(self.text)
+        self.source_name = visible_controls(self.source_name)
+        self.doc_id = visible_controls(self.doc_id)
         if not self.pages:
             self.pages = [Page(1, 0, len(self.text))]
         if self.char_boxes is not None and len(self.char_boxes) != len(self.text):

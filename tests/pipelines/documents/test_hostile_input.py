@@ -434,3 +434,34 @@ def test_the_text_limit_is_raised_by_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("LONGDOC_MAX_TEXT_CHARS", "lots")
     with pytest.raises(IngestError, match="LONGDOC_MAX_TEXT_CHARS: 'lots' is not a positive number"):
         load_document(p)
+
+
+ESCAPES = "\x1b]0;PWNED\x07\x1b[2J\x1b[5m\x9b"
+
+
+def test_terminal_escapes_in_text_and_names_are_made_visible_one_for_one(tmp_path):
+    """Escape sequences in a document's text or its file name never reach a terminal raw (issue
+    47): each control character becomes a visible stand-in, one for one, so offsets hold."""
+    from pipelines.documents import Document, visible_controls
+
+    body = ("1. Term. This Agreement runs for two (2) years and renews each year unless either party gives "
+            "notice." + ESCAPES + " Then it ends.\n\n2. Law. It is governed by the laws of New York.\n" * 3)
+    assert visible_controls("a\x1bb\x00c\x7fd\x9be\tf\ng\fh") == "a\u241bb\u2400c\u2421d\ufffde\tf\ng\fh"
+    doc = Document.from_text(body, doc_id="x\x1b[5m")
+    assert len(doc.text) == len(body) and "\x1b" not in doc.text and "\x07" not in doc.text
+    assert doc.text.count("\u241b") == body.count("\x1b") and "\x1b" not in doc.doc_id
+    i = body.index("Then")
+    assert doc.text[i:i + 4] == "Then"  # the offsets of everything after the escapes are unchanged
+    path = tmp_path / ("contract\x1b[5m.txt")
+    path.write_text(body, encoding="utf-8")
+    loaded = load_document(path)
+    assert "\x1b" not in loaded.text and "\x1b" not in loaded.source_name and "\x9b" not in loaded.text
+    bad = tmp_path / "bin\x1b]0;x\x07.txt"
+    bad.write_bytes(b"\x00\x01\x02" * 100)
+    with pytest.raises(IngestError) as err:
+        load_document(bad)
+    assert "\x1b" not in str(err.value) and "\x07" not in str(err.value) and "\u241b" in str(err.value)
+    # the CLI's output: nothing from the input drives the terminal
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "patents", str(path)], capture_output=True, timeout=120)
+    for stream in (proc.stdout, proc.stderr):
+        assert b"\x1b]0;" not in stream and b"\x1b[2J" not in stream and b"\x1b[5m" not in stream
