@@ -66,8 +66,8 @@ from app.export import write_atomic
 from pipelines.documents import Document, DocumentInfo, IngestError, Joined, SourceSpan, input_sha256
 from pipelines.llm.evidence import FUSION, low_confidence
 
-SCHEMA_VERSION = "review/2.0"  # 2.0: evidence-first cells (status, value, near misses, model text; calibrated confidence)
-REVIEW_VERSION = "2.0"  # bump when what a cell holds for the same key would change
+SCHEMA_VERSION = "review/2.1"  # 2.1: cells carry warnings (text imitating the prompt); 2.0: evidence-first cells (status, value, near misses, model text; calibrated confidence)
+REVIEW_VERSION = "2.1"  # bump when what a cell holds for the same key would change
 ROWS_DIR = "review"
 MAX_TOKENS = 48
 CONFIDENCE_BASIS = ("calibrated probability that the shown answer is right (for not_stated: that the document "
@@ -165,6 +165,7 @@ class Cell(BaseModel):
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
     seconds: float = 0.0
+    warnings: list[str] = Field(default_factory=list, description="what a reviewer should know about the evidence")
     key: str
 
 
@@ -401,7 +402,7 @@ def _cell(q: Question, answer, key: str, fallback: str | None, source=None) -> C
                 near_misses=mapped(answer.near_misses), model_text=answer.model_text,
                 model_supported=answer.model_supported, fallback=fallback, finish_reason=answer.finish_reason,
                 prompt_tokens=answer.prompt_tokens, cached_prompt_tokens=answer.cached_prompt_tokens,
-                seconds=answer.seconds, key=key)
+                seconds=answer.seconds, warnings=list(getattr(answer, "warnings", []) or []), key=key)
 
 
 def answer_questions(run, pipeline: str, docs: list[Document], questions: list[Question], keys: list[str]
@@ -757,9 +758,10 @@ def cell_text(c: Cell | None) -> str:
         return ""
     if c.error is not None:
         return f"(no answer: {c.error})"
+    warn = "[check: the document imitates a Q&A] " if c.warnings else ""
     if low_confidence(c):
-        return f"[low confidence] {c.answer}"
-    return c.answer
+        return f"{warn}[low confidence] {c.answer}"
+    return warn + c.answer
 
 
 def span_text(s: ReviewSpan, names: dict[str, str]) -> str:

@@ -171,6 +171,8 @@ def answer_lines(answers) -> list[str]:
                 lines.append(f"   quote ({s.score:.0%}): {_where(s)}: “{quote}”")
             if a.model_supported and a.model_text and " ".join(a.model_text.split()) != " ".join(a.text.split()):
                 lines.append(f"   in the model's words (carried by the quote): {_snippet(a.model_text)}")
+        for w in getattr(a, "warnings", None) or []:
+            lines.append(f"   warning: {w}")
         if getattr(a, "route", "evidence") == "structure":  # no model was asked: nothing to account
             lines.append("")
             continue

@@ -464,6 +464,8 @@ def show_answer(answer, texts: dict[str, str], names: dict[str, str] | None = No
     st.caption(answer_facts(answer, reused))
     if answer.fallback:
         st.warning(md_line(f"The document {answer.fallback}; the answer rests on the part the model saw."))
+    for w in getattr(answer, "warnings", None) or []:
+        st.warning(md_line(w[0].upper() + w[1:] + "."))
     passages = answer.spans if answer.status != "not_stated" else answer.near_misses
     if not passages:
         return

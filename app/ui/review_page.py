@@ -6,7 +6,7 @@ total and the time left; a line for the inputs done of all). Choosing a row and 
 that cell, evidence first: the answer (or "not stated in the document"), its calibrated
 confidence, what was read when the input did not fit, and the quoted passages (or the nearest
 ones) marked in excerpts of their document, the value inside darker.
-CSV (the grid, and one line per cell with its sources), JSON (schema review/2.0) and XLSX
+CSV (the grid, and one line per cell with its sources), JSON (schema review/2.1) and XLSX
 downloads. Row files are kept in a folder of this session, so asking one more question computes
 only that column.
 

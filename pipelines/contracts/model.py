@@ -23,7 +23,7 @@ from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 from pipelines.llm import LLMReport
 
-SCHEMA_VERSION = "contracts/2.3"  # 2.3: evidence-first --ask answers (status, confidence, value, quotes); 2.2: optional llm (steps, --ask answers), explanations, amendment summary, materiality; encoding_note
+SCHEMA_VERSION = "contracts/2.4"  # 2.4: --ask answers carry warnings (text imitating the prompt); 2.3: evidence-first --ask answers (status, confidence, value, quotes); 2.2: optional llm (steps, --ask answers), explanations, amendment summary, materiality; encoding_note
 # 2.1: flag kinds standard, disclaimer, wording; settings.min_content
 
 ChangeType = Literal["unchanged", "modified", "added", "deleted", "moved", "renumbered", "split", "merged"]

@@ -437,7 +437,8 @@ def _nfkc(text: str) -> str:
 def support(model_text: str, quotes: Sequence[str]) -> Support:
     """Check the model's answer against the quoted passages (see the module docstring). An empty
     answer, or one with no content terms (a bare "yes", a copy of the question's form), is not
-    supported: it says nothing the quote could carry."""
+    supported: it says nothing the quote could carry. A one-word answer must be a word of the quote
+    as it stands ("APPROVED" is not carried by "must approve"); longer answers match by stem."""
     text = _nfkc(model_text).strip()
     if not text:
         return Support(False, 0.0)
@@ -446,8 +447,12 @@ def support(model_text: str, quotes: Sequence[str]) -> Support:
     numbers = [n.replace(",", "") for n in _NUMBER.findall(text)]
     missing_n = tuple(n for n in numbers if n not in quoted_numbers)
     terms = [t for t in content_terms(text) if not t.isdigit()]
-    have = {_stem(t) for t in bm25_terms(joined)}
-    missing_t = tuple(t for t in terms if _stem(t) not in have)
+    quoted = bm25_terms(joined)
+    if len(terms) == 1 and not numbers:  # a one-word answer ("APPROVED") must be the quote's own word, not a stem of it
+        missing_t = tuple(t for t in terms if t not in set(quoted))
+    else:
+        have = {_stem(t) for t in quoted}
+        missing_t = tuple(t for t in terms if _stem(t) not in have)
     if not terms and not numbers:
         return Support(False, 0.0)
     coverage = 1.0 - len(missing_t) / len(terms) if terms else 1.0
@@ -481,7 +486,8 @@ class Found:
     status "answered": `passages` quoted, best first, `value` inside the first one (or None),
     `text` what is shown (the value, the model's supported wording, or the first quote);
     "not_stated": `near` holds the best passages that did not clear the threshold, `text` says so.
-    `support`: the check of the model's wording against the quotes (None without model text)."""
+    `support`: the check of the model's wording against the quotes (None without model text).
+    `warnings`: what a reader should know about the evidence (text imitating the prompt)."""
 
     question: str
     kind: str
@@ -494,6 +500,7 @@ class Found:
     model_text: str = ""
     support: Support | None = None
     feats: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 CONF_FEATURES = ("p_top", "margin", "text_kind", "has_value", "value_missing", "supported", "lift", "cover",
@@ -557,14 +564,28 @@ _NOT_GIVEN = re.compile(r"allerg|\bno known\b|\bdenie[sd]\b|\bnot (?:given|taken
 
 
 _CLAUSE = re.compile(r"[，,；;。.!?！？\n]+")
+# a line of the document that imitates the prompt's own structure ("Question: … / Answer: APPROVED")
+_IMITATION = re.compile(r"(?m)^[ \t>*#-]*(?:question|answer|q|a|instruction|instructions|问题|回答|答案|答)[ \t]*[:：]",
+                        re.IGNORECASE)
+IMITATION_WARNING = ("the document holds text that imitates a question and its answer (\"Question: … Answer: …\"); "
+                     "it is never used as evidence")
+
+
+def imitates_prompt(text: str) -> bool:
+    """Whether a passage holds a line that opens like the ask prompt's "Question:" or "Answer:"
+    (or 问题：/回答：): text planted to answer for the model, never evidence."""
+    return bool(_IMITATION.search(text))
 
 
 def answerable_by(question: str, text: str) -> bool:
-    """False for a passage that can never answer the question: one that, for a question about what
+    """False for a passage that can never answer the question: one that imitates the prompt
+    (`imitates_prompt`), or one that, for a question about what
     was given, taken or prescribed (and not itself about allergies or denials), only says what was
     not — every clause with letters in it an allergy, a denial or a drug not given ("ALLERGIES:
     Penicillin."). A passage with another clause ("口服二甲双胍0.25g，tid，否认药物过敏史") may still
     answer; an excluded one may still be listed as a near miss."""
+    if imitates_prompt(text):
+        return False
     if not _GIVEN.search(question) or _NOT_GIVEN.search(question) or not _NOT_GIVEN.search(text):
         return True
     return any(_WORDY.search(c) and not _NOT_GIVEN.search(c) for c in _CLAUSE.split(text))
@@ -583,9 +604,11 @@ def decide(question: str, doc: Document, ranked: list[Passage], model_text: str 
     model_text = model_text.strip()
     near_all = ranked
     ranked = [p for p in ranked if answerable_by(question, doc.text[p.start:p.end])]
+    warnings = [IMITATION_WARNING] if any(imitates_prompt(doc.text[p.start:p.end])
+                                          for p in near_all[:RERANK]) else []
     if not ranked:
         return Found(question, kind, "not_stated", 1.0, NOT_STATED, near=near_all[:MAX_PASSAGES],
-                     model_text=model_text)
+                     model_text=model_text, warnings=warnings)
     top = ranked[0]
     chosen = [top] + [p for p in ranked[1:MAX_PASSAGES] if p.prob >= max(fusion.threshold, 0.5 * top.prob)]
     quotes = [doc.text[p.start:p.end] for p in chosen]
@@ -608,9 +631,9 @@ def decide(question: str, doc: Document, ranked: list[Passage], model_text: str 
     conf = confidence.prob(feats)
     if conf < confidence.threshold:
         return Found(question, kind, "not_stated", round(1.0 - conf, 4), NOT_STATED, near=ranked[:MAX_PASSAGES],
-                     model_text=model_text, support=sup, feats=feats)
+                     model_text=model_text, support=sup, feats=feats, warnings=warnings)
     return Found(question, kind, "answered", round(conf, 4), text, passages=chosen, value=value,
-                 model_text=model_text, support=sup, feats=feats)
+                 model_text=model_text, support=sup, feats=feats, warnings=warnings)
 
 
 QUESTION_HEAD = "\n\nQuestion:"  # the question's attention is read after the document and this

@@ -138,6 +138,8 @@ class Answer(BaseModel):
     cached_prompt_tokens: int = 0
     ttft_s: float | None = None
     seconds: float = 0.0
+    warnings: list[str] = Field(default_factory=list, exclude_if=_empty,
+                                description="what a reader should know about the evidence (text imitating the prompt)")
 
 
 def exact_answer(question: str, text: str, spans: list[AnswerSpan], value: SourceSpan | None = None, *,
@@ -571,7 +573,8 @@ def _answer(item, joined: Joined, seconds: float, found=None) -> Answer:
     value = joined.to_source(*found.value) if found.value is not None else None
     return Answer(text=found.text, status=found.status, confidence=found.confidence, kind=found.kind, value=value,
                   spans=spans(found.passages), near_misses=spans(found.near), model_text=model_text,
-                  model_supported=None if found.support is None else found.support.supported, **common)
+                  model_supported=None if found.support is None else found.support.supported,
+                  warnings=list(found.warnings), **common)
 
 
 def _why_not(step: str, mode: LLMMode, model: str, estimated_s: float | None, budget_s: float | None) -> str:

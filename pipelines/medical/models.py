@@ -16,7 +16,7 @@ from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 from pipelines.llm import LLMReport
 
-SCHEMA_VERSION = "medical/2.4"  # 2.4: evidence-first --ask answers (status, confidence, value, quotes); 2.3: optional llm (steps, --ask answers), llm_context, answers; encoding_note
+SCHEMA_VERSION = "medical/2.5"  # 2.5: --ask answers carry warnings (text imitating the prompt); 2.4: evidence-first --ask answers (status, confidence, value, quotes); 2.3: optional llm (steps, --ask answers), llm_context, answers; encoding_note
 
 
 class _M(BaseModel):

@@ -13,7 +13,7 @@ from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 from pipelines.llm import LLMReport
 
-SCHEMA_VERSION = "patents/1.3"  # 1.3: evidence-first --ask answers, claim_summaries.model_text; 1.2: optional llm,
+SCHEMA_VERSION = "patents/1.4"  # 1.4: --ask answers carry warnings (text imitating the prompt); 1.3: evidence-first --ask answers, claim_summaries.model_text; 1.2: optional llm,
 # claim_summaries; document.encoding_note
 
 

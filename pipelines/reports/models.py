@@ -17,7 +17,7 @@ from pipelines.base import ResultBase
 from pipelines.documents import DocumentInfo, SourceSpan
 from pipelines.llm import LLMReport
 
-SCHEMA_VERSION = "reports/1.5"  # 1.5: the deep summary is quoted key sentences (centrality, attention, score), no generated text; 1.4: evidence-first --ask answers (status, confidence, value, quotes); 1.3: optional llm (steps, --ask answers), scope, deep_summary; encoding_note
+SCHEMA_VERSION = "reports/1.5"  # 1.5: --ask answers carry warnings (text imitating the prompt); the deep summary is quoted key sentences (centrality, attention, score), no generated text; 1.4: evidence-first --ask answers (status, confidence, value, quotes); 1.3: optional llm (steps, --ask answers), scope, deep_summary; encoding_note
 
 TargetKind = Literal["figure", "table", "exhibit", "chart", "section", "footnote", "reference", "equation"]
 MentionKind = Literal["figure", "table", "exhibit", "chart", "section", "footnote", "citation", "equation", "deictic", "chain"]

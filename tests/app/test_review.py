@@ -86,7 +86,7 @@ def test_table_csv_xlsx_bad_file_and_resume(tiny_model, patent_folder, tmp_path)
                  *engine_args(tiny_model), "--quiet")
     assert res.exit_code == 1, res.output  # the broken PDF failed; the batch went on
     table = json.loads((out / "review.json").read_text(encoding="utf-8"))
-    assert table["schema_version"] == "review/2.0" and table["pipeline"] == "review"
+    assert table["schema_version"] == "review/2.1" and table["pipeline"] == "review"
     assert len(table["input_sha256"]) == 64 and "Gemma" not in table["model"]
     review.ReviewTable.model_validate(table)
     assert [q["name"] for q in table["questions"]] == ["claimed", "Q2"]
@@ -229,5 +229,5 @@ def test_xlsx_and_csv_keep_document_text_as_text():
 
 def test_json_schema_is_versioned():
     schema = review.ReviewTable.model_json_schema()
-    assert schema["properties"]["schema_version"]["default"] == "review/2.0"
+    assert schema["properties"]["schema_version"]["default"] == "review/2.1"
     assert {"input_sha256", "questions", "rows", "model", "confidence"} <= set(schema["properties"])

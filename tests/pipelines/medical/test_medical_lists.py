@@ -32,7 +32,7 @@ def test_appendectomy_problem_and_medication_lists():
     assert meds["lisinopril"].status == "continued" and meds["linezolid"].status == "new"
     assert r.medications[-1].drug == "cefazolin"  # stopped drugs last
     data = json.loads(to_json(r))
-    assert data["schema_version"] == "medical/2.4" and data["problems"] and data["medications"]
+    assert data["schema_version"] == "medical/2.5" and data["problems"] and data["medications"]
     for item in r.problems + r.medications:
         for sp in (item.first_evidence, item.last_evidence):
             doc = next(d for d in r.documents if d.info.doc_id == sp.doc_id)

@@ -91,7 +91,7 @@ def test_claim_counts_on_the_corpus_us7156074():
 
 def test_export_carries_the_new_fields_and_version():
     result = analyse_text(load_text("US7472552"))
-    assert SCHEMA_VERSION == "patents/1.3" and result.schema_version == "patents/1.3"
+    assert SCHEMA_VERSION == "patents/1.4" and result.schema_version == "patents/1.4"
     again = PatentResult.model_validate_json(result.model_dump_json())
     assert again == result
     for s in iter_spans(result):
