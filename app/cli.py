@@ -95,7 +95,6 @@ def batch(
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
-        Progress,
         TextColumn,
         TimeElapsedColumn,
         TimeRemainingColumn,
@@ -110,6 +109,7 @@ def batch(
         plan,
         run_batch,
     )
+    from app.progress import progress_display
 
     run = lo.make_run(llm, model, device, dtype, max_model_len, llm_budget, cache_dir=cache_dir)  # validates: exit 2
     executor = None
@@ -164,7 +164,7 @@ def batch(
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("left"), TimeRemainingColumn())
     try:
-        with Progress(*columns, console=console, disable=quiet or as_json, transient=False) as progress:
+        with progress_display(*columns, console=console, disable=quiet or as_json, transient=False) as progress:
             bar = progress.add_task("answering" if questions else "analysing", total=len(tasks))
 
             def advance(outcome) -> None:

@@ -108,14 +108,17 @@ def stop_on_ctrl_c(run) -> Iterator[None]:
 @contextmanager
 def llm_progress(disable: bool = False) -> Iterator:
     """A rich display on stderr for LLMRun's on_progress(step, p): a spinner while the model loads,
-    then per step a bar of tokens done / total with answers finished and the time left. Yields the
+    then per step a bar of tokens done / total with answers finished and the time left (plain lines
+    when stderr is not a terminal: `app.progress.LineProgress`). Yields the
     callback (usable before the display opens: nothing is drawn until a step reports)."""
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from app.progress import progress_display
 
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.fields[done]}"), TimeElapsedColumn(), TextColumn("{task.fields[left]}"))
-    with Progress(*columns, console=Console(stderr=True), disable=disable, transient=False) as bar:
+    with progress_display(*columns, console=Console(stderr=True), disable=disable, transient=False) as bar:
         tasks: dict[str, int] = {}
 
         def update(step: str, p) -> None:
