@@ -488,8 +488,31 @@ class LocalExecutor(Executor):
 # Planning a batch and what it leaves out
 
 
+NAME_MAX = 255  # bytes of one file name on the common file systems (ext4, APFS, NTFS in UTF-16 units)
+_TEMP_EXTRA = 14  # export's temporary name adds ".", "." and 8 hex and ".tmp"
+
+
+def output_name(input_id: str, suffix: str = ".json") -> str:
+    """The relative file path for an input's output: `input_id` + suffix, except that a path part
+    that would pass `NAME_MAX` bytes (the last one with the temporary name written first) is cut at
+    a character boundary and ends in "~" and 12 hex digits of the SHA-256 of the whole id, so that
+    two long names never meet (summary.json maps each input to its file)."""
+    import hashlib
+
+    *dirs, last = input_id.split("/")
+    tag = "~" + hashlib.sha256(input_id.encode("utf-8")).hexdigest()[:12]
+
+    def fit(part: str, extra: int) -> str:
+        if len(part.encode("utf-8")) + extra <= NAME_MAX:
+            return part
+        room = NAME_MAX - extra - len(tag)
+        return part.encode("utf-8")[:room].decode("utf-8", errors="ignore") + tag
+
+    return "/".join([*(fit(d, 0) for d in dirs), fit(last, len(suffix.encode("utf-8")) + _TEMP_EXTRA) + suffix])
+
+
 def output_path(out_dir: Path, pipeline: str, inp: PipelineInput) -> Path:
-    return out_dir / pipeline / f"{inp.input_id}.json"
+    return out_dir / pipeline / output_name(inp.input_id)
 
 
 def _pipeline_folders(folder: Path, pipeline: str | None) -> list[tuple[str, Path]]:

@@ -477,7 +477,9 @@ def _long_cell(run, pipeline: str, docs: list[Document], q: Question, key: str, 
 
 
 def row_path(out_dir: Path, pipeline: str, input_id: str) -> Path:
-    return Path(out_dir) / ROWS_DIR / pipeline / f"{input_id}.json"
+    from app.batch import output_name  # a name over the file system's limit is cut the same way
+
+    return Path(out_dir) / ROWS_DIR / pipeline / output_name(input_id)
 
 
 def read_row(path: Path) -> RowFile | None:

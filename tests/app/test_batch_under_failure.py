@@ -259,3 +259,27 @@ def test_the_html_redline_honours_the_umask(tmp_path):
         os.umask(old)
     assert res.exit_code == 0, res.output
     assert stat.S_IMODE((tmp_path / "r.html").stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("stem", ["a" * 240, "b" * 251, "专利" * 41])
+def test_input_names_near_the_file_name_limit_get_outputs(tmp_path, stem):
+    """Input files named with 244-255 bytes (issue 47: "File name too long" on the output side): the
+    output's name is cut with a hash of the whole id, the batch succeeds, summary.json names it."""
+    from app.batch import NAME_MAX, output_name
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    name = stem + ".txt"
+    assert len(name.encode("utf-8")) <= NAME_MAX
+    (folder / name).write_text("What is claimed is:\n1. A widget comprising a base and a lid.\n", encoding="utf-8")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["batch", str(folder), "-p", "patents", "-o", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["counts"]["ok"] == 1 and summary["counts"]["failed"] == 0
+    written = list((out / "patents").glob("*.json"))
+    assert len(written) == 1 and len(written[0].name.encode("utf-8")) + 14 <= NAME_MAX
+    assert json.loads(written[0].read_text(encoding="utf-8"))["pipeline"] == "patents"
+    # distinct long ids never share a file; short ones keep their plain name
+    assert output_name(stem + "1.txt") != output_name(stem + "2.txt")
+    assert output_name("lease.txt") == "lease.txt.json" and output_name("sub/x.txt") == "sub/x.txt.json"
