@@ -21,7 +21,7 @@ from pipelines.documents import Document, SourceSpan
 from pipelines.llm.run import Answer, AnswerSpan, exact_answer, quoted
 from pipelines.patents.model import PatentResult
 
-_N = r"(\d{1,3})"
+_N = r"(\d{1,4})"
 _INDEPENDENT = re.compile(r"\bindependent claims?\b|\bwhich claims? (?:is|are) independent\b|独立权利要求", re.I)
 _PARENT = [re.compile(rf"\bclaim {_N}\b.*\bdepends? (?:on|from)\b|\bdoes claim {_N} depend\b|"
                       rf"\bparent (?:claim )?of claim {_N}\b|\bclaim {_N} (?:refers?|is dependent) (?:to|on)\b", re.I),

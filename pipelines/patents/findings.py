@@ -3,6 +3,8 @@
 Codes:
 - no_claims_found (error): no claims section or no claim in it.
 - numbering_gap (warning): claim numbers missing between two claims (or before the first).
+- claim_number_limit (warning): the last claim is numbered `MAX_CLAIM_NUMBER` and its text holds a
+  line that opens like a higher-numbered claim: the reader stops at that number, said, never silent.
 - missing_reference (error): a reference to a claim that is not in the set.
 - forward_reference (error): a reference to a later claim.
 - self_reference (error): a claim that refers to itself.
@@ -24,6 +26,8 @@ Codes:
 
 from __future__ import annotations
 
+import re
+
 import networkx as nx
 
 from pipelines.documents import Document, SourceSpan
@@ -31,6 +35,8 @@ from pipelines.patents.antecedent import Missing
 from pipelines.patents.model import Claim, Finding
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+MAX_CLAIM_NUMBER = 9999  # claim numbers are read with up to four digits
+_HIGHER = re.compile(r"(?m)^[ \t]*\d{5,}[ \t]*[.、]")
 
 
 def _f(code: str, severity: str, message: str, claims: list[int], spans: list[SourceSpan]) -> Finding:
@@ -88,6 +94,11 @@ def compute_findings(
             out.append(_f("numbering_gap", "warning", f"{what} {_fmt(missing)} not found before claim {n}.",
                           [n], [by_number[n].span]))
         prev = n
+    last = by_number[numbers[-1]]
+    if numbers[-1] >= MAX_CLAIM_NUMBER and _HIGHER.search(last.span.text):
+        out.append(_f("claim_number_limit", "warning",
+                      f"Claims are read up to number {MAX_CLAIM_NUMBER:,}; the text after claim {numbers[-1]:,} holds "
+                      "higher-numbered claims, which are read as part of it.", [numbers[-1]], [last.span]))
     us_style = language == "en"
     # claims that are, or rest on, a multiple dependent claim (no recursion: long chains are fine)
     if all(p < n for p, n in graph.edges):

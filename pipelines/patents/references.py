@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 _UNIT = r"(?!\s*(?:%|°|(?:mm|cm|nm|um|µm|m|km|kg|mg|g|ml|l|wt|vol|mol|degrees?|percent|times|seconds?|minutes?|hours?|days?)\b))"
-_N = r"\d{1,3}(?!\d)(?!\.\d)"
+_N = r"\d{1,4}(?!\d)(?!\.\d)"
 _EN_SEP = r"(?:\s*,\s*(?:and/or\s+|and\s+|or\s+)?|\s+and/or\s+|\s+and\s+|\s*&\s*|\s+or\s+|\s*(?:-|~)\s*|\s+(?:to|through|thru)\s+)"
 _EN_SEP_CLAIM = r"(?:(?:any\s+(?:one\s+)?of\s+|either\s+of\s+)?claims?\s+)?"
 _LEAD = (
@@ -48,7 +48,7 @@ _EXTERNAL_AFTER = re.compile(
     r"(?:patent|application|pat\.|publication|serial|[A-Z]{2}\s*\d)",
     re.IGNORECASE,
 )
-_EN_TOKENS = re.compile(r"\d{1,3}|and/or|and|&|or|to|through|thru|-|~|,", re.IGNORECASE)
+_EN_TOKENS = re.compile(r"\d{1,4}|and/or|and|&|or|to|through|thru|-|~|,", re.IGNORECASE)
 
 _CN_SEP = r"(?:\s*(?:,|、|或者|或|以及|和|及|与|與|至|到|-|~)\s*(?:第\s*)?(?:权\s*利\s*要\s*求\s*|請\s*求\s*項\s*|请\s*求\s*项\s*)?)"
 _CN_NUMBERED = re.compile(
@@ -57,7 +57,7 @@ _CN_NUMBERED = re.compile(
     r"(?P<tail>\s*(?:中|所述)?\s*(?:的)?\s*(?:任意一项|任一项|任何一项|任意项|任一項|任一|之一|一项或多项|至少一项)(?:权利要求)?)?"
     r"(?P<end>\s*(?:中)?所(?:述|限定|记载|記載)(?:的)?|\s*に記載の)?"
 )
-_CN_TOKENS = re.compile(r"\d{1,3}|或者|以及|或|和|及|与|與|至|到|-|~|,|、")
+_CN_TOKENS = re.compile(r"\d{1,4}|或者|以及|或|和|及|与|與|至|到|-|~|,|、")
 _CN_ALL_PRECEDING = re.compile(
     r"(?:如|根据|按照|依据|依照|按)?\s*(?:前述|上述|前面|以上)(?:的)?\s*(?:任意一项|任一项|任一|各项|所有)?\s*权利要求"
     r"(?:\s*(?:中)?\s*(?:任意一项|任一项|任一|之一))?(?:\s*(?:中)?所(?:述|限定)(?:的)?)?"

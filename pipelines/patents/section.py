@@ -42,7 +42,7 @@ _END_HEADING = re.compile(
 )
 # A claim start at the beginning of a line: "1.", "1 .", "1、", "Claim 1", "[Claim 1]", "1-3. (Canceled)".
 CLAIM_START_LINE = re.compile(
-    r"[ \t]*(?:\[\s*claim\s+\d{1,3}\s*\]|claim\s+\d{1,3}\s*[.:\]]?|\d{1,3}\s?(?:[.、]|\s*\.?\s*-\s*\d{1,3}\s*\.)(?!\d))",
+    r"[ \t]*(?:\[\s*claim\s+\d{1,4}\s*\]|claim\s+\d{1,4}\s*[.:\]]?|\d{1,4}\s?(?:[.、]|\s*\.?\s*-\s*\d{1,4}\s*\.)(?!\d))",
     re.IGNORECASE,
 )
 _FIRST_CLAIM = re.compile(
@@ -118,4 +118,4 @@ def find_section(norm: str) -> Section:
 def _looks_like_claim_start(norm: str, pos: int) -> bool:
     line_end = norm.find("\n", pos)
     line = norm[pos : line_end if line_end >= 0 else len(norm)]
-    return bool(re.match(r"\s*(?:\[\s*claim\s+\d+\s*\]|claim\s+\d+|\d{1,3}\s?[.、]|\d{1,3}\s*\.?\s*-\s*\d{1,3}\s*\.)\s*\S", line, re.IGNORECASE))
+    return bool(re.match(r"\s*(?:\[\s*claim\s+\d+\s*\]|claim\s+\d+|\d{1,4}\s?[.、]|\d{1,4}\s*\.?\s*-\s*\d{1,4}\s*\.)\s*\S", line, re.IGNORECASE))

@@ -22,10 +22,10 @@ from pipelines.text.script import is_han
 _STATUS_START = r"(?:cancell?ed|original|new|withdrawn|currently|previously|presently|amended|not\s+entered)"
 _CANDIDATE = re.compile(
     r"(?P<tok>"
-    r"\[\s*claims?\s+(?P<a>\d{1,3})(?:\s*(?:-|~|to|through)\s*(?P<a2>\d{1,3}))?\s*\]\s*[.:]?"
-    r"|(?<![A-Za-z])claims?\s+(?P<b>\d{1,3})(?:\s*(?:-|~|to|through)\s*(?P<b2>\d{1,3}))?\s*[.:]?"
-    r"|(?<![\d.,])(?P<c>\d{1,3})\s?\.?\s*(?:-|~|to|through)\s*(?P<c2>\d{1,3})(?:\s?[.、]|(?=[ \t]*\(" + _STATUS_START + r"))"
-    r"|(?<![\d.,])(?P<d>\d{1,3})(?:\s?[.、](?!\d)|(?=[ \t]*\(" + _STATUS_START + r"))"
+    r"\[\s*claims?\s+(?P<a>\d{1,4})(?:\s*(?:-|~|to|through)\s*(?P<a2>\d{1,4}))?\s*\]\s*[.:]?"
+    r"|(?<![A-Za-z])claims?\s+(?P<b>\d{1,4})(?:\s*(?:-|~|to|through)\s*(?P<b2>\d{1,4}))?\s*[.:]?"
+    r"|(?<![\d.,])(?P<c>\d{1,4})\s?\.?\s*(?:-|~|to|through)\s*(?P<c2>\d{1,4})(?:\s?[.、]|(?=[ \t]*\(" + _STATUS_START + r"))"
+    r"|(?<![\d.,])(?P<d>\d{1,4})(?:\s?[.、](?!\d)|(?=[ \t]*\(" + _STATUS_START + r"))"
     r")",
     re.IGNORECASE,
 )

@@ -28,7 +28,7 @@ def build_graph(claims: list[Claim]) -> nx.DiGraph:
     return g
 
 
-_CLAIM_NUMBER = re.compile(r"^\s*(?:\[?\s*claims?\s*)?\d{1,3}\s*[.、．)\]:]*\s*(?:\([^)]{0,40}\)\s*)?", re.IGNORECASE)
+_CLAIM_NUMBER = re.compile(r"^\s*(?:\[?\s*claims?\s*)?\d{1,4}\s*[.、．)\]:]*\s*(?:\([^)]{0,40}\)\s*)?", re.IGNORECASE)
 
 
 _CJK_GAP = re.compile(f"(?<=[{CJK_WIDE}]) +|(?<=[，。；：、]) +| +(?=[{CJK_WIDE}])")
