@@ -283,3 +283,31 @@ def test_input_names_near_the_file_name_limit_get_outputs(tmp_path, stem):
     # distinct long ids never share a file; short ones keep their plain name
     assert output_name(stem + "1.txt") != output_name(stem + "2.txt")
     assert output_name("lease.txt") == "lease.txt.json" and output_name("sub/x.txt") == "sub/x.txt.json"
+
+
+def test_summary_writes_do_not_grow_with_the_number_of_inputs(tmp_path, monkeypatch):
+    """2,000 empty inputs (issue 47: 10,000 of them were quadratic, summary.json rewritten after each):
+    the summary is written at most once per SUMMARY_EVERY_S while the batch runs, plus the first and
+    the last, and the last one counts every input."""
+    import app.batch as B
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(2000):
+        (folder / f"e{i:05d}.txt").touch()
+    writes = []
+    real = B.write_atomic
+
+    def counting(path, *a, **k):
+        if Path(path).name == B.SUMMARY_NAME:
+            writes.append(time.perf_counter())
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(B, "write_atomic", counting)
+    t0 = time.perf_counter()
+    res = CliRunner().invoke(app, ["batch", str(folder), "-p", "patents", "-o", str(tmp_path / "out"), "-q"])
+    elapsed = time.perf_counter() - t0
+    assert res.exit_code == 1  # every input fails: the files are empty
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["counts"]["failed"] == 2000 and summary["state"] == "finished"
+    assert len(writes) <= elapsed / B.SUMMARY_EVERY_S + 3, (len(writes), elapsed)
