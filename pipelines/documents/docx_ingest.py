@@ -17,6 +17,7 @@ python-docx reads every part a relationship points at, so a huge part is refused
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 
 from pipelines.documents.ingest import IngestError, IngestLimits
@@ -67,6 +68,29 @@ def check_docx_zip(data: bytes, name: str, limits: IngestLimits) -> None:
             except Exception as exc:  # bad CRC, truncated data, a size that lied
                 reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise IngestError(name, f"cannot be parsed as docx (zip part {info.filename!r}: {reason[:120]})") from None
+        _check_counts(zf, name)
+
+
+# what the XML of a .docx may hold before it is parsed (counted on the bytes: no parser runs)
+MAX_DOCX_ELEMENTS = 400_000  # paragraphs, table rows and cells in word/document.xml (a 500-page contract: ~20,000)
+MAX_DOCX_STYLES = 20_000  # styles in word/styles.xml (Word's own templates: a few hundred)
+_ELEMENT = re.compile(rb"<w:(?:p|tr|tc)(?=[\s/>])")
+_STYLE = re.compile(rb"<w:style(?=[\s/>])")
+
+
+def _check_counts(zf: zipfile.ZipFile, name: str) -> None:
+    """Refuse a .docx whose body or styles hold more elements than a document of the size limits
+    could (63 MB of empty paragraphs, 200,000 chained styles): counted on the raw XML, before
+    python-docx or lxml builds a tree of them."""
+    for part, pattern, limit, what in (("word/document.xml", _ELEMENT, MAX_DOCX_ELEMENTS, "paragraphs, rows and cells"),
+                                       ("word/styles.xml", _STYLE, MAX_DOCX_STYLES, "styles")):
+        try:
+            data = zf.read(part)
+        except KeyError:
+            continue
+        n = sum(1 for _ in pattern.finditer(data))
+        if n > limit:
+            raise IngestError(name, f"{part} holds {n:,} {what}, over the limit of {limit:,} for .docx")
 
 
 def _check_part(name: str, part: str, size: int, limits: IngestLimits) -> None:
@@ -170,55 +194,127 @@ class _Numbering:
         return out
 
 
-def _paragraph_num(p) -> tuple[str, int] | None:
+class _Styles:
+    """Each paragraph style's list numbering (numId, ilvl), following its base styles (at most 10
+    deep, a cycle stopped): one pass over styles.xml, so a large styles part costs a dict lookup per
+    paragraph, not a search."""
+
+    def __init__(self, document) -> None:
+        self.own: dict[str, tuple[str | None, int | None, str | None]] = {}
+        try:
+            root = document.part.styles.element
+        except Exception:
+            return
+        for st in root.iterchildren(f"{_W}style"):
+            sid = st.get(f"{_W}styleId")
+            if sid is None:
+                continue
+            num_id = ilvl = None
+            ppr = st.find(f"{_W}pPr")
+            npr = ppr.find(f"{_W}numPr") if ppr is not None else None
+            if npr is not None:
+                n = npr.find(f"{_W}numId")
+                lv = npr.find(f"{_W}ilvl")
+                num_id = n.get(f"{_W}val") if n is not None else None
+                ilvl = _int(lv.get(f"{_W}val"), 0) if lv is not None else None
+            based = st.find(f"{_W}basedOn")
+            self.own[sid] = (num_id, ilvl, based.get(f"{_W}val") if based is not None else None)
+
+    def numbering(self, style_id: str | None) -> tuple[str | None, int | None]:
+        num_id, ilvl, seen = None, None, set()
+        while style_id is not None and style_id not in seen and len(seen) < 10:
+            seen.add(style_id)
+            n, lv, based = self.own.get(style_id, (None, None, None))
+            if ilvl is None and lv is not None:
+                ilvl = lv
+            if n is not None:
+                return n, ilvl
+            style_id = based
+        return num_id, ilvl
+
+
+def _paragraph_num(p, styles: _Styles) -> tuple[str, int] | None:
     """(numId, level) of a paragraph: its own numPr, else its style's (following base styles)."""
-    ppr = p._p.pPr
-    num_pr = ppr.numPr if ppr is not None else None
-    style = p.style
-    ilvl_val = None
-    if num_pr is not None and num_pr.ilvl is not None:
-        ilvl_val = int(num_pr.ilvl.val)
-    depth = 0
-    while (num_pr is None or num_pr.numId is None) and style is not None and depth < 10:
-        sppr = style.element.pPr
-        if sppr is not None and sppr.numPr is not None:
-            num_pr = sppr.numPr
-            if ilvl_val is None and num_pr.ilvl is not None:
-                ilvl_val = int(num_pr.ilvl.val)
-        style = style.base_style
-        depth += 1
-    if num_pr is None or num_pr.numId is None or num_pr.numId.val == 0:
+    ppr = p.find(f"{_W}pPr")
+    npr = ppr.find(f"{_W}numPr") if ppr is not None else None
+    num_id = ilvl = None
+    if npr is not None:
+        n = npr.find(f"{_W}numId")
+        lv = npr.find(f"{_W}ilvl")
+        num_id = n.get(f"{_W}val") if n is not None else None
+        ilvl = _int(lv.get(f"{_W}val"), 0) if lv is not None else None
+    if num_id is None:
+        ps = ppr.find(f"{_W}pStyle") if ppr is not None else None
+        s_num, s_ilvl = styles.numbering(ps.get(f"{_W}val") if ps is not None else "Normal")
+        num_id = s_num
+        ilvl = ilvl if ilvl is not None else s_ilvl
+    if num_id is None or num_id == "0":
         return None
-    return str(num_pr.numId.val), ilvl_val or 0
+    return num_id, ilvl or 0
+
+
+_TEXT_TAGS = {f"{_W}t": None, f"{_W}tab": "\t", f"{_W}br": "\n", f"{_W}cr": "\n"}
+
+
+def _para_text(p) -> str:
+    """A paragraph's text as python-docx reads it (runs' text, tabs, breaks), without building objects."""
+    out = []
+    for el in p.iter(*_TEXT_TAGS):
+        out.append(el.text or "" if el.tag == f"{_W}t" else _TEXT_TAGS[el.tag])
+    return "".join(out)
+
+
+_MAX_SPAN = 64  # a cell's gridSpan counts for at most this many columns (a forged 2,000,000,000 allocates nothing)
+
+
+def _table_rows(tbl) -> list[str]:
+    """Each row of a table as its cells' texts joined by tabs, read from the XML in one pass: a
+    horizontally merged cell once, a vertically merged one with the text of the cell that starts
+    the merge (as Word shows it), without python-docx's grid (which allocates a cell per spanned
+    column and follows vertical merges by recursion)."""
+    rows, above = [], {}  # grid column -> the text of the vertical merge that starts there
+    for tr in tbl.iterchildren(f"{_W}tr"):
+        cells, col = [], 0
+        for tc in tr.iterchildren(f"{_W}tc"):
+            tcpr = tc.find(f"{_W}tcPr")
+            span = vmerge = None
+            if tcpr is not None:
+                span = tcpr.find(f"{_W}gridSpan")
+                vmerge = tcpr.find(f"{_W}vMerge")
+            width = min(max(_int(span.get(f"{_W}val"), 1), 1), _MAX_SPAN) if span is not None else 1
+            if vmerge is not None and vmerge.get(f"{_W}val") != "restart":
+                t = above.get(col, "")
+            else:
+                t = " ".join(" ".join(_para_text(p) for p in tc.iterchildren(f"{_W}p")).split())
+                if vmerge is not None:
+                    above[col] = t
+                else:
+                    above.pop(col, None)
+            if not cells or cells[-1] != t:  # merged cells repeat
+                cells.append(t)
+            col += width
+        rows.append("\t".join(cells))
+    return rows
 
 
 def load_docx(data: bytes, name: str, doc_id: str, limits: IngestLimits | None = None) -> Document:
     import docx
-    from docx.table import Table
-    from docx.text.paragraph import Paragraph
 
     check_docx_zip(data, name, limits or IngestLimits())
     document = docx.Document(io.BytesIO(data))
     numbering = _Numbering(document)
+    styles = _Styles(document)
     blocks: list[str] = []
     for child in document.element.body.iterchildren():
         if child.tag == f"{_W}p":
-            p = Paragraph(child, document)
-            text = p.text
-            num = _paragraph_num(p)
+            text = _para_text(child)
+            num = _paragraph_num(child, styles)
             if num is not None:
                 label = numbering.label(*num)
                 if label and text.strip():
                     text = f"{label} {text}" if not label.endswith(("、", "\t")) else label.rstrip("\t") + text
             blocks.append(text)
         elif child.tag == f"{_W}tbl":
-            table = Table(child, document)
-            for row in table.rows:
-                cells = []
-                for cell in row.cells:
-                    t = " ".join(cell.text.split())
-                    if not cells or cells[-1] != t:  # merged cells repeat
-                        cells.append(t)
-                blocks.append("\t".join(cells))
+            blocks.extend(_table_rows(child))
     text = "\n".join(blocks)
     return Document.from_text(text, doc_id=doc_id, source_name=name.rsplit("/", 1)[-1], source_format="docx")
