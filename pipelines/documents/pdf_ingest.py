@@ -408,6 +408,74 @@ def _open_failure(exc: BaseException) -> str:
     return f"broken PDF ({detail.strip().splitlines()[0][:160]})"
 
 
+MAX_PAGE_OBJECTS = 200_000  # text, path and image objects on one page (a dense scatter plot: tens of thousands)
+MAX_PAGE_CHARS = 100_000  # characters on one page (a page of 6-point text: about 20,000)
+
+
+def check_pages(data: bytes, name: str) -> None:
+    """Refuse (one-line IngestError naming the page) a PDF with a page past `MAX_PAGE_OBJECTS`
+    objects or `MAX_PAGE_CHARS` characters, counted by PDFium (C++, about 2 ms a page) before
+    pdfminer builds a Python object per glyph: a 29 KB page of 300,000 "(AAAAAAAAAA) Tj" took pdfminer
+    past 150 s and 2.7 GB; PDFium counts its 3,000,000 characters in under 2 s. A file PDFium cannot
+    open is left to pdfplumber, which says why."""
+    from pipelines.documents.ingest import IngestError
+
+    try:
+        import pypdfium2 as pdfium
+        import pypdfium2.raw as raw
+
+        pdf = pdfium.PdfDocument(data)
+    except Exception:
+        return
+    try:
+        for i in range(len(pdf)):
+            page = pdf[i]
+            try:
+                n_obj = raw.FPDFPage_CountObjects(page)
+                if n_obj > MAX_PAGE_OBJECTS:
+                    raise IngestError(name, f"page {i + 1} holds {n_obj:,} objects, over the limit of "
+                                            f"{MAX_PAGE_OBJECTS:,} per page")
+                tp = page.get_textpage()
+                try:
+                    n_chars = tp.count_chars()
+                finally:
+                    tp.close()
+                if n_chars > MAX_PAGE_CHARS:
+                    raise IngestError(name, f"page {i + 1} holds {n_chars:,} characters, over the limit of "
+                                            f"{MAX_PAGE_CHARS:,} per page (a real page holds a few thousand)")
+            finally:
+                page.close()
+    finally:
+        pdf.close()
+
+
+_INLINE_IMAGE = re.compile(rb"\bBI\b.*?\bID\b.*?\bEI\b", re.DOTALL)
+_LITERAL = re.compile(rb"\((?:\\.|[^\\()])*\)", re.DOTALL)
+_HEX = re.compile(rb"<[0-9A-Fa-f\s]*>")
+
+
+def shown_string_bytes(page) -> int:
+    """An upper bound on the glyphs a page's content streams show: the bytes of their literal
+    strings and half those of their hex strings (inline images left out), read from the decoded
+    streams in one regex pass each (PDFium stops counting a string at 32,767 characters; pdfminer
+    makes a Python object per glyph)."""
+    from pdfminer.pdftypes import resolve1
+
+    contents = resolve1(page.page_obj.attrs.get("Contents"))
+    streams = contents if isinstance(contents, list) else [contents]
+    total = 0
+    for ref in streams:
+        st = resolve1(ref)
+        try:
+            data = st.get_data()
+        except Exception:
+            continue
+        data = _INLINE_IMAGE.sub(b"", data)
+        total += sum(len(m) - 2 for m in _LITERAL.findall(data))
+        total += sum((len(m) - 2) // 2 for m in _HEX.findall(data))
+    return total
+
+
 def load_pdf(data: bytes, name: str, doc_id: str, max_pages: int = 2000) -> Document:
     import pdfplumber
 
@@ -428,10 +496,15 @@ def load_pdf(data: bytes, name: str, doc_id: str, max_pages: int = 2000) -> Docu
             raise IngestError(name, "PDF has no pages")
         if n_pages > max_pages:
             raise IngestError(name, f"PDF has {n_pages} pages, over the {max_pages}-page limit")
+        check_pages(data, name)
         pages_lines: list[list[_Line]] = []
         numbers: list[list[_Word]] = []
         sizes: list[tuple[float, float]] = []
-        for page in pdf.pages:
+        for pno, page in enumerate(pdf.pages, start=1):
+            shown = shown_string_bytes(page)
+            if shown > MAX_PAGE_CHARS:
+                raise IngestError(name, f"page {pno} shows up to {shown:,} characters, over the limit of "
+                                        f"{MAX_PAGE_CHARS:,} per page (a real page holds a few thousand)")
             words = _words_of(page)
             words, line_numbers = _split_line_numbers(words)
             lines = _reading_order(_group_lines(words), float(page.width))

@@ -545,3 +545,41 @@ def test_docx_with_a_huge_styles_part_is_refused_and_a_large_one_is_read_in_one_
                      for i in range(3000))
     doc = load_bytes(_docx_with(paras, chain(15000)), "many-styles.docx")
     assert doc.text.split("\n")[:2] == ["p0", "p1"] and doc.text.count("\n") == 2999
+
+
+def _one_page_pdf(content: bytes) -> bytes:
+    import zlib
+
+    comp = zlib.compress(content, 9)
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> "
+            b"/Contents 4 0 R >>",
+            b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(comp) + comp + b"\nendstream",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    pdf, offs = b"%PDF-1.4\n", []
+    for i, o in enumerate(objs, 1):
+        offs.append(len(pdf))
+        pdf += b"%d 0 obj\n" % i + o + b"\nendobj\n"
+    xref = len(pdf)
+    pdf += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offs)
+    return pdf + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+
+
+@pytest.mark.parametrize("content, what", [
+    (b"BT /F1 12 Tf 72 720 Td " + b"(AAAAAAAAAA) Tj " * 300_000 + b"ET", "300,000 objects"),
+    (b"BT /F1 12 Tf 72 720 Td (" + b"A" * 400_000 + b") Tj ET", "up to 400,000 characters"),
+])
+def test_a_pdf_page_of_hundreds_of_thousands_of_glyphs_is_refused_naming_the_page(content, what):
+    """A 29 KB PDF whose one page shows 3,000,000 glyphs (issue 47: past 150 s and 2.7 GB in
+    pdfminer), or one string of 400,000 (PDFium counts only 32,767 of it): refused in one line naming
+    page 1, counted before pdfminer makes an object per glyph."""
+    data = _one_page_pdf(content)
+    assert len(data) < 40_000
+    tracemalloc.start()
+    with pytest.raises(IngestError) as err:
+        load_bytes(data, "glyphs.pdf")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert str(err.value).startswith("glyphs.pdf: page 1 ") and what in str(err.value) and peak < 100e6
+    ok = load_bytes(_one_page_pdf(b"BT /F1 12 Tf 72 720 Td (A normal line of text.) Tj ET"), "fine.pdf")
+    assert ok.text == "A normal line of text."
