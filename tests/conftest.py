@@ -33,6 +33,16 @@ def _keep_main_module():
         sys.modules["__main__"] = main
 
 
+def pytest_configure(config):
+    """The disk KV cache keeps each folder's key in the user's key folder (`LONGDOC_KEY_DIR`): the
+    suite, and every process it starts, uses one of its own, never the user's ~/.config."""
+    import os
+    import tempfile
+
+    if not os.environ.get("LONGDOC_KEY_DIR"):
+        os.environ["LONGDOC_KEY_DIR"] = tempfile.mkdtemp(prefix="longdoc-test-keys-")
+
+
 @pytest.fixture(autouse=True)
 def _rules_only_by_default(monkeypatch):
     """The commands' --llm default is auto (the LLM steps measured to help, which load the model);

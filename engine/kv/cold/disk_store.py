@@ -26,16 +26,17 @@ deleted at any time after. Any failure — missing pieces, flipped bits, a trunc
 another version, another model, other tokens — is logged once at WARNING with the file name and the
 reason, the file is removed, and `get` returns None. It never raises on a bad file.
 
-The checksum is keyed (HMAC-SHA256) with a per-store secret, `root/.secret` (32 random bytes, mode
-0600, created with the folder under the store's lock: written to a temp file, then linked into
-place, so it is whole or absent). An entry altered by someone who cannot read the secret fails
-the check, even if the plain SHA-256 was recomputed. A folder found without a secret gets a new
-one, and the entries already in it (which no secret of this folder signed) are dropped with one
-warning. A secret file that is not a 32-byte regular file owned by this user with no group or
-other permissions is not trusted: it is replaced, and the entries dropped. Limitation: a writer who
-can replace files in the root folder itself can replace the secret too (and then only a
-new-secret warning tells); the key protects entries against whoever can write entry files or
-hand over a copied folder, not against the folder's owner.
+The checksum is keyed (HMAC-SHA256) with a per-folder secret kept outside the folder: in the
+user's key folder (`key_dir()`: `$LONGDOC_KEY_DIR`, else `$XDG_CONFIG_HOME/longdoc/kv-keys`, else
+`~/.config/longdoc/kv-keys`; mode 0700), one 32-byte file per cache folder (mode 0600) named by a
+hash of the folder's device, inode and real path (`key_path`). Whoever can write the cache folder
+cannot read or replace the key, so cannot forge an entry. A folder with no key there — copied from
+elsewhere, moved, restored from a backup, or written by an older longdoc that kept its `.secret`
+inside the folder — gets a new key and its entries, which no key of this folder signed, are dropped
+with one warning that says why; an old in-folder `.secret` is deleted. A key file that is not a
+32-byte regular file owned by this user with no group or other permissions is not trusted: it is
+replaced, and the entries dropped. Limitation: whoever can write the user's key folder can still
+forge entries (the key guards the cache against its other writers, not against the user).
 
 Writes go to a temp file in the shard folder (`.<key>.<pid>.<rand>.tmp`), are flushed and fsynced,
 then `os.replace`d over the final name (and the folder fsynced), so a reader sees the old file, the
@@ -99,8 +100,26 @@ _PREAMBLE = struct.Struct("<8sIIQQ")  # magic, version, flags, header length, pa
 _DIGEST_AT = _PREAMBLE.size  # 32
 _FIXED = _DIGEST_AT + 32  # 64: header starts here
 MAX_HEADER_BYTES = 64 << 20
-SECRET_NAME = ".secret"
+SECRET_NAME = ".secret"  # where versions before 2026-12-08 kept the key: inside the folder (deleted when found)
 SECRET_BYTES = 32
+KEY_DIR_ENV = "LONGDOC_KEY_DIR"
+
+
+def key_dir() -> Path:
+    """The user's folder of cache keys (see the module docstring)."""
+    env = os.environ.get(KEY_DIR_ENV)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "longdoc" / "kv-keys"
+
+
+def key_path(root: str | os.PathLike[str]) -> Path:
+    """The key file of the cache folder `root`: named by its device, inode and real path, so a
+    copy or a move of the folder does not find it."""
+    st = os.stat(root)
+    ident = hashlib.sha256(f"{st.st_dev}:{st.st_ino}:{os.path.realpath(root)}".encode()).hexdigest()[:40]
+    return key_dir() / f"{ident}.key"
 _DROPPED_KEPT = 100  # reasons kept for stats()
 
 KEY_RE = re.compile(r"[0-9a-f]{16,128}")
@@ -381,6 +400,7 @@ class DiskStore:
         self.dropped_invalid = self.dropped_invalid_bytes = 0
         self.dropped: list[tuple[str, str]] = []  # (file name, reason), the last _DROPPED_KEPT
         self.new_secret = False
+        self.key_note: str | None = None
         try:
             with self._locked():
                 self._probe_writable()
@@ -601,14 +621,20 @@ class DiskStore:
         os.unlink(probe)
 
     def _load_or_create_secret(self) -> tuple[bytes, bool]:
-        """Under the lock: (the folder's secret, True when it was created now)."""
-        path = self.root / SECRET_NAME
+        """Under the lock: (the folder's key from the user's key folder, True when it was created
+        now); an old key inside the folder is deleted (it let the folder's writers forge entries)."""
+        old = self.root / SECRET_NAME
+        if old.exists() or old.is_symlink():
+            with contextlib.suppress(OSError):
+                old.unlink()
+            self.key_note = "the folder held its own key (an older longdoc): it no longer counts"
+        path = key_path(self.root)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         except FileNotFoundError:
             fd = -1
         except OSError as exc:  # a symlink (ELOOP) or something else unusable: replaced below
-            logger.warning("disk KV store: secret %s is unusable (%s); making a new one", path, exc)
+            logger.warning("disk KV store: key %s is unusable (%s); making a new one", path, exc)
             fd = -2
         if fd >= 0:
             try:
@@ -627,9 +653,12 @@ class DiskStore:
                 problem = f"owned by uid {st.st_uid}, not this user"
             if problem is None:
                 return data, False
-            logger.warning("disk KV store: secret %s is not trusted (%s); making a new one", path, problem)
+            logger.warning("disk KV store: key %s is not trusted (%s); making a new one", path, problem)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with contextlib.suppress(OSError):
+            os.chmod(path.parent, 0o700)
         secret = secrets.token_bytes(SECRET_BYTES)
-        tmp = self.root / f".secret.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             os.fchmod(fd, 0o600)  # whatever the umask
@@ -638,12 +667,12 @@ class DiskStore:
         finally:
             os.close(fd)
         try:
-            os.replace(tmp, path)  # whole or absent: never a half-written secret
+            os.replace(tmp, path)  # whole or absent: never a half-written key
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         with contextlib.suppress(OSError):
-            _fsync_dir(self.root)
+            _fsync_dir(path.parent)
         return secret, True
 
     def _drop(self, path: str, size: int, reason: str) -> None:
@@ -699,9 +728,11 @@ class DiskStore:
                     continue
                 found.append((st.st_mtime_ns, item.name, st.st_size))
         if n_unsigned:
-            self.dropped = (self.dropped + [(f"{n_unsigned} entries", "written without this folder's secret")])[-_DROPPED_KEPT:]
-            logger.warning("disk KV store: %s had no secret; made one and dropped its %d entries "
-                           "written without it (they cannot be verified)", self.root, n_unsigned)
+            why = self.key_note or (f"no key for this folder in {key_dir()} (copied or moved here, or restored)")
+            self.dropped = (self.dropped + [(f"{n_unsigned} entries", f"not signed with this folder's key: {why}")]
+                            )[-_DROPPED_KEPT:]
+            logger.warning("disk KV store: %s: %s; made a new key and dropped its %d entries (they cannot be "
+                           "verified)", self.root, why, n_unsigned)
         if sum(size for _, _, size in found) > self.capacity_bytes:
             # before evicting anything for space, make sure the space is taken by valid entries:
             # the largest files are verified first, and those failing are dropped, not counted

@@ -1,5 +1,5 @@
 """The disk KV store against whoever can write its folder: entries forged with a recomputed plain
-SHA-256, a folder whose secret went missing, a 100 GB sparse file, several corrupt entries at once,
+SHA-256, a folder whose key went missing or was copied with it, a 100 GB sparse file, several corrupt entries at once,
 a read-only folder, a cache path that is a file. Real files, real permissions."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from engine import CacheDirError, EngineError
-from engine.kv.cold.disk_store import SECRET_NAME, DiskStore
+from engine.kv.cold.disk_store import SECRET_NAME, DiskStore, key_path
 
 FP = "f" * 64
 ROOT = Path(__file__).resolve().parents[3]
@@ -63,42 +63,68 @@ def test_altered_tensors_with_recomputed_sha256_are_rejected(tmp_path, caplog):
     assert torch.equal(store.get(key_of(2), tokens=toks, fingerprint=FP).tensors["k"], tensors(2)["k"])
 
 
-def test_secret_is_created_private_once_and_shared(tmp_path):
-    a = DiskStore(tmp_path, 1 << 20)
-    sec = tmp_path / SECRET_NAME
+def test_key_is_created_private_outside_the_folder_once_and_shared(tmp_path):
+    """The key lives in the user's key folder (0700), one 0600 file per cache folder; nothing in the
+    cache folder holds it, so whoever can write the folder cannot read it (issue 47)."""
+    root = tmp_path / "cache"
+    a = DiskStore(root, 1 << 20)
+    sec = key_path(root)
+    assert not sec.is_relative_to(root) and not (root / SECRET_NAME).exists()
     st = sec.stat()
     assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_size == 32 and a.stats()["new_secret"]
+    assert stat.S_IMODE(sec.parent.stat().st_mode) == 0o700
     a.put(key_of(1), [1], tensors(1), fingerprint=FP)
-    before = sec.read_bytes()
-    b = DiskStore(tmp_path, 1 << 20)  # a second store (as another process) reads the same secret
-    assert sec.read_bytes() == before and not b.stats()["new_secret"]
+    key = sec.read_bytes()
+    assert not any(key in p.read_bytes() for p in root.rglob("*") if p.is_file())
+    b = DiskStore(root, 1 << 20)  # a second store (as another process) reads the same key
+    assert sec.read_bytes() == key and not b.stats()["new_secret"]
     assert b.get(key_of(1), tokens=[1], fingerprint=FP) is not None
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".secret.")]  # no temp left
+    assert not [p for p in sec.parent.iterdir() if p.name.endswith(".tmp")]  # no temp left
 
 
-def test_folder_without_its_secret_drops_the_unverifiable_entries(tmp_path, caplog):
-    a = DiskStore(tmp_path, 1 << 20)
+def test_a_copied_cache_folder_is_rejected_and_says_so(tmp_path, caplog):
+    """A cache folder copied elsewhere (or handed over) has no key: its entries are dropped with a
+    warning naming the reason, never trusted (issue 47: the key travelled with the folder)."""
+    import shutil
+
+    a = DiskStore(tmp_path / "cache", 1 << 20)
     for i in range(3):
         a.put(key_of(i), [i], tensors(i), fingerprint=FP)
     a.close()
-    (tmp_path / SECRET_NAME).unlink()
+    shutil.copytree(tmp_path / "cache", tmp_path / "copy")
     with caplog.at_level(logging.WARNING, logger="engine.kv.cold.disk_store"):
-        b = DiskStore(tmp_path, 1 << 20)
+        b = DiskStore(tmp_path / "copy", 1 << 20)
     s = b.stats()
-    assert s["new_secret"] and s["dropped_invalid"] == 3 and s["entries"] == 0 and s["dropped_invalid_bytes"] > 0
-    assert "dropped its 3 entries" in caplog.text
-    assert not any(p.is_file() for p in tmp_path.glob("*/" + "0" * 10 + "*"))
+    assert s["new_secret"] and s["dropped_invalid"] == 3 and s["entries"] == 0
+    assert "no key for this folder" in caplog.text and "dropped its 3 entries" in caplog.text
+    assert b.get(key_of(1), tokens=[1], fingerprint=FP) is None
+    # the original keeps its entries
+    assert DiskStore(tmp_path / "cache", 1 << 20).get(key_of(1), tokens=[1], fingerprint=FP) is not None
 
 
-def test_secret_readable_by_others_is_replaced(tmp_path, caplog):
+def test_an_old_key_inside_the_folder_no_longer_counts(tmp_path, caplog):
+    """A folder from a longdoc that kept `.secret` inside it: the in-folder key is deleted and the
+    entries it signed are dropped, with the reason."""
+    root = tmp_path / "cache"
+    a = DiskStore(root, 1 << 20)
+    a.put(key_of(1), [1], tensors(1), fingerprint=FP)
+    a.close()
+    key_path(root).unlink()
+    (root / SECRET_NAME).write_bytes(os.urandom(32))
+    with caplog.at_level(logging.WARNING, logger="engine.kv.cold.disk_store"):
+        b = DiskStore(root, 1 << 20)
+    assert not (root / SECRET_NAME).exists() and len(b) == 0 and "an older longdoc" in caplog.text
+
+
+def test_key_readable_by_others_is_replaced(tmp_path, caplog):
     a = DiskStore(tmp_path, 1 << 20)
     a.put(key_of(1), [1], tensors(1), fingerprint=FP)
     a.close()
-    os.chmod(tmp_path / SECRET_NAME, 0o644)
+    os.chmod(key_path(tmp_path), 0o644)
     with caplog.at_level(logging.WARNING, logger="engine.kv.cold.disk_store"):
         b = DiskStore(tmp_path, 1 << 20)
     assert "not trusted" in caplog.text and b.stats()["new_secret"] and len(b) == 0
-    assert stat.S_IMODE((tmp_path / SECRET_NAME).stat().st_mode) == 0o600
+    assert stat.S_IMODE(key_path(tmp_path).stat().st_mode) == 0o600
 
 
 def _sparse(path: Path, size: int, preamble: bytes = b"") -> None:
