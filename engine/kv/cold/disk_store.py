@@ -390,6 +390,7 @@ class DiskStore:
         self._lock_fd = -1
         self._lock_fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         self._index: OrderedDict[str, tuple[int, int]] = OrderedDict()  # key -> (size, mtime ns); LRU first
+        self._verified: set[str] = set()  # keys whose keyed checksum this instance checked (written or read)
         self._bytes = 0
         self._stamp = b""
         self._clock = 0
@@ -483,6 +484,7 @@ class DiskStore:
                 self._bytes -= old[0]
             st = path.stat()
             self._index[key] = (st.st_size, st.st_mtime_ns)
+            self._verified.add(key)
             self._bytes += st.st_size
             self.writes += 1
             self._bump_stamp()
@@ -522,6 +524,7 @@ class DiskStore:
             old = self._index.pop(key, None)
             self._bytes += size - (old[0] if old else 0)
             self._index[key] = (size, now)
+            self._verified.add(key)
             self.hits += 1
         return entry
 
@@ -691,6 +694,7 @@ class DiskStore:
         entry is, since none can verify."""
         found: list[tuple[int, str, int]] = []
         n_unsigned = 0
+        now_ns = time.time_ns()
         for shard in _scandir(self.root):
             if not (shard.is_dir(follow_symlinks=False) and _SHARD_RE.fullmatch(shard.name)):
                 continue
@@ -726,7 +730,8 @@ class DiskStore:
                 except BadFile as exc:
                     self._drop(item.path, st.st_size, str(exc))
                     continue
-                found.append((st.st_mtime_ns, item.name, st.st_size))
+                # a date in the future is not believed: it would make a file the last to be evicted
+                found.append((min(st.st_mtime_ns, now_ns), item.name, st.st_size))
         if n_unsigned:
             why = self.key_note or (f"no key for this folder in {key_dir()} (copied or moved here, or restored)")
             self.dropped = (self.dropped + [(f"{n_unsigned} entries", f"not signed with this folder's key: {why}")]
@@ -751,13 +756,35 @@ class DiskStore:
                 kept.append((mtime, key, size))
             found = kept
         found.sort()
+        before = self._index
         self._index = OrderedDict((key, (size, mtime)) for mtime, key, size in found)
+        # a checked key stays checked only while its file is the one that was checked
+        self._verified = {k for k in self._verified if before.get(k) == self._index.get(k)}
         self._bytes = sum(size for _, _, size in found)
         self._evict_until(self.capacity_bytes)
         self._bump_stamp()
 
     def _evict_until(self, limit: int) -> None:
-        """Under the lock: drop least recently used entries until at most `limit` bytes remain."""
+        """Under the lock: drop least recently used entries until at most `limit` bytes remain.
+        Before a valid entry is evicted for space, the entries this instance has not checked are
+        verified, largest first, and those that fail are dropped: a file that only looks like an
+        entry never displaces a real one."""
+        if self._bytes > limit:
+            for key in sorted((k for k in self._index if k not in self._verified), key=lambda k: -self._index[k][0]):
+                if self._bytes <= limit:
+                    break
+                size = self._index[key][0]
+                path = self.root / key[:2] / key
+                try:
+                    verify_file(path, self.secret, self.capacity_bytes)
+                except BadFile as exc:
+                    self._index.pop(key, None)
+                    self._bytes -= size
+                    self._drop(str(path), size, str(exc))
+                    continue
+                except OSError:
+                    continue
+                self._verified.add(key)
         spared: set[str] = set()
         while self._bytes > limit and self._index:
             key, (size, seen) = self._index.popitem(last=False)

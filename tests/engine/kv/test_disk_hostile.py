@@ -339,3 +339,30 @@ def test_read_only_cache_folder_answers_uncached_with_one_warning(llama_folder, 
         assert "Traceback" not in r.stderr
         cache_lines = [ln for ln in lines if str(ro) in ln or "disk KV" in ln]
         assert len(cache_lines) == 1 and "running without it" in cache_lines[0], r.stderr
+
+
+def test_a_fake_entry_dated_in_the_future_never_displaces_valid_ones(tmp_path):
+    """A file with a sound preamble and header but no valid key-checksum, sized to fit the cap and
+    dated a year ahead (issue 47: it silently evicted every valid entry): when a put needs room,
+    the unchecked file is verified first and dropped; the valid entries stay."""
+    cap = 1 << 20
+    a = DiskStore(tmp_path, cap)
+    for i in range(3):
+        a.put(key_of(i), [i], tensors(i), fingerprint=FP)
+    entry = a.bytes_used // 3
+    a.close()
+    src = (tmp_path / key_of(0)[:2] / key_of(0)).read_bytes()
+    fake = bytearray(src)
+    fake[-1] ^= 1  # the checksum no longer holds
+    k = key_of(99)
+    (tmp_path / k[:2]).mkdir(exist_ok=True)
+    (tmp_path / k[:2] / k).write_bytes(bytes(fake))
+    future = time.time() + 365 * 86400
+    os.utime(tmp_path / k[:2] / k, (future, future))
+    b = DiskStore(tmp_path, 4 * entry + entry // 2)  # room for the three, the fake and half of one more
+    assert len(b) == 4  # the fake looks like an entry until it is read or room is needed
+    assert b.put(key_of(5), [5], tensors(5), fingerprint=FP)  # needs room: the fake goes, not a valid entry
+    assert b.stats()["evictions"] == 0 and b.stats()["dropped_invalid"] == 1
+    assert not (tmp_path / k[:2] / k).exists()
+    for i in (0, 1, 2, 5):
+        assert b.get(key_of(i), tokens=[i], fingerprint=FP) is not None
