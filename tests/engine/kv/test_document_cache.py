@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -180,7 +181,8 @@ def run_in_new_process(folder, disk) -> dict:
     r = subprocess.run(
         [sys.executable, "-c", SUBPROCESS, str(folder), str(disk), json.dumps(INSTR), json.dumps(DOC), json.dumps(QUESTION)],
         capture_output=True, text=True, timeout=300, cwd=env_root,
-        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": env_root},
+        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": env_root,
+             "LONGDOC_KEY_DIR": os.environ["LONGDOC_KEY_DIR"]},  # the same user's keys: the suite's own folder
     )
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
