@@ -58,9 +58,11 @@ def tiny_hf_model(family: str, seed: int = 0, **over) -> torch.nn.Module:
 
 
 def write_gguf(model: torch.nn.Module, family: str, path, qtype: str = "F32", drop: set[str] = frozenset(),
-               arch: str | None = None) -> None:
+               arch: str | None = None, extra_kv: dict | None = None, extra_tensors: dict | None = None) -> None:
     """Write a transformers model as a llama.cpp-style GGUF (names, Gemma's 1 + w norms, Llama's
-    q/k row permutation), 2-D weights in `qtype`, everything else F32. No tokenizer."""
+    q/k row permutation), 2-D weights in `qtype`, everything else F32. No tokenizer. `extra_kv`:
+    more metadata (int: uint32, float: float32), written after the model's (a key given twice: the
+    later wins when read); `extra_tensors`: more F32 tensors by name."""
     import gguf
     import numpy as np
 
@@ -93,6 +95,10 @@ def write_gguf(model: torch.nn.Module, family: str, path, qtype: str = "F32", dr
         plain, _ = inv_freq_and_scale(RopeConfig(theta=rope["rope_theta"]), head_dim, cfg.max_position_embeddings)
         scaled, _ = inv_freq_and_scale(RopeConfig.from_hf(rope, 1e4), head_dim, cfg.max_position_embeddings)
         w.add_tensor("rope_freqs.weight", (plain / scaled).numpy().astype(np.float32))
+    for key, val in (extra_kv or {}).items():
+        (w.add_float32 if isinstance(val, float) else w.add_uint32)(key, val)
+    for key, arr in (extra_tensors or {}).items():
+        w.add_tensor(key, np.ascontiguousarray(arr, dtype=np.float32))
     q = gguf.GGMLQuantizationType[qtype]
     for name, t in model.state_dict().items():
         if name in inv_top:

@@ -96,8 +96,9 @@ def load_gguf(path: str | Path, dtype: torch.dtype) -> tuple[ModelConfig, dict[s
     if not f.architecture:
         raise ModelLoadError(f"{Path(path).name}: GGUF has no general.architecture")
     config = gguf_config(f)
-    from engine.model.loader.checks import check_config
+    from engine.model.loader.checks import check_config, check_tensor_sizes
 
     check_config(config, sum(math.prod(t.dims) for t in f.tensors.values()), Path(path).name)
+    check_tensor_sizes(config, {n: math.prod(t.dims) for n, t in f.tensors.items()}, Path(path).name)
     weights = gguf_state_dict(f, config, dtype)
     return config, weights, gguf_tokenizer(f)

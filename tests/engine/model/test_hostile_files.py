@@ -175,3 +175,39 @@ def test_gguf_metadata_asking_for_more_layers_than_its_tensors(tmp_path):
     msg = _load_error(p)
     assert "parameters" in msg or "num_layers" in msg
     assert time.perf_counter() - t0 < 10
+
+
+@pytest.mark.parametrize("kv, word", [
+    ({"llama.rope.freq_base": 0.0}, "rope.freq_base"),  # issue 47: NaN logits, an empty answer, exit 0
+    ({"tokenizer.ggml.bos_token_id": 4_000_000}, "bos_token_id"),  # issue 47: an IndexError traceback
+    ({"tokenizer.ggml.eos_token_id": 4_000_000}, "eos_token_id"),
+    ({"llama.attention.layer_norm_rms_epsilon": -1.0}, "rms_norm_eps"),
+])
+def test_gguf_metadata_values_out_of_range_are_one_line(tmp_path, kv, word):
+    from tests.engine.tiny_models import tiny_hf_model, write_gguf
+
+    hf = tiny_hf_model("llama", seed=5)
+    if "rope.freq_base" in next(iter(kv)):
+        hf.config.rope_parameters["rope_theta"] = 0.0
+    if "epsilon" in next(iter(kv)):
+        hf.config.rms_norm_eps = -1.0
+    p = tmp_path / "forged.gguf"
+    write_gguf(hf, "llama", p, "F32", extra_kv={k: v for k, v in kv.items() if "token" in k})
+    msg = _load_error(p)
+    assert word in msg, msg
+
+
+def test_gguf_tensor_larger_than_any_weight_of_the_model_is_refused_before_allocating(tmp_path):
+    """A tensor with more elements than the model's largest weight (issue 47: a sparse file declaring
+    a 25 GB tensor made a 25 GiB allocation): refused from the header, naming it."""
+    import numpy as np
+
+    from tests.engine.tiny_models import tiny_hf_model, write_gguf
+
+    hf = tiny_hf_model("llama", seed=5)
+    c = hf.config
+    big = np.zeros(c.vocab_size * c.hidden_size + 8, dtype=np.float32)
+    p = tmp_path / "big.gguf"
+    write_gguf(hf, "llama", p, "F32", extra_tensors={"blk.0.extra.weight": big})
+    msg = _load_error(p)
+    assert "blk.0.extra.weight" in msg and "more than any weight" in msg, msg
