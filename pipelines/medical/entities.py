@@ -35,6 +35,7 @@ from pipelines.medical.lexicon import (
 )
 from pipelines.medical.sections import Section, section_at
 from pipelines.medical.text import find_sentence, sentences, word_boundary_ok
+from pipelines.text.intervals import Intervals
 from pipelines.text.script import HAN, HAN_RUN_RE
 
 
@@ -225,13 +226,14 @@ class _Collector:
     def __init__(self, doc: Document):
         self.doc = doc
         self.items: list[Mention] = []
+        self._taken = Intervals()
 
     def free(self, s: int, e: int) -> bool:
-        return all(not (m.start < e and s < m.end) for m in self.items)
+        return not self._taken.overlaps(s, e)
 
     def add(self, type_: str, s: int, e: int, source: str, canonical: str, normalized: dict | None = None) -> bool:
         """Keep a mention of doc.text[s:e] unless it is empty or overlaps one already kept."""
-        if e <= s or not self.free(s, e):
+        if not self._taken.add(s, e):
             return False
         self.items.append(Mention(type_, Span(self.doc, s, e), source, canonical, normalized or {}))
         return True

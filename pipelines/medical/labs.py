@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pipelines.documents import Document, HasSpan, Span
 from pipelines.medical.lexicon import LAB_NAMES, VITAL_NAMES
 from pipelines.medical.ranges import infer_unit, reference_range, to_si
+from pipelines.text.intervals import Intervals
 
 _NUM = r"[<>≤≥]?\s*\d+(?:\.\d+)?"
 _UNIT = (r"(?:[x×X*]\s*10\s*(?:\^|\*\*)?\s*(?:9|12|⁹|¹²)\s*/\s*L|[x×X*]\s*10(?:9|12)\s*/\s*L|10\^(?:9|12)/L|"
@@ -134,21 +135,21 @@ def find_labs(doc: Document, in_lab_section: list[tuple[int, int]] | None = None
     """Lab results of the document: table rows first, then inline mentions outside them."""
     text = doc.text
     out: list[Measurement] = [m for m in find_table_measurements(doc) if m.kind == "lab"]
-    taken: list[tuple[int, int]] = [(m.span.start, m.span.end) for m in out]
-    table_lines = _table_lines(doc)
+    taken = Intervals((m.span.start, m.span.end) for m in out)
+    table_lines = Intervals(_table_lines(doc))
     pos = 0
     for line in text.split("\n"):
-        if any(a <= pos < b for a, b in table_lines):
+        if table_lines.covers(pos):
             pos += len(line) + 1
             continue
         row = _table_row(doc, line, pos)
         if row:
             out.append(row)
-            taken.append((row.span.start, row.span.end))
+            taken.add(row.span.start, row.span.end)
         pos += len(line) + 1
     for m in _LAB_INLINE.finditer(text):
         s, e = m.start(), m.end()
-        if any(a < e and s < b for a, b in taken):
+        if taken.overlaps(s, e):
             continue
         name = m.group("name")
         unit = m.group("unit")
@@ -165,7 +166,7 @@ def find_labs(doc: Document, in_lab_section: list[tuple[int, int]] | None = None
         meas = Measurement("lab", Span(doc, s, e), name, LAB_NAMES[name.lower()], m.group("value").replace(" ", ""),
                            normalize_unit(unit))
         out.append(_finish(meas, m.group("flag") or m.group("flag2"), ref))
-        taken.append((s, e))
+        taken.add(s, e)
     return sorted(out, key=lambda x: x.span.start)
 
 

@@ -15,6 +15,7 @@ is off by default).
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from datetime import date
@@ -121,6 +122,20 @@ class _Doc:
     times: list[TimeMention]
     time_values: list[TimeValue] = field(default_factory=list)
     entity_ids: list[str] = field(default_factory=list)
+    _by_start: tuple[list[int], list[tuple[TimeMention, TimeValue]]] | None = field(default=None, repr=False)
+
+    def times_by_start(self) -> tuple[list[int], list[tuple[TimeMention, TimeValue]]]:
+        """(starts, (time, value) pairs) sorted by start, built once: a mention's times are found by
+        bisection, not by a scan over every time of the note (quadratic on a long note of dates)."""
+        if self._by_start is None:
+            pairs = sorted(zip(self.times, self.time_values, strict=True), key=lambda x: x[0].start)
+            self._by_start = ([t.start for t, _ in pairs], pairs)
+        return self._by_start
+
+    def times_in(self, a: int, b: int) -> list[tuple[TimeMention, TimeValue]]:
+        """The (time, value) pairs starting in [a, b), in order."""
+        starts, pairs = self.times_by_start()
+        return pairs[bisect.bisect_left(starts, a):bisect.bisect_left(starts, b)]
 
 
 def _doc_kind(doc: Document) -> str:
@@ -409,15 +424,15 @@ class MedicalPipeline(Pipeline):
         if m.row_time is not None:
             # a lab or vital of a table row: the row's own date/time cells (its collection time)
             a, b = m.row_time
-            row = [tv for t, tv in zip(pd.times, pd.time_values, strict=True) if a <= t.start < b and tv.start]
+            row = [tv for t, tv in pd.times_in(a, b) if tv.start]
             if row:
                 order = {"minute": 0, "hour": 1, "day": 2}
                 return TimeInterval(**min(row, key=lambda tv: order.get(tv.granularity or "", 3)).as_dict())
         sent = m.sentence if m.sentence is not None else m.span
         s0, s1 = sent.start, sent.end
         best = None
-        for t, tv in zip(pd.times, pd.time_values, strict=True):
-            if s0 <= t.start < s1 and tv.start is not None:
+        for t, tv in pd.times_in(s0, s1):
+            if tv.start is not None:
                 dist = abs(t.start - m.start)
                 lo, hi = sorted((t.start, m.start))
                 between = text[lo:hi]
@@ -431,8 +446,8 @@ class MedicalPipeline(Pipeline):
             return TimeInterval(**best[1].as_dict())
         # the nearest earlier time in the same paragraph (or, for labs and vitals, the same section)
         sec = next((s for s in pd.sections if s.start <= m.start < max(s.body_end, s.end)), None)
-        for t, tv in sorted(zip(pd.times, pd.time_values, strict=True), key=lambda x: -x[0].start):
-            if t.start >= m.start or tv.start is None or t.kind == "duration":
+        for t, tv in reversed(pd.times_in(-1, m.start)):  # the nearest earlier first
+            if tv.start is None or t.kind == "duration":
                 continue
             between = text[t.end:m.start]
             same_sec = sec is None or sec.start <= t.start
@@ -462,8 +477,8 @@ class MedicalPipeline(Pipeline):
             # after the paragraph's latest earlier date, not across the whole stay
             par = text.rfind("\n\n", 0, s0)
             floor = None
-            for t, tv in zip(pd.times, pd.time_values, strict=True):
-                if par < t.start < s0 and tv.start is not None and tv.granularity in ("day", "hour", "minute"):
+            for _, tv in pd.times_in(par + 1, s0):
+                if tv.start is not None and tv.granularity in ("day", "hour", "minute"):
                     floor = tv
             if floor is not None:
                 d0 = date.fromisoformat(floor.start[:10])
@@ -632,13 +647,14 @@ class MedicalPipeline(Pipeline):
             by_doc.setdefault(e.doc_id, []).append(e)
         cands = []
         for pd in prepared:
-            ents = by_doc.get(pd.doc.doc_id, [])
+            ents = sorted(by_doc.get(pd.doc.doc_id, []), key=lambda e: e.span.char_start)
+            starts = [e.span.char_start for e in ents]
             heads = {(s.start, s.end) for s in pd.sections}
             for s in pd.sents:
                 if len(pd.doc.text[s.start:s.end].strip()) < 3 or any(h0 <= s.start and s.end <= h1 + 1 for h0, h1 in heads):
                     continue
-                ms = [(e.id, c, e.assertion, e.type, e.time.end if e.time else None) for e in ents
-                      if s.start <= e.span.char_start < s.end
+                inside = ents[bisect.bisect_left(starts, s.start):bisect.bisect_left(starts, s.end)]
+                ms = [(e.id, c, e.assertion, e.type, e.time.end if e.time else None) for e in inside
                       for c in _evidence_concepts(e)]
                 sec = next((x.key for x in reversed(pd.sections) if x.start <= s.start), None)
                 cands.append(Candidate(pd.doc, s.start, s.end, section=sec, doc_order=pd.order, mentions=ms))
