@@ -312,6 +312,7 @@ class Executor(ABC):
     gone."""
 
     group: int = 1
+    events: tuple = ()  # what happened to the workers (a Ray executor's lost actors, replaced or not), for summary.json
 
     @abstractmethod
     def run(self, fn: Callable[[Task], Outcome], tasks: list[Task]) -> Iterator[Outcome]: ...
@@ -694,6 +695,7 @@ class BatchReport:
     previous_run: dict | None = None
     finished_at: str | None = None
     elapsed_s: float = 0.0
+    worker_events: list[dict] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         c = {"total": self.total, "ok": 0, "skipped": 0, "failed": 0}
@@ -736,6 +738,7 @@ class BatchReport:
                 if o.status == "failed"
             ],
             "ignored_files": self.ignored,
+            "worker_events": self.worker_events,
             "stale_temp_files_removed": self.stale_temps_removed,
             "previous_run": self.previous_run,
             "inputs": [
@@ -835,6 +838,7 @@ def run_batch(
 
         def save(final: bool = False) -> None:
             report.elapsed_s = time.perf_counter() - t0
+            report.worker_events = list(getattr(executor, "events", []))
             write_atomic(out_dir / SUMMARY_NAME, json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n",
                          fsync=final)
             last_save[0] = time.perf_counter()

@@ -58,6 +58,12 @@ from app.batch import (  # noqa: E402
 )
 
 log = logging.getLogger(__name__)
+def _now_iso() -> str:
+    import datetime as _dt
+
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
 MAX_ATTEMPTS = 2  # a task runs at most twice: once, and once more on another actor if its actor died
 _DEATHS = (RayActorError, WorkerCrashedError)
 
@@ -134,6 +140,7 @@ class RayExecutor(Executor):
         self._actor_options: dict = {}
         self._info_refs: dict = {}  # actor handle -> ObjectRef of its info()
         self.deaths = 0  # actors lost during the run
+        self.events: list[dict] = []  # each lost actor: who, when, its inputs, what was done (summary.json)
 
     # -- starting and stopping ------------------------------------------------------------------
 
@@ -312,8 +319,13 @@ class RayExecutor(Executor):
             if idle is None:
                 return []
             why = f"its Ray worker (pid {info.get('pid', '?')} on {info.get('host', '?')}) died"
+            event = {"event": "worker died", "worker": f"pid {info.get('pid', '?')} on {info.get('host', '?')}",
+                     "at": _now_iso(), "inputs": [t.input.input_id for t in tasks],
+                     "error": _short(exc),
+                     "then": "run again on another worker" if attempt < MAX_ATTEMPTS else "failed: no attempt left"}
             if queue or attempt < MAX_ATTEMPTS:
-                self._replace(idle)
+                event["replaced"] = self._replace(idle)
+            self.events.append(event)
             if attempt < MAX_ATTEMPTS:
                 queue.extendleft((t, attempt + 1, f"run again after {why}") for t in reversed(tasks))
                 return []
@@ -332,9 +344,11 @@ class RayExecutor(Executor):
             outcomes.append(outcome)
         return outcomes
 
-    def _replace(self, idle: deque) -> None:
-        """A new actor in place of a dead one (it starts while the others work)."""
+    def _replace(self, idle: deque) -> bool:
+        """A new actor in place of a dead one (it starts while the others work); whether one started."""
         try:
             idle.append(self._new_actor())
         except RayError as exc:
             log.warning("could not start a replacement Ray worker: %s", _short(exc))
+            return False
+        return True

@@ -311,3 +311,19 @@ def test_summary_writes_do_not_grow_with_the_number_of_inputs(tmp_path, monkeypa
     summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
     assert summary["counts"]["failed"] == 2000 and summary["state"] == "finished"
     assert len(writes) <= elapsed / B.SUMMARY_EVERY_S + 3, (len(writes), elapsed)
+
+
+def test_worker_events_reach_summary_json(tmp_path):
+    """What an executor reports about its workers (a lost Ray actor and its replacement) is in
+    summary.json (issue 47: a replaced actor went unrecorded)."""
+    from app.batch import LocalExecutor, run_batch
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "p.txt").write_text("What is claimed is:\n1. A widget comprising a base.\n", encoding="utf-8")
+    ex = LocalExecutor(1)
+    ex.events = [{"event": "worker died", "worker": "pid 7 on host", "inputs": ["p.txt"], "replaced": True}]
+    out = tmp_path / "out"
+    run_batch(plan(folder, out, "patents"), folder, out, executor=ex)
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["worker_events"] == ex.events

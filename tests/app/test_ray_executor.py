@@ -125,6 +125,10 @@ def test_an_actor_killed_mid_task_loses_nothing_and_its_output_is_written_once(t
     assert sorted(o.input_id for o in outcomes) == [t.input.input_id for t in tasks]
     assert {o.status for o in outcomes} == {"ok"}
     assert ex.deaths == 1
+    (event,) = ex.events  # what summary.json records (issue 47: the replacement went unrecorded)
+    assert event["event"] == "worker died" and f"pid {killed[1]} " in event["worker"] + " "
+    assert sorted(event["inputs"]) == killed[0] and event["replaced"] is True
+    assert event["then"] == "run again on another worker"
     again = [o for o in outcomes if o.note]
     assert len(killed[0]) == group and sorted(o.input_id for o in again) == killed[0]
     assert all(f"pid {killed[1]} " in o.note for o in again)
