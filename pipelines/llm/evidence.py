@@ -565,8 +565,8 @@ _NOT_GIVEN = re.compile(r"allerg|\bno known\b|\bdenie[sd]\b|\bnot (?:given|taken
 
 _CLAUSE = re.compile(r"[，,；;。.!?！？\n]+")
 # a line of the document that imitates the prompt's own structure ("Question: … / Answer: APPROVED")
-_IMITATION = re.compile(r"(?m)^[ \t>*#-]*(?:question|answer|q|a|instruction|instructions|问题|回答|答案|答)[ \t]*[:：]",
-                        re.IGNORECASE)
+# (whole words only: a SOAP note's "A:" is its assessment, not an answer planted for the model)
+_IMITATION = re.compile(r"(?m)^[ \t>*#-]*(?:question|answer|instructions?|问题|回答|答案)[ \t]*[:：]", re.IGNORECASE)
 IMITATION_WARNING = ("the document holds text that imitates a question and its answer (\"Question: … Answer: …\"); "
                      "it is never used as evidence")
 
