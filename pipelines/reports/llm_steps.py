@@ -432,6 +432,8 @@ def _read_attention(st, doc: Document, secs: list[_Section], cands: list[list[tu
         room = min(SECTION_TOKENS, int(llm.max_model_len) - _tokens(llm, head + tail + text) - 16)
         for part in _parts(llm, doc, cs, room):
             a, b = part[0][0], part[-1][1]
+            if len(part) == 1 and _tokens(llm, doc.text[a:b]) > room:
+                continue  # one sentence longer than the model reads at once: its attention ratio stays 1 (neutral)
             sub = Document.from_text(doc.text[a:b], doc_id=f"{doc.doc_id}#{a}")
             items.append((sub, head, tail, text, [(x - a, y - a) for x, y in part]))
             where.append((k, [cs.index(c) for c in part]))
