@@ -238,6 +238,11 @@ class _Collector:
         self.items.append(Mention(type_, Span(self.doc, s, e), source, canonical, normalized or {}))
         return True
 
+    def remove(self, m: Mention) -> None:
+        """Drop a kept mention (its range is free again)."""
+        self.items.remove(m)
+        self._taken.discard(m.start, m.end)
+
 
 def _list_slots(text: str, col: _Collector, sents: list[Span], sections: list[Section]) -> None:
     for m in _LIST_RX.finditer(text):
@@ -596,7 +601,7 @@ def _lexicon(text: str, col: _Collector) -> None:
                 continue
             inner = [x for x in overl if x.type == "problem"]
             for x in overl:
-                col.items.remove(x)
+                col.remove(x)
             can = max(inner, key=lambda x: x.end - x.start).canonical if inner else text[s:e]
             col.add("problem", s, e, "lexicon", can)
 

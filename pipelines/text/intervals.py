@@ -48,3 +48,11 @@ class Intervals:
         self._starts.insert(i, s)
         self._ends.insert(i, e)
         return True
+
+    def discard(self, s: int, e: int) -> bool:
+        """Let go of the held range [s, e) (exactly that range); whether it was held."""
+        i = bisect.bisect_left(self._starts, s)
+        if i < len(self._starts) and self._starts[i] == s and self._ends[i] == e:
+            del self._starts[i], self._ends[i]
+            return True
+        return False

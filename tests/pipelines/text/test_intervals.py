@@ -24,3 +24,10 @@ def test_add_keeps_only_ranges_that_overlap_none():
     assert iv.add(10, 20) and iv.add(0, 10) and iv.add(20, 25)  # touching is not overlapping
     assert not iv.add(5, 12) and not iv.add(24, 30) and not iv.add(3, 3)
     assert len(iv) == 3 and iv.covers(0) and iv.covers(24) and not iv.covers(25)
+
+
+def test_discard_frees_exactly_the_range_held():
+    iv = Intervals()
+    iv.add(0, 5)
+    iv.add(10, 20)
+    assert not iv.discard(10, 19) and iv.discard(10, 20) and not iv.overlaps(12, 14) and iv.add(12, 14)
