@@ -40,10 +40,11 @@ def rank_device(device: torch.device, rank: int) -> torch.device:
 
 
 def load_rank(path: Path, device: torch.device, dtype: torch.dtype, weights: str, rank: int, world: int, port: int,
-              timeout_s: float):
+              timeout_s: float, before_join=None):
     """Join the group as `rank` and load that rank's shard of the model: (model, full config,
     tokenizer, group). The model's layers hold their TPGroup (the all-reduces) and its embedding
-    and output layer their vocabulary slice."""
+    and output layer their vocabulary slice. `before_join()` runs once the shard is loaded, before
+    the group's rendezvous (a worker says it is ready; rank 0 waits for every worker to say so)."""
     from engine.model.layers import MLP, Attention
     from engine.model.loader import load_model
 
@@ -58,6 +59,8 @@ def load_rank(path: Path, device: torch.device, dtype: torch.dtype, weights: str
         torch.cuda.set_device(device)
     model, config, tok = load_model(path, device, dtype, weights, shard=shard)
     # the group after the weights: a rank that cannot load fails before the others wait on it
+    if before_join is not None:
+        before_join()
     group = TPGroup(rank, world, device, port, holder["bounds"], timeout_s)
     model.tp = group
     model.vocab_lo = holder["bounds"][rank][0]
@@ -182,7 +185,7 @@ class WorkerSpec:
     threads: int
 
 
-def worker_main(rank: int, spec: WorkerSpec) -> None:
+def worker_main(rank: int, spec: WorkerSpec, ready=None) -> None:
     """A worker rank's life: load the shard, build the pools rank 0 sized, then run rank 0's
     messages until "stop". An exception ends the process (rank 0 sees it exit)."""
     from engine.attention.attribution import attention_mass
@@ -193,7 +196,7 @@ def worker_main(rank: int, spec: WorkerSpec) -> None:
     device = rank_device(torch.device(spec.device), rank)
     dtype = getattr(torch, spec.dtype.replace("torch.", ""))
     model, _, _, tp = load_rank(Path(spec.path), device, dtype, spec.weights, rank, spec.world, spec.port,
-                                spec.timeout_s)
+                                spec.timeout_s, before_join=None if ready is None else (lambda: ready.put(rank)))
     try:
         kind, cache, sched = tp.recv()
         assert kind == "init", kind
@@ -240,15 +243,42 @@ def worker_main(rank: int, spec: WorkerSpec) -> None:
         tp.close()
 
 
-def launch(spec: WorkerSpec) -> list[mp.Process]:
-    """Start ranks 1..world-1 as spawned processes (each imports torch and loads its shard)."""
+def launch(spec: WorkerSpec) -> tuple[list[mp.Process], object]:
+    """Start ranks 1..world-1 as spawned processes (each imports torch and loads its shard); each
+    puts its rank on the returned queue once its shard is loaded, before the rendezvous."""
     ctx = mp.get_context("spawn")
+    ready = ctx.Queue()
     procs = []
     for rank in range(1, spec.world):
-        p = ctx.Process(target=worker_main, args=(rank, spec), name=f"longdoc-tp-rank{rank}", daemon=True)
+        p = ctx.Process(target=worker_main, args=(rank, spec, ready), name=f"longdoc-tp-rank{rank}", daemon=True)
         p.start()
         procs.append(p)
-    return procs
+    return procs, ready
+
+
+def wait_ready(workers: list[mp.Process], ready, timeout_s: float, poll_s: float = 0.2) -> None:
+    """Rank 0, before the rendezvous: wait until every worker has loaded its shard, and raise
+    TensorParallelError at once (naming the rank and its exit code) when one exits first —
+    instead of waiting the rendezvous' whole timeout for a rank that will never come."""
+    import queue as _queue
+    import time as _time
+
+    pending = set(range(1, len(workers) + 1))
+    deadline = _time.monotonic() + timeout_s
+    while pending:
+        try:
+            pending.discard(ready.get(timeout=poll_s))
+            continue
+        except _queue.Empty:
+            pass
+        for r in sorted(pending):
+            p = workers[r - 1]
+            if not p.is_alive():
+                raise TensorParallelError(f"tensor-parallel rank {r} (pid {p.pid}) exited with code {p.exitcode} "
+                                          "while loading its shard (its error is above)")
+        if _time.monotonic() > deadline:
+            raise TensorParallelError(f"tensor-parallel ranks {sorted(pending)} did not load their shards in "
+                                      f"{timeout_s:.0f} s")
 
 
 def start(path: Path, device: torch.device, dtype: torch.dtype, weights: str, world: int, check: bool,
@@ -258,11 +288,12 @@ def start(path: Path, device: torch.device, dtype: torch.dtype, weights: str, wo
     port = free_port()
     threads = max(1, torch.get_num_threads() // world) if device.type == "cpu" else torch.get_num_threads()
     spec = WorkerSpec(str(path), device.type, str(dtype), weights, world, port, check, timeout_s, threads)
-    workers = launch(spec)
+    workers, ready = launch(spec)
     try:
         if device.type == "cpu":
             torch.set_num_threads(threads)
-        model, config, tok, tp = load_rank(path, rank_device(device, 0), dtype, weights, 0, world, port, timeout_s)
+        model, config, tok, tp = load_rank(path, rank_device(device, 0), dtype, weights, 0, world, port, timeout_s,
+                                           before_join=lambda: wait_ready(workers, ready, timeout_s))
     except BaseException:
         for p in workers:
             p.kill()
