@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
-# Set everything up (including a headless Chromium for the browser test where it can be
-# installed) and run the whole test suite. Extra arguments go to pytest.
+# Set everything up and run the tests. Extra arguments go to pytest.
+#   scripts/test.sh          the default a contributor runs: everything but the tests marked
+#                            `model` (the real Gemma 3 270M), `e2e` (a browser) and `slow`
+#                            (about 6 minutes on 2 cores; README, "Tests")
+#   scripts/test.sh --all    the whole suite, as CI runs it (about 13 minutes on 2 cores), with a
+#                            headless Chromium for the browser test where it can be installed
 set -euo pipefail
 cd "$(dirname "$0")/.."
+all=0
+if [ "${1:-}" = "--all" ]; then
+  all=1
+  shift
+fi
 scripts/setup.sh
+if [ "$all" = 0 ]; then
+  exec .venv/bin/python -m pytest -m "not model and not e2e and not slow" "$@"
+fi
 
 # The end-to-end UI test drives Debian's chromium; install it when we can (root + apt-get).
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -113,6 +113,7 @@ def test_a_stop_signal_ends_the_batch_quickly_and_the_summary_counts_what_was_wr
     assert not list(out.rglob("*.tmp"))
 
 
+@pytest.mark.slow
 def test_kill_9_leaves_a_summary_that_says_running_and_no_worker(tmp_path):
     folder = slow_folder(tmp_path)
     out = tmp_path / "out"

@@ -423,6 +423,7 @@ def test_tiny_gemma_warm_sliding_logits_close_to_all_hot(tiny_folders):
     assert llm.kv.blocks_per_tier()["warm_used"] == [0] * len(llm.kv.groups)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["llama", "gemma3"])
 def test_decode_with_warm_pages_always_passed_matches_the_checked_path(tiny_folders, family, monkeypatch):
     """A captured CUDA-graph step hands the decode backend the warm pages whether or not the

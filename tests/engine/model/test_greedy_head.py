@@ -57,6 +57,7 @@ def test_too_many_candidates_take_the_whole_product(monkeypatch, filt):
     assert greedy.last_candidates * quant.FULL_HEAD_SHARE > w.shape[0] and calls[-1]  # the layer itself, no gather
 
 
+@pytest.mark.model
 def test_greedy_generation_is_unchanged_on_the_packaged_model():
     """Each filter on the real output layer (262,144 rows): the same tokens as the whole int8 product."""
     from engine import LLM, SamplingParams

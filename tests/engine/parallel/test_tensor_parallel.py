@@ -84,7 +84,7 @@ def run(cfg: EngineConfig, params: SamplingParams = GREEDY):
 
 @pytest.mark.parametrize("fam", ["llama", "gemma3"])
 @pytest.mark.parametrize("preemption", ["swap", "recompute"])
-@pytest.mark.parametrize("warm", [False, True], ids=["hot", "warm"])
+@pytest.mark.parametrize("warm", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["hot", "warm"])
 def test_two_ranks_match_one_process(folders, fam, preemption, warm):
     share, n = PRESSURE[fam]
     params = SamplingParams(max_tokens=n, ignore_eos=True)
@@ -107,6 +107,7 @@ def test_two_ranks_match_one_process(folders, fam, preemption, warm):
     assert logits2.shape == logits1.shape and diff <= (2e-3 if warm else 1e-5), diff
 
 
+@pytest.mark.slow
 def test_warm_tier_runs_under_tensor_parallelism(folders):
     """Blocks demoted to INT8 on rank 0 are demoted on rank 1 too: a long decode that reads warm
     blocks gives the single-process tokens, and rank 0 saw warm blocks in use."""

@@ -3,6 +3,8 @@ itself"): read to the end, and past the reader's own limit a warning, never a si
 
 from __future__ import annotations
 
+import pytest
+
 from pipelines.documents import Document, IngestLimits
 from pipelines.patents import analyse_document
 
@@ -20,6 +22,7 @@ def test_a_claim_set_of_1200_claims_is_read_to_the_end():
     assert not [f for f in res.findings if f.severity == "error"]
 
 
+@pytest.mark.slow
 def test_past_claim_9999_a_warning_names_the_limit():
     text = _claims(10_002)
     assert len(text) > IngestLimits().max_text_chars  # built in memory: the ingest limit is not the point here
