@@ -149,7 +149,8 @@ def render_llm_terminal(result: ReportResult) -> list:
         parts.append(st)
     ds = result.deep_summary
     if ds is not None:
-        parts.append(Text(f"Deep summary: key sentences quoted from the report ({ds.strategy})", style="bold"))
+        how = "" if ds.strategy == "key sentences" else f" ({ds.strategy})"  # say so only when the model was not read
+        parts.append(Text(f"Deep summary: key sentences quoted from the report{how}", style="bold"))
         for sec in ds.sections:
             parts.append(Text(f"{sec.title} (p. {', '.join(map(str, sec.pages))})", style="underline"))
             if sec.error:

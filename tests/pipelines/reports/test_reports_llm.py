@@ -183,7 +183,7 @@ def test_steps_run_and_every_span_is_exact(paper, tiny_llm):  # noqa: F811
     console = Console(record=True, width=200)
     console.print(render_terminal(res))
     shown_text = console.export_text()
-    assert "Deep summary: key sentences quoted from the report (key sentences)" in shown_text
+    assert "Deep summary: key sentences quoted from the report\n" in shown_text
     assert "3 Results" in shown_text
     md = deep_summary_markdown(res)
     for c in callouts:
