@@ -66,7 +66,7 @@ from app.export import write_atomic
 from pipelines.documents import Document, DocumentInfo, IngestError, Joined, SourceSpan, input_sha256
 from pipelines.llm.evidence import FUSION, low_confidence
 
-SCHEMA_VERSION = "review/2.1"  # 2.1: cells carry warnings (text imitating the prompt); 2.0: evidence-first cells (status, value, near misses, model text; calibrated confidence)
+SCHEMA_VERSION = "review/2.1"  # 2.1: cells carry warnings (text imitating the prompt) and whether the confidence is calibrated for the model; 2.0: evidence-first cells (status, value, near misses, model text; calibrated confidence)
 REVIEW_VERSION = "2.1"  # bump when what a cell holds for the same key would change
 ROWS_DIR = "review"
 MAX_TOKENS = 48
@@ -166,6 +166,7 @@ class Cell(BaseModel):
     cached_prompt_tokens: int = 0
     seconds: float = 0.0
     warnings: list[str] = Field(default_factory=list, description="what a reviewer should know about the evidence")
+    calibrated: bool = Field(True, description="False: the confidence was fitted for the default model, not this one")
     key: str
 
 
@@ -402,7 +403,8 @@ def _cell(q: Question, answer, key: str, fallback: str | None, source=None) -> C
                 near_misses=mapped(answer.near_misses), model_text=answer.model_text,
                 model_supported=answer.model_supported, fallback=fallback, finish_reason=answer.finish_reason,
                 prompt_tokens=answer.prompt_tokens, cached_prompt_tokens=answer.cached_prompt_tokens,
-                seconds=answer.seconds, warnings=list(getattr(answer, "warnings", []) or []), key=key)
+                seconds=answer.seconds, warnings=list(getattr(answer, "warnings", []) or []),
+                calibrated=getattr(answer, "calibrated", True), key=key)
 
 
 def answer_questions(run, pipeline: str, docs: list[Document], questions: list[Question], keys: list[str]

@@ -157,7 +157,8 @@ def answer_lines(answers) -> list[str]:
     lines = []
     for a in answers:
         lines.append(f"Q: {a.question}")
-        conf = "" if a.confidence is None else f"  [confidence {a.confidence:.0%}]"
+        uncal = "" if getattr(a, "calibrated", True) else ", not calibrated for this model"
+        conf = "" if a.confidence is None else f"  [confidence {a.confidence:.0%}{uncal}]"
         if getattr(a, "route", "evidence") == "structure":
             conf = "  [from the document's structure: exact]"
         if a.error is not None:

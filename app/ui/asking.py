@@ -448,7 +448,8 @@ def show_answer(answer, texts: dict[str, str], names: dict[str, str] | None = No
     if answer.error:
         st.warning(md_line(f"No answer: {answer.error}"))
         return
-    conf = "" if answer.confidence is None else f" · confidence {answer.confidence:.0%}"
+    uncal = "" if getattr(answer, "calibrated", True) else " (not calibrated for this model)"
+    conf = "" if answer.confidence is None else f" · confidence {answer.confidence:.0%}{uncal}"
     if answer.status == "not_stated":
         st.warning(md_line(f"Not stated in the document{conf}."))
     elif low_confidence(answer):

@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -98,6 +99,10 @@ def _absent(value) -> bool:
     return value is None
 
 
+def _true(value) -> bool:
+    return value is True
+
+
 def _empty(value) -> bool:
     return not value
 
@@ -140,6 +145,9 @@ class Answer(BaseModel):
     seconds: float = 0.0
     warnings: list[str] = Field(default_factory=list, exclude_if=_empty,
                                 description="what a reader should know about the evidence (text imitating the prompt)")
+    calibrated: bool = Field(default=True, exclude_if=_true,
+                             description="False: `confidence` was fitted for the default model, not the one that read "
+                                         "this (another --model): a ranking, not a probability")
 
 
 def exact_answer(question: str, text: str, spans: list[AnswerSpan], value: SourceSpan | None = None, *,
@@ -477,7 +485,8 @@ class LLMRun:
                 found = self._evidence(st, results, joined, head, question, t0) if evidence else \
                     [[None] * len(res.items) for res in results]
                 seconds = round(time.perf_counter() - t0, 3)
-                out = [[_answer(it, j, seconds, f) for it, f in zip(res.items, fs, strict=True)]
+                calibrated = _default_model(st.llm)
+                out = [[_answer(it, j, seconds, f, calibrated) for it, f in zip(res.items, fs, strict=True)]
                        for res, j, fs in zip(results, joined, found, strict=True)]
         if out is None:  # no engine, or it failed: the record holds the one line
             rec = self.records[-1]
@@ -540,7 +549,19 @@ def join_documents(docs: list[Document]) -> Joined:
     return Document.join(pieces, doc_id="+".join(d.doc_id for d in docs))
 
 
-def _answer(item, joined: Joined, seconds: float, found=None) -> Answer:
+def _default_model(llm) -> bool:
+    """Whether `llm` runs the packaged default model (the one the evidence fusion and confidence
+    were fitted with)."""
+    from engine.paths import default_model_path
+
+    path = getattr(llm, "model_path", None)
+    try:
+        return path is not None and Path(path).resolve() == Path(default_model_path()).resolve()
+    except OSError:
+        return False
+
+
+def _answer(item, joined: Joined, seconds: float, found=None, calibrated: bool = True) -> Answer:
     """The Answer for an engine item and its evidence (`found`: a pipelines.llm.evidence.Found, or
     None when evidence was not read: the model's text alone, marked unsupported)."""
     report, how = item.fallback, None
@@ -574,7 +595,7 @@ def _answer(item, joined: Joined, seconds: float, found=None) -> Answer:
     return Answer(text=found.text, status=found.status, confidence=found.confidence, kind=found.kind, value=value,
                   spans=spans(found.passages), near_misses=spans(found.near), model_text=model_text,
                   model_supported=None if found.support is None else found.support.supported,
-                  warnings=list(found.warnings), **common)
+                  warnings=list(found.warnings), calibrated=calibrated, **common)
 
 
 def _why_not(step: str, mode: LLMMode, model: str, estimated_s: float | None, budget_s: float | None) -> str:

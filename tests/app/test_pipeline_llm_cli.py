@@ -212,6 +212,8 @@ def test_answer_lines_are_evidence_first():
     assert any("in the model's words (carried by the quote): within 30 days" in line for line in answer_lines([supported]))
     weak = shown.model_copy(update={"confidence": 0.42})
     assert answer_lines([weak])[1] == "A (low confidence, check the quote): 30 days  [confidence 42%]"
+    other = weak.model_copy(update={"confidence": 0.82, "calibrated": False})
+    assert answer_lines([other])[1] == "A: 30 days  [confidence 82%, not calibrated for this model]"
     missing = Answer(question="What is the cap?", text="not stated in the document", status="not_stated",
                      confidence=0.7, near_misses=[_span(text, 46, len(text), 0.1)])
     lines = answer_lines([missing])

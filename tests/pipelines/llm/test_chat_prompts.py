@@ -98,4 +98,5 @@ def test_smollm2_answers_through_its_chat_template():
     assert term.status == "answered" and "two (2) years" in term.spans[0].text
     for a in got:
         assert a.model_text.strip()  # the instruction-tuned model did reply
+        assert a.calibrated is False  # its confidences were fitted for Gemma 3 270M
         assert a.spans[0].text == doc.text[a.spans[0].char_start:a.spans[0].char_end]
