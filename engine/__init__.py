@@ -78,6 +78,7 @@ from engine.fallback import (
 from engine.kv.cold.disk_store import check_cache_dir
 from engine.llm import LLM, AttributionOutput, GenerationOutput, ScoreOutput, StepProgress, StreamDelta
 from engine.model.loader import has_chat_template
+from engine.paths import default_model_path
 
 __all__ = [
     "LLM",
@@ -106,5 +107,6 @@ __all__ = [
     "TextTools",
     "fit",
     "run_with_fallback",
+    "default_model_path",
     "has_chat_template",
 ]

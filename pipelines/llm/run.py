@@ -552,7 +552,7 @@ def join_documents(docs: list[Document]) -> Joined:
 def _default_model(llm) -> bool:
     """Whether `llm` runs the packaged default model (the one the evidence fusion and confidence
     were fitted with)."""
-    from engine.paths import default_model_path
+    from engine import default_model_path
 
     path = getattr(llm, "model_path", None)
     try:
