@@ -203,13 +203,13 @@ class StepContext:
         from pipelines.llm.requests import Progress
 
         total = len(prompts) if total is None else total
-        n_all = sum(self.tokens(p, True) for p in prompts)
+        sizes = [self.tokens(p, True) for p in prompts]  # once each: the total and each prompt's count
+        n_all = sum(sizes)
         out, done, t0 = [], 0, time.perf_counter()
-        for k, prompt in enumerate(prompts):
+        for k, (prompt, n) in enumerate(zip(prompts, sizes, strict=True)):
             if self.cancelled:
                 break
             out.append(choose(self.llm, prompt, options))
-            n = self.tokens(prompt, True)
             done += n
             self.add(requests=1, prompt_tokens=n)
             self.progress(Progress(done, n_all, time.perf_counter() - t0, done_before + k + 1, total))

@@ -53,12 +53,10 @@ def _prose(text: str) -> bool:
     return len(_LATIN.findall(text)) >= MIN_WORDS or len(_CJK.findall(text)) >= MIN_CJK
 
 
-def _drop_heading(text: str, a: int, b: int, exclude: Sequence[tuple[int, int]]) -> int:
+def _drop_heading(text: str, a: int, b: int, exclude: Sequence[tuple[int, int]], label_line) -> int:
     """The start after the passage's leading label lines (a heading the passage cutter joined to
     what it introduces, by its own test, or a line that overlaps an excluded range: a heading or
     caption the report parser found), as long as more lines follow."""
-    from pipelines.llm.evidence import label_line
-
     while (nl := text.find("\n", a, b)) >= 0:
         first = text[a:nl].strip()
         if not (label_line(first) or any(x < nl and a < y for x, y in exclude)):
@@ -98,11 +96,11 @@ def _starts_sentence(text: str, a: int, lo: int) -> bool:
 def key_candidates(doc: Document, start: int, end: int, exclude: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
     """(start, end) of the passages in doc.text[start:end] that may be quoted as key sentences (see
     the module docstring); `exclude`: ranges a candidate must not overlap (captions, headings)."""
-    from pipelines.llm.evidence import candidate_spans
+    from pipelines.llm.evidence import candidate_spans, label_line
 
     out = []
     for a, b in candidate_spans(doc, [(start, end)]):
-        a = _drop_heading(doc.text, a, b, exclude)
+        a = _drop_heading(doc.text, a, b, exclude, label_line)
         if a >= b or any(x < b and a < y for x, y in exclude):
             continue
         if _prose(doc.text[a:b]) and _starts_sentence(doc.text, a, start):
