@@ -3,7 +3,7 @@
 #   scripts/test.sh          the default a contributor runs: everything but the tests marked
 #                            `model` (the real Gemma 3 270M), `e2e` (a browser) and `slow`
 #                            (about 6 minutes on 2 cores; README, "Tests")
-#   scripts/test.sh --all    the whole suite, as CI runs it (about 13 minutes on 2 cores), with a
+#   scripts/test.sh --all    the whole suite, as CI runs it (about 14 minutes on 2 cores), with a
 #                            headless Chromium for the browser test where it can be installed
 set -euo pipefail
 cd "$(dirname "$0")/.."
